@@ -1,0 +1,89 @@
+"""`python -m stage_a.cli`: Stage-A summaries for one mission, several, or all.
+
+Exit status: 0 when the run finished (failed groups are in the errors file), 2 on a usage or
+input error (message on stderr, nothing written), 3 when another process holds the output lock.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .images import DEFAULT_MAX_IMAGE_PIXELS
+from .runner import DEFAULT_MAX_PIXELS, StageAOptions, run_stage_a
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m stage_a.cli",
+        description="Stage-A: summarise every photo of every group with a Qwen-VL checkpoint, one "
+                    "resumable JSONL line per group (<output_dir>/<mission>_stage_a.jsonl).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    io = p.add_argument_group("data")
+    io.add_argument("--input_dir", required=True, help="root of <mission>/<审核通过|审核不通过>/<group>/*.jpg")
+    io.add_argument("--output_dir", required=True, help="where <mission>_stage_a.jsonl and .errors.jsonl go")
+    io.add_argument("--mission", default="all",
+                    help="a mission name or alias, a comma-separated list, or 'all' (configs/missions.yaml)")
+    io.add_argument("--missions_config", default=None,
+                    help="mission registry YAML (default: configs/missions.yaml or $GROUP_QC_MISSIONS)")
+    model = p.add_argument_group("model")
+    model.add_argument("--model", required=True, help="local Qwen2.5-VL / Qwen3-VL checkpoint folder")
+    model.add_argument("--adapters", nargs="*", default=[], help="LoRA adapter folder(s) on top of --model")
+    model.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"],
+                       help="ms-swift engine: TransformersEngine or VllmEngine (GPU, vLLM installed)")
+    model.add_argument("--model_type", default=None, help="ms-swift model_type (default: from config.json)")
+    model.add_argument("--template", default=None, help="ms-swift template (default: from config.json)")
+    gen = p.add_argument_group("generation")
+    gen.add_argument("--batch_size", type=int, default=8, help="photos per engine call (across groups)")
+    gen.add_argument("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS,
+                     help="photos are resized to at most this many pixels (aspect kept)")
+    gen.add_argument("--max_image_pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
+                     help="larger files are refused as possible decompression bombs")
+    gen.add_argument("--max_new_tokens", type=int, default=128, help="cap on summary length in tokens")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (reproducible)")
+    gen.add_argument("--seed", type=int, default=None, help="sampling seed when temperature > 0")
+    run = p.add_argument_group("run control")
+    run.add_argument("--num_shards", type=int, default=None,
+                     help="split groups over N processes (default: $WORLD_SIZE or 1)")
+    run.add_argument("--shard_index", type=int, default=None, help="this process's shard (default: $RANK or 0)")
+    run.add_argument("--overwrite", action="store_true", help="discard earlier output and start fresh")
+    run.add_argument("--retry_errors", action="store_true", help="retry groups listed in the errors file")
+    run.add_argument("--no_progress", action="store_true", help="no progress bar (logs only)")
+    run.add_argument("--log_level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def options_from_args(args: argparse.Namespace) -> StageAOptions:
+    return StageAOptions(
+        input_dir=args.input_dir, output_dir=args.output_dir, model=args.model, mission=args.mission,
+        adapters=tuple(args.adapters or ()), batch_size=args.batch_size, infer_backend=args.infer_backend,
+        max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+        seed=args.seed, max_image_pixels=args.max_image_pixels, num_shards=args.num_shards,
+        shard_index=args.shard_index, overwrite=args.overwrite, retry_errors=args.retry_errors,
+        model_type=args.model_type, template=args.template, missions_config=args.missions_config,
+        progress=not args.no_progress)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .jsonl import JsonlError, LockedError
+    try:
+        report = run_stage_a(options_from_args(args))
+    except LockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except (ValueError, FileNotFoundError, PermissionError, JsonlError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for mission in sorted(set(report.written) | set(report.skipped)):
+        print(f"{mission}: wrote {report.written.get(mission, 0)} groups, "
+              f"{report.failed.get(mission, 0)} failed (see errors file), "
+              f"{report.skipped.get(mission, 0)} skipped (already done)")
+    rate = report.photos / report.seconds if report.seconds else 0.0
+    print(f"{report.photos} photos in {report.seconds:.1f}s ({rate:.2f} photos/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Crash-safe JSONL primitives shared by every writer and reader in group-qc. Pure (stdlib only).
+
+Invariants: a record is one `write()` of a whole line ending in "\n", flushed at once, so a killed
+process can leave at most one torn line, always the last; `repair_torn_tail` removes it before
+anything is appended; readers treat a torn last line as absent and any other bad line as an error
+that names the file and line.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+class JsonlError(ValueError):
+    """A JSONL file that cannot be read as records (names the file and line)."""
+
+
+class LockedError(RuntimeError):
+    """Another process holds the output lock."""
+
+
+def dumps_line(record: dict) -> str:
+    # ensure_ascii=False: Chinese stays readable in `tail -f` and editors.
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object). A final line without "\n" that does not parse is a torn write
+    from a killed run: skipped when allow_torn_tail, else an error. Blank lines are skipped."""
+    path = Path(path)
+    with path.open("rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    last = len(lines) - 1  # the segment after the final "\n" ("" when the file ends cleanly)
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            if i == last and allow_torn_tail:
+                continue
+            where = "torn last line (killed writer?)" if i == last else "malformed line"
+            raise JsonlError(f"{path}:{i + 1}: {where}: {exc}. Fix or remove that line, "
+                             f"or start fresh with --overwrite.") from None
+        yield i + 1, obj
+
+
+def repair_torn_tail(path: str | os.PathLike) -> int:
+    """Make `path` end at a line boundary. A complete object missing only its "\n" gets one;
+    a torn fragment is cut off. Returns the number of bytes removed."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    with path.open("r+b") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size == 0:
+            return 0
+        # Scan backwards in blocks for the last "\n".
+        pos, tail = size, b""
+        while pos > 0:
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            block = f.read(step)
+            tail = block + tail
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                cut = pos + nl + 1
+                break
+        else:
+            cut = 0
+        fragment = tail[len(tail) - (size - cut):] if size > cut else b""
+        if not fragment:
+            return 0
+        try:
+            json.loads(fragment.decode("utf-8"))
+            f.seek(size)
+            f.write(b"\n")
+            return 0
+        except (ValueError, UnicodeDecodeError):
+            f.truncate(cut)
+            return size - cut
+
+
+class JsonlAppender:
+    """Append whole lines; each `write` is flushed before it returns (visible to `tail -f`)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        repair_torn_tail(self.path)
+        self._f = self.path.open("a", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        self._f.write(dumps_line(record))
+        self._f.flush()
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def write_jsonl_atomic(path: str | os.PathLike, records) -> int:
+    """Replace `path` with `records` all at once (temp file + rename): readers never see half."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    n = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for record in records:
+            f.write(dumps_line(record))
+            n += 1
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return n
+
+
+@contextmanager
+def exclusive_lock(target: str | os.PathLike):
+    """Hold `<target>.lock` for the duration; a second holder is refused at once, not queued,
+    so two writers of the same output can never interleave lines."""
+    lock_path = Path(f"{target}.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise LockedError(
+                f"{target} is being written by another process (pid {holder}); wait for it to finish "
+                f"or stop it. Different shards must use --num_shards/--shard_index.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock; the file itself stays (harmless, reusable)

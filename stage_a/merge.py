@@ -1,0 +1,91 @@
+"""`python -m stage_a.merge --output_dir DIR [--mission all]`: join shard part files into
+<mission>_stage_a.jsonl (and .errors.jsonl) in discovery order, each group once.
+
+Refuses while a shard still holds its lock, or when a shard of the set is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .discovery import path_order_key
+from .jsonl import JsonlError, LockedError, exclusive_lock, iter_jsonl, write_jsonl_atomic
+from .missions import MissionError, load_registry
+from .outputs import MissionOutputs
+from .records import RecordError, validate_record
+
+
+def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int, int] | None:
+    """Merge one mission's parts; returns (groups, errors) written, or None when it has no parts."""
+    outputs = MissionOutputs(output_dir, stem)
+    parts = outputs.part_files()
+    if not parts:
+        return None
+    counts = {n for _, n, _ in parts}
+    if len(counts) != 1:
+        raise ValueError(f"{stem}: shard parts from different --num_shards runs {sorted(counts)} in "
+                         f"{output_dir}; remove the stale ones")
+    (n,) = counts
+    missing = sorted(set(range(n)) - {i for i, _, _ in parts})
+    if missing:
+        raise ValueError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
+    with exclusive_lock(outputs.merged_main):
+        for i, _, path in parts:
+            with exclusive_lock(path):  # refused (LockedError) while that shard is still running
+                pass
+        records = {}
+        sources = [outputs.merged_main] if outputs.merged_main.exists() else []
+        for source in sources + [p for _, _, p in parts]:
+            for line_no, rec in iter_jsonl(source):
+                try:
+                    validate_record(rec, known_missions)
+                except RecordError as exc:
+                    raise RecordError(f"{source}:{line_no}: {exc}") from None
+                records.setdefault(rec["group_id"], rec)  # first wins: never a group twice
+        ordered = sorted(records.values(), key=lambda r: (path_order_key(r["images"][0]), r["group_id"]))
+        written = write_jsonl_atomic(outputs.merged_main, ordered)
+        errors, seen = [], set()
+        error_sources = [outputs.merged_errors] if outputs.merged_errors.exists() else []
+        for source in error_sources + [MissionOutputs(output_dir, stem, n, i).errors for i in range(n)]:
+            if source.exists():
+                for _, rec in iter_jsonl(source):
+                    key = (rec.get("group_id"), rec.get("path"), rec.get("error"))
+                    if key not in seen and rec.get("group_id") not in records:
+                        seen.add(key)
+                        errors.append(rec)
+        write_jsonl_atomic(outputs.merged_errors, errors)
+    return written, len(errors)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stage_a.merge", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--output_dir", required=True, help="the Stage-A --output_dir the shards wrote to")
+    p.add_argument("--mission", default="all", help="a mission name or alias, a list, or 'all'")
+    p.add_argument("--missions_config", default=None, help="mission registry YAML")
+    args = p.parse_args(argv)
+    try:
+        registry = load_registry(args.missions_config)
+        missions = registry.select(args.mission)
+        merged_any = False
+        for mission in missions:
+            result = merge_mission(Path(args.output_dir), mission.stage_a_stem, registry.names)
+            if result is not None:
+                merged_any = True
+                print(f"{mission.name}: {result[0]} groups, {result[1]} errors -> "
+                      f"{Path(args.output_dir) / (mission.stage_a_stem + '.jsonl')}")
+        if not merged_any:
+            print(f"error: no shard part files under {args.output_dir}", file=sys.stderr)
+            return 2
+    except LockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except (MissionError, ValueError, JsonlError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Where Stage-A writes, and which records already exist there. Pure (stdlib only).
+
+Single process: <output_dir>/<mission>_stage_a.jsonl and <mission>_stage_a.errors.jsonl.
+Shard i of n:   <mission>_stage_a.shard-0000i-of-0000n.jsonl (+ .errors.jsonl), merged later by
+stage_a.merge into the single-process names.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .jsonl import iter_jsonl
+
+_SHARD_RE = re.compile(r"\.shard-(\d{5})-of-(\d{5})\.jsonl$")
+
+
+def shard_of(key: str, num_shards: int) -> int:
+    """Stable shard of a group id (or folder path): the same on every machine and every run,
+    and unchanged for old groups when new groups arrive."""
+    if num_shards <= 1:
+        return 0
+    digest = hashlib.sha1(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % num_shards
+
+
+def shard_from_env(num_shards: int | None, shard_index: int | None) -> tuple[int, int]:
+    """Explicit flags win; else torchrun's WORLD_SIZE/RANK; else a single shard."""
+    if num_shards is None:
+        num_shards = int(os.environ.get("WORLD_SIZE", "1"))
+    if shard_index is None:
+        shard_index = int(os.environ.get("RANK", "0")) if num_shards > 1 else 0
+    return num_shards, shard_index
+
+
+@dataclass(frozen=True)
+class MissionOutputs:
+    output_dir: Path
+    stem: str              # "<mission>_stage_a"
+    num_shards: int = 1
+    shard_index: int = 0
+
+    @property
+    def sharded(self) -> bool:
+        return self.num_shards > 1
+
+    @property
+    def merged_main(self) -> Path:
+        return self.output_dir / f"{self.stem}.jsonl"
+
+    @property
+    def merged_errors(self) -> Path:
+        return self.output_dir / f"{self.stem}.errors.jsonl"
+
+    @property
+    def main(self) -> Path:
+        if not self.sharded:
+            return self.merged_main
+        return self.output_dir / f"{self.stem}.shard-{self.shard_index:05d}-of-{self.num_shards:05d}.jsonl"
+
+    @property
+    def errors(self) -> Path:
+        return self.main.with_name(self.main.name[: -len(".jsonl")] + ".errors.jsonl")
+
+    def part_files(self) -> list[tuple[int, int, Path]]:
+        """Existing shard part files of this mission: (shard index, num shards, path)."""
+        parts = []
+        for path in sorted(self.output_dir.glob(f"{glob_escape(self.stem)}.shard-*-of-*.jsonl")):
+            m = _SHARD_RE.search(path.name)
+            if m and path.name.startswith(self.stem + ".shard-"):
+                parts.append((int(m.group(1)), int(m.group(2)), path))
+        return parts
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def existing_group_ids(path: Path) -> set[str]:
+    """Group ids already recorded in a JSONL file (missing file: none)."""
+    if not path.exists():
+        return set()
+    return {obj["group_id"] for _, obj in iter_jsonl(path) if obj.get("group_id")}
+
+
+def existing_error_keys(path: Path) -> tuple[set[str], set[tuple]]:
+    """(group ids that failed, (path, error) keys of discovery issues) in an errors file."""
+    failed, issues = set(), set()
+    if path.exists():
+        for _, obj in iter_jsonl(path):
+            if obj.get("stage") == "discovery":
+                issues.add((obj.get("path"), obj.get("error")))
+            elif obj.get("group_id"):
+                failed.add(obj["group_id"])
+    return failed, issues

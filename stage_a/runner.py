@@ -1,0 +1,312 @@
+"""Stage-A orchestration: discover -> skip what is done -> load photos ahead -> batched
+inference -> one JSONL line per finished group.
+
+Photos are decoded and resized in a background thread while the model works on the previous
+batch (PIL releases the GIL), so preparation overlaps compute. Groups finish in discovery order
+and each is written, flushed, the moment its last photo is summarised.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections import deque
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discovery import Group, discover_mission, mission_folders
+from .engine import BACKENDS, resolve_model
+from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
+from .jsonl import JsonlAppender, exclusive_lock, write_jsonl_atomic
+from .missions import Mission, load_registry
+from .outputs import MissionOutputs, existing_error_keys, existing_group_ids, shard_from_env, shard_of
+from .prompts import stage_a_messages
+from .records import RecordError, error_record, image_key, make_record, normalize_summary
+
+log = logging.getLogger("group_qc.stage_a")
+
+DEFAULT_MAX_PIXELS = 1024 * 28 * 28  # ~1k visual tokens per photo on Qwen2.5-VL
+
+
+@dataclass
+class StageAOptions:
+    input_dir: str
+    output_dir: str
+    model: str
+    mission: str = "all"
+    adapters: tuple = ()
+    batch_size: int = 8
+    infer_backend: str = "transformers"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    seed: int | None = None
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    num_shards: int | None = None
+    shard_index: int | None = None
+    overwrite: bool = False
+    retry_errors: bool = False
+    model_type: str | None = None
+    template: str | None = None
+    missions_config: str | None = None
+    progress: bool = True
+
+    def validate(self) -> None:
+        """Out-of-range settings fail here, before any file is touched or model loaded."""
+        def check(ok, name, value, rule):
+            if not ok:
+                raise ValueError(f"--{name} {value!r} is out of range: {rule}")
+        check(isinstance(self.batch_size, int) and 1 <= self.batch_size <= 4096, "batch_size", self.batch_size,
+              "an integer from 1 to 4096")
+        check(isinstance(self.max_pixels, int) and 56 * 56 <= self.max_pixels <= 50_000_000, "max_pixels",
+              self.max_pixels, "from 3136 (56x56) to 50,000,000")
+        check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= 8192, "max_new_tokens",
+              self.max_new_tokens, "from 1 to 8192")
+        check(0.0 <= float(self.temperature) <= 2.0, "temperature", self.temperature, "from 0 (greedy) to 2")
+        check(self.max_image_pixels >= self.max_pixels, "max_image_pixels", self.max_image_pixels,
+              "at least --max_pixels")
+        check(self.infer_backend in BACKENDS, "infer_backend", self.infer_backend, f"one of {BACKENDS}")
+        n, i = shard_from_env(self.num_shards, self.shard_index)
+        check(n >= 1, "num_shards", n, "at least 1")
+        check(0 <= i < n, "shard_index", i, f"from 0 to num_shards-1 = {n - 1}")
+        check(not (self.overwrite and self.retry_errors), "retry_errors", True, "not together with --overwrite")
+
+
+@dataclass
+class MissionPlan:
+    mission: Mission
+    outputs: MissionOutputs
+    todo: list[Group]
+    discovered: int
+    skipped_done: int
+    skipped_errors: int
+    new_issues: list[dict]
+
+
+@dataclass
+class RunReport:
+    written: dict = field(default_factory=dict)   # mission -> groups written this run
+    failed: dict = field(default_factory=dict)    # mission -> groups sent to the errors file
+    skipped: dict = field(default_factory=dict)   # mission -> groups already done or failed before
+    photos: int = 0
+    truncated: int = 0                            # summaries that hit --max_new_tokens
+    seconds: float = 0.0
+    model_loaded: bool = False
+
+
+def ensure_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise PermissionError(f"output_dir {folder} is not writable ({exc.strerror or exc}); "
+                              f"choose another --output_dir or fix its permissions") from None
+
+
+def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, outputs: MissionOutputs,
+          input_dir: Path) -> MissionPlan:
+    groups, issues = discover_mission(input_dir, mission, folders, registry)
+    if opts.overwrite:
+        for path in {outputs.main, outputs.errors, outputs.merged_main, outputs.merged_errors}:
+            path.unlink(missing_ok=True)
+    if opts.retry_errors:
+        write_jsonl_atomic(outputs.errors, [])  # failed groups are retried; issues are re-found below
+    done = existing_group_ids(outputs.main)
+    failed, known_issues = existing_error_keys(outputs.errors)
+    if outputs.sharded and not opts.overwrite:
+        done |= existing_group_ids(outputs.merged_main)
+        if not opts.retry_errors:
+            merged_failed, merged_issues = existing_error_keys(outputs.merged_errors)
+            failed |= merged_failed
+            known_issues |= merged_issues
+    n, i = outputs.num_shards, outputs.shard_index
+    mine = [g for g in groups if shard_of(g.group_id, n) == i]
+    todo = [g for g in mine if g.group_id not in done and g.group_id not in failed]
+    new_issues = [error_record(mission.name, issue.error, group_id=issue.group_id, path=issue.path,
+                               stage="discovery")
+                  for issue in issues
+                  if shard_of(issue.path, n) == i and (issue.path, issue.error) not in known_issues]
+    return MissionPlan(mission, outputs, todo, discovered=len(groups),
+                       skipped_done=sum(g.group_id in done for g in mine),
+                       skipped_errors=sum(g.group_id in failed and g.group_id not in done for g in mine),
+                       new_issues=new_issues)
+
+
+class _GroupInFlight:
+    __slots__ = ("group", "images", "summaries", "remaining", "error")
+
+    def __init__(self, group: Group, images: list):
+        self.group, self.images = group, images
+        self.summaries: list[str | None] = [None] * len(images)
+        self.remaining = len(images)
+        self.error: str | None = None
+
+
+_DONE = object()
+
+
+def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: queue.Queue,
+              stop: threading.Event) -> None:
+    """Producer thread: decode and resize each group's photos; a bad photo fails its group here."""
+    def put(item):
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+    try:
+        for group in groups:
+            if stop.is_set():
+                return
+            try:
+                images = [load_photo(input_dir / rel, max_pixels=opts.max_pixels,
+                                     max_image_pixels=opts.max_image_pixels, display_name=rel)
+                          for rel in group.images]
+                put((group, images, None))
+            except PhotoError as exc:
+                put((group, None, str(exc)))
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+        put((None, None, exc))
+    finally:
+        put(_DONE)
+
+
+def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path, model_name: str,
+                 report: RunReport, pbar) -> None:
+    messages = stage_a_messages(plan.mission)
+    name = plan.mission.name
+    written = failed = 0
+    prepared: queue.Queue = queue.Queue(maxsize=max(2, 2 * opts.batch_size))
+    stop = threading.Event()
+    producer = threading.Thread(target=_prefetch, args=(plan.todo, input_dir, opts, prepared, stop),
+                                name=f"stage-a-prefetch-{name}", daemon=True)
+    with JsonlAppender(plan.outputs.main) as main, JsonlAppender(plan.outputs.errors) as errors:
+        for issue in plan.new_issues:
+            errors.write(issue)
+            log.warning("%s: %s", name, issue["error"])
+
+        def fail(group: Group, message: str, stage: str) -> None:
+            nonlocal failed
+            errors.write(error_record(name, message, group_id=group.group_id, path=group.folder,
+                                      stage=stage, label=group.label))
+            log.warning("%s: group %s failed: %s", name, group.group_id, message)
+            failed += 1
+
+        producer.start()
+        try:
+            in_flight: deque[_GroupInFlight] = deque()
+            pending: deque[tuple[_GroupInFlight, int]] = deque()
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < opts.batch_size:
+                    item = prepared.get()
+                    if item is _DONE:
+                        exhausted = True
+                        break
+                    group, images, err = item
+                    if isinstance(err, BaseException):
+                        raise err
+                    if err is not None:
+                        fail(group, err, "image")
+                        pbar.update(len(group.images))
+                        continue
+                    state = _GroupInFlight(group, images)
+                    in_flight.append(state)
+                    pending.extend((state, k) for k in range(len(images)))
+                if not pending:
+                    break
+                batch = [pending.popleft() for _ in range(min(opts.batch_size, len(pending)))]
+                results = engine.summarize([(messages, state.images[k]) for state, k in batch])
+                for (state, k), result in zip(batch, results):
+                    state.images[k] = None  # free the decoded photo now
+                    state.remaining -= 1
+                    photo = state.group.images[k]
+                    if result.error is not None:
+                        state.error = state.error or f"inference failed on {photo}: {result.error}"
+                        continue
+                    if result.finish_reason == "length":
+                        report.truncated += 1
+                    try:
+                        state.summaries[k] = normalize_summary(result.text)
+                    except RecordError as exc:
+                        state.error = state.error or f"summary of {photo} ({image_key(k + 1)}) is invalid: {exc}"
+                report.photos += len(batch)
+                pbar.update(len(batch))
+                while in_flight and in_flight[0].remaining == 0:
+                    state = in_flight.popleft()
+                    if state.error:
+                        fail(state.group, state.error, "summary")
+                        continue
+                    try:
+                        record = make_record(state.group, state.summaries, model_name, opts.adapters)
+                    except RecordError as exc:
+                        fail(state.group, str(exc), "summary")
+                        continue
+                    main.write(record)
+                    written += 1
+        finally:
+            stop.set()
+            producer.join(timeout=5)
+    report.written[name] = report.written.get(name, 0) + written
+    report.failed[name] = report.failed.get(name, 0) + failed
+
+
+def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
+    """Run Stage-A for the selected missions; `engine` (anything with `summarize`) is built from
+    opts on first need when not given, so a fully resumed run never loads the model."""
+    opts.validate()
+    start = time.perf_counter()
+    registry = load_registry(opts.missions_config)
+    missions = registry.select(opts.mission)
+    input_dir, output_dir = Path(opts.input_dir), Path(opts.output_dir)
+    folders = mission_folders(input_dir, registry, missions, strict_unknown=_is_all(opts.mission))
+    spec = resolve_model(opts.model, opts.adapters, opts.model_type, opts.template) if engine is None else None
+    ensure_writable(output_dir)
+    num_shards, shard_index = shard_from_env(opts.num_shards, opts.shard_index)
+    report = RunReport()
+    with ExitStack() as stack:
+        plans = []
+        for mission in missions:
+            if not folders[mission.name]:
+                if not _is_all(opts.mission):
+                    raise FileNotFoundError(f"no folder for mission {mission.name!r} under {input_dir} "
+                                            f"(looked for: {', '.join(registry.folders_of(mission))})")
+                log.warning("no photos for mission %s under %s; nothing to do for it", mission.name, input_dir)
+                continue
+            outputs = MissionOutputs(output_dir, mission.stage_a_stem, num_shards, shard_index)
+            stack.enter_context(exclusive_lock(outputs.main))
+            plan = _plan(mission, folders[mission.name], opts, registry, outputs, input_dir)
+            log.info("%s: %d groups discovered; shard %d/%d: %d already written, %d failed before%s, %d to do",
+                     mission.name, plan.discovered, shard_index, num_shards, plan.skipped_done, plan.skipped_errors,
+                     "" if opts.retry_errors else " (use --retry_errors to retry)", len(plan.todo))
+            report.skipped[mission.name] = plan.skipped_done + plan.skipped_errors
+            plans.append(plan)
+        total_photos = sum(len(g.images) for p in plans for g in p.todo)
+        if total_photos and engine is None:
+            from .engine import SwiftSummaryEngine
+            engine = SwiftSummaryEngine(spec, backend=opts.infer_backend, batch_size=opts.batch_size,
+                                        max_pixels=opts.max_pixels, max_new_tokens=opts.max_new_tokens,
+                                        temperature=opts.temperature, seed=opts.seed)
+            report.model_loaded = True
+        from tqdm import tqdm
+        with tqdm(total=total_photos, unit="photo", disable=not opts.progress or not total_photos,
+                  dynamic_ncols=True, desc="stage-a") as pbar:
+            for plan in plans:
+                pbar.set_postfix_str(plan.mission.name)
+                _run_mission(plan, engine, opts, input_dir, opts.model, report, pbar)
+    report.seconds = time.perf_counter() - start
+    if report.truncated:
+        log.warning("%d summaries stopped at --max_new_tokens %d; raise it if summaries look cut off",
+                    report.truncated, opts.max_new_tokens)
+    return report
+
+
+def _is_all(spec) -> bool:
+    items = spec if isinstance(spec, list) else str(spec).split(",")
+    return any(s.strip().lower() == "all" for s in items)

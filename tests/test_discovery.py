@@ -1,0 +1,86 @@
+"""Discovery: group ids, natural order, ignored files, and the issues that go to the errors file."""
+from pathlib import Path
+
+import pytest
+
+from stage_a.discovery import discover_mission, group_id_for, mission_folders, natural_key
+from stage_a.missions import MissionError, load_registry
+
+M = "BBU接地线检查"
+
+
+def touch(path: Path, data: bytes = b"x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("folder, first, expected", [
+    ("g1", "QC-ABC-20250101-7_1.jpg", "QC-ABC-20250101-7"),
+    ("g1", "QC-tx-20241231-12345.jpeg", "QC-tx-20241231-12345"),
+    ("组_甲", "IMG_0001.jpg", "组_甲"),               # no QC prefix: the folder's name
+    ("g2", "QC-ABC-2025011-7.jpg", "g2"),              # 7 digits is not a date
+    ("g3", "xQC-ABC-20250101-7.jpg", "g3"),            # prefix means prefix
+])
+def test_group_id(folder, first, expected):
+    assert group_id_for(folder, first) == expected
+
+
+def test_natural_order():
+    names = ["10.jpg", "2.jpg", "1.JPG", "img_20.png", "img_3.png"]
+    assert sorted(names, key=natural_key) == ["1.JPG", "2.jpg", "10.jpg", "img_3.png", "img_20.png"]
+
+
+def discover(root: Path, mission=M):
+    registry = load_registry()
+    m = registry.resolve(mission)
+    folders = mission_folders(root, registry, [m], strict_unknown=False)[m.name]
+    return discover_mission(root, m, folders, registry)
+
+
+def test_images_sorted_filtered_and_relative(tmp_path):
+    g = tmp_path / M / "审核通过" / "QC-AB-20250101-1"
+    for name in ["10.jpg", "2.JPEG", "1.Png", ".hidden.jpg", "notes.txt", "thumbs.db"]:
+        touch(g / name)
+    touch(g / "sub" / "3.jpg")  # sub-folders are ignored
+    groups, issues = discover(tmp_path)
+    assert issues == []
+    (group,) = groups
+    assert group.images == (f"{M}/审核通过/QC-AB-20250101-1/1.Png", f"{M}/审核通过/QC-AB-20250101-1/2.JPEG",
+                            f"{M}/审核通过/QC-AB-20250101-1/10.jpg")
+    assert (group.label, group.mission, group.group_id) == ("pass", M, "QC-AB-20250101-1")
+
+
+def test_issues_empty_group_duplicate_id_unknown_label_and_the_rest_goes_on(tmp_path):
+    touch(tmp_path / M / "审核通过" / "a" / "QC-X-20250101-1_1.jpg")
+    touch(tmp_path / M / "审核不通过" / "b" / "QC-X-20250101-1_9.jpg")   # same id, other folder
+    (tmp_path / M / "审核通过" / "empty").mkdir()
+    touch(tmp_path / M / "审核通过" / "only_text" / "readme.txt")
+    touch(tmp_path / M / "待审核" / "c" / "1.jpg")
+    touch(tmp_path / M / "审核不通过" / "中文组" / "照片1.jpg")
+    groups, issues = discover(tmp_path)
+    # Discovery order is natural order of <label>/<group>: 审核不通过 sorts before 审核通过.
+    assert [(g.group_id, g.folder) for g in groups] == [
+        ("QC-X-20250101-1", f"{M}/审核不通过/b"), ("中文组", f"{M}/审核不通过/中文组")]
+    errors = sorted(i.error.split(":")[0].split(";")[0] for i in issues)
+    assert errors == ["duplicate group id 'QC-X-20250101-1'", "empty group", "empty group",
+                      "unknown label folder '待审核' in BBU接地线检查/待审核"]
+
+
+def test_alias_folder_is_the_same_mission(tmp_path):
+    touch(tmp_path / "BBU线缆布放" / "审核通过" / "g1" / "1.jpg")
+    touch(tmp_path / "BBU线缆布放要求" / "审核不通过" / "g2" / "1.jpg")
+    groups, _ = discover(tmp_path, "BBU线缆布放要求")
+    assert {g.mission for g in groups} == {"BBU线缆布放要求"} and len(groups) == 2
+
+
+def test_all_refuses_a_folder_naming_no_known_mission(tmp_path):
+    touch(tmp_path / "RRU安装检查" / "审核通过" / "g" / "1.jpg")
+    registry = load_registry()
+    with pytest.raises(MissionError, match="RRU安装检查.*known missions"):
+        mission_folders(tmp_path, registry, list(registry.missions), strict_unknown=True)
+
+
+def test_missing_input_dir_is_named(tmp_path):
+    registry = load_registry()
+    with pytest.raises(FileNotFoundError, match="nope"):
+        mission_folders(tmp_path / "nope", registry, list(registry.missions), strict_unknown=True)
