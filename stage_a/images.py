@@ -58,7 +58,8 @@ def load_photo(path: str | Path, *, max_pixels: int | None, max_image_pixels: in
     except PhotoError:
         raise
     except Image.DecompressionBombError as exc:
-        raise PhotoError(f"photo {name} refused as a decompression bomb: {exc}") from None
+        # PIL's own hard limit (2x Image.MAX_IMAGE_PIXELS, ~179 MP) fires first for huge headers.
+        raise PhotoError(f"photo {name} refused as a possible decompression bomb: {exc}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         reason = "not an image" if isinstance(exc, UnidentifiedImageError) else str(exc) or type(exc).__name__
         raise PhotoError(f"unreadable photo {name}: {reason}; {hint}") from None
