@@ -1,0 +1,191 @@
+#!/usr/bin/env python
+"""Procedural BBU-installation photo groups with ground-truth summaries (offline demos and tests).
+
+    python scripts/make_synthetic_qc.py --out DIR --seed 0 --groups-per-label 8 [--missions all]
+
+Writes <out>/<mission>/<审核通过|审核不通过>/<QC-id>/<QC-id>_<k>.jpg and <out>/ground_truth.jsonl
+(one line per photo: image path relative to <out>, mission, label, group_id, summary).
+Pass groups meet the mission's requirement in every photo; fail groups carry the mission's defect in
+one or more photos. Every visual fact a summary states is drawn large enough for a tiny VLM to see.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stage_a.missions import load_registry  # noqa: E402
+
+SIZE = (224, 168)
+IRRELEVANT = "无关图片"
+
+
+def _canvas(rng):
+    bg = tuple(rng.randint(200, 235) for _ in range(3))
+    im = Image.new("RGB", SIZE, bg)
+    d = ImageDraw.Draw(im)
+    # rack rails: every relevant photo is taken inside a cabinet
+    d.rectangle([8, 4, 20, 164], fill=(90, 90, 95))
+    d.rectangle([204, 4, 216, 164], fill=(90, 90, 95))
+    return im, d
+
+
+def _jit(rng, n=4):
+    return rng.randint(-n, n)
+
+
+def draw_bbu(d, rng, y=56, screws=4):
+    x0, x1, y1 = 34 + _jit(rng), 190 + _jit(rng), y + 44
+    d.rectangle([x0, y, x1, y1], fill=(40, 44, 52), outline=(10, 10, 10), width=2)
+    for i in range(6):  # ports
+        px = x0 + 40 + i * 18
+        d.rectangle([px, y + 16, px + 10, y + 26], fill=(150, 160, 170))
+    corners = [(x0 - 8, y + 6), (x0 - 8, y1 - 6), (x1 + 8, y + 6), (x1 + 8, y1 - 6)]
+    for cx, cy in corners[:screws]:
+        d.ellipse([cx - 6, cy - 6, cx + 6, cy + 6], fill=(230, 200, 40), outline=(0, 0, 0))
+
+
+def view_mount(rng, defect):
+    im, d = _canvas(rng)
+    missing = rng.choice([1, 2]) if defect else 0
+    draw_bbu(d, rng, screws=4 - missing)
+    if defect:
+        return im, f"机柜×1，BBU×1/正装，安装螺丝×{4 - missing}/缺失{missing}颗 备注：螺丝缺失"
+    return im, "机柜×1，BBU×1/正装，安装螺丝×4/齐全"
+
+
+def view_ground(rng, defect, end):
+    im, d = _canvas(rng)
+    if end == "cabinet":
+        d.rectangle([40, 30, 110, 138], fill=(70, 72, 80))            # cabinet side panel
+        sx, sy = 75, 60
+        where = "机柜侧接地螺丝×1"
+    else:
+        d.rectangle([34, 40, 190, 62], fill=(196, 120, 60))           # copper ground bar
+        sx, sy = 70, 51
+        where = "接地排×1，接地排侧接地螺丝×1"
+    d.ellipse([sx - 7, sy - 7, sx + 7, sy + 7], fill=(230, 200, 40), outline=(0, 0, 0))
+    if defect:  # loose wire: a wandering path, no ties
+        pts = [(sx, sy)] + [(sx + 18 * k + _jit(rng, 10), sy + 20 + 14 * k + _jit(rng, 14)) for k in range(1, 8)]
+        d.line(pts, fill=(40, 170, 60), width=5)
+        return im, f"{where}，接地线×1/未捆扎 备注：接地线散乱未捆扎"
+    d.line([(sx, sy), (sx, 150), (200, 150)], fill=(40, 170, 60), width=5)
+    for ty in (80, 105, 130):
+        d.rectangle([sx - 7, ty, sx + 7, ty + 4], fill=(20, 20, 20))   # cable ties
+    return im, f"{where}，接地线×1/已捆扎"
+
+
+def view_fibre(rng, defect, end):
+    im, d = _canvas(rng)
+    if end == "bbu":
+        draw_bbu(d, rng, y=20)
+        where, y0 = "BBU端光纤接头×2", 64
+    else:
+        d.rectangle([34, 20, 190, 60], fill=(225, 225, 240), outline=(60, 60, 60), width=2)  # ODF panel
+        where, y0 = "ODF端光纤接头×2", 60
+    for x in (90, 130):
+        d.rectangle([x - 5, y0, x + 5, y0 + 8], fill=(30, 90, 200))  # connectors
+        if defect:
+            d.line([(x, y0 + 8), (x + _jit(rng, 12), 160)], fill=(240, 220, 0), width=3)
+        else:
+            d.rectangle([x - 9, y0 + 14, x + 9, 160], fill=(235, 120, 30))  # protective tubing
+            d.line([(x, y0 + 8), (x, y0 + 14)], fill=(240, 220, 0), width=3)
+    if defect:
+        return im, f"{where}，光纤×2/未套保护管 备注：光纤裸露无保护"
+    return im, f"{where}，光纤×2/已套保护管/弯曲半径正常"
+
+
+def view_baffle(rng, defect):
+    im, d = _canvas(rng)
+    draw_bbu(d, rng, y=78)
+    if defect:
+        return im, "机柜×1，BBU×1，挡风板/缺失 备注：需要挡风板但未安装"
+    d.rectangle([30, 30, 194, 66], fill=(245, 245, 245), outline=(120, 120, 120), width=2)
+    for x in range(44, 190, 14):
+        d.line([(x, 36), (x, 60)], fill=(180, 180, 180), width=2)  # vents
+    return im, "机柜×1，BBU×1，挡风板×1/已安装到位"
+
+
+def view_irrelevant(rng):
+    im = Image.new("RGB", SIZE, (rng.randint(60, 120), rng.randint(140, 200), rng.randint(60, 110)))
+    d = ImageDraw.Draw(im)
+    d.rectangle([0, 0, SIZE[0], 60], fill=(120, 180, 240))  # sky over grass: not a cabinet
+    d.ellipse([150, 10, 190, 50], fill=(250, 230, 120))
+    return im, IRRELEVANT
+
+
+# mission -> the photo views a complete group must show (each can carry the defect)
+VIEWS = {
+    "BBU安装方式检查（正装）": [lambda r, dfx: view_mount(r, dfx)],
+    "BBU接地线检查": [lambda r, dfx: view_ground(r, dfx, "cabinet"), lambda r, dfx: view_ground(r, dfx, "bar")],
+    "BBU线缆布放要求": [lambda r, dfx: view_fibre(r, dfx, "bbu"), lambda r, dfx: view_fibre(r, dfx, "odf")],
+    "挡风板安装检查": [lambda r, dfx: view_baffle(r, dfx)],
+}
+
+
+def make_group(rng, mission: str, fail: bool):
+    """1-6 photos: each required view once, optional repeats and an irrelevant photo."""
+    views = list(VIEWS[mission])
+    extra = rng.randint(0, max(0, 5 - len(views)))
+    plan = [(v, False) for v in views] + [(rng.choice(views), False) for _ in range(extra)]
+    rng.shuffle(plan)
+    if fail:
+        k = rng.randint(1, max(1, min(2, len(plan))))
+        for idx in rng.sample(range(len(plan)), k):
+            plan[idx] = (plan[idx][0], True)
+    photos = [v(rng, dfx) for v, dfx in plan]
+    if len(photos) < 6 and rng.random() < 0.2:
+        photos.insert(rng.randint(0, len(photos)), view_irrelevant(rng))
+    return photos
+
+
+def generate(out: Path, seed: int, groups_per_label: int, missions=None) -> list[dict]:
+    registry = load_registry()
+    chosen = registry.select(missions or "all")
+    rng = random.Random(seed)
+    truth = []
+    labels = {v: k for k, v in registry.label_folders.items()}
+    serial = seed * 100_000
+    for mission in chosen:
+        if mission.name not in VIEWS:
+            raise SystemExit(f"no synthetic views for mission {mission.name!r}; add them to VIEWS")
+        letters = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(2))
+        for label in ("pass", "fail"):
+            for _ in range(groups_per_label):
+                serial += 1
+                gid = f"QC-{letters}-2025{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}-{serial}"
+                folder = out / mission.name / labels[label] / gid
+                folder.mkdir(parents=True, exist_ok=True)
+                for k, (im, summary) in enumerate(make_group(rng, mission.name, label == "fail"), start=1):
+                    path = folder / f"{gid}_{k}.jpg"
+                    im.save(path, "JPEG", quality=90)
+                    truth.append({"image": path.relative_to(out).as_posix(), "mission": mission.name,
+                                  "label": label, "group_id": gid, "summary": summary})
+    with (out / "ground_truth.jsonl").open("w", encoding="utf-8") as f:
+        for row in truth:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return truth
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output root (becomes Stage-A --input_dir)")
+    p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same photos")
+    p.add_argument("--groups-per-label", type=int, default=8, help="groups per mission and label")
+    p.add_argument("--missions", default="all", help="mission names/aliases, comma-separated, or 'all'")
+    args = p.parse_args(argv)
+    if args.groups_per_label < 1:
+        p.error("--groups-per-label must be at least 1")
+    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions)
+    groups = len({r["group_id"] for r in truth})
+    print(f"{groups} groups, {len(truth)} photos -> {args.out} (ground truth: {args.out}/ground_truth.jsonl)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
