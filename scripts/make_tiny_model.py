@@ -377,7 +377,13 @@ def build_tiny_model(
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    processor.save_pretrained(out)  # tokenizer files, chat template, image and video processor configs
+    # transformers 5 writes tokenizer files, chat_template.jinja and one processor_config.json that
+    # nests the image and video processor settings. Downloaded Qwen-VL checkpoints instead carry
+    # preprocessor_config.json and video_preprocessor_config.json; write those too (same values),
+    # for tools that look for them.
+    processor.save_pretrained(out)
+    processor.image_processor.save_pretrained(out)
+    processor.video_processor.save_pretrained(out)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{arch} tiny checkpoint: {out} ({n_params:,} parameters, {_dir_size(out) / 2**20:.1f} MiB)")
     return out

@@ -1,0 +1,36 @@
+# group-qc: `make demo` runs the main job offline on CPU; `make test` runs the test suite.
+# Both create/use .venv on first use (torch/torchvision come from this machine's local wheels).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OPENSPEC_VERSION := 1.13.2
+export OPENSPEC_TELEMETRY := 0
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test test-fast specs clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	bash scripts/demo.sh
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+.ci/node/node_modules/.bin/openspec:
+	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)
+
+specs: .ci/node/node_modules/.bin/openspec
+	.ci/node/node_modules/.bin/openspec validate --all --strict
+
+clean:
+	rm -rf demo_out .pytest_cache

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Stage-A launcher: per-photo summaries for one mission or all, on CPU or on GPUs (one process per
+# GPU, each a data-parallel shard, merged at the end).
+#
+#   bash scripts/stage_a_infer.sh mission=<name|alias|all> cuda=<ids|cpu> \
+#        [input_dir=… output_dir=… model=… adapters=… batch_size=8 backend=transformers|vllm \
+#         max_pixels=… max_new_tokens=… num_shards=N (CPU only) extra="--more --flags"]
+#
+# Examples:
+#   bash scripts/stage_a_infer.sh mission=BBU接地线检查 cuda=0 model=/models/Qwen2.5-VL-7B-Instruct
+#   bash scripts/stage_a_infer.sh mission=all cuda=0,1,2,3 backend=vllm batch_size=32 model=…
+# Progress: tail -f <output_dir>/<mission>_stage_a.jsonl (or the .shard-* part files while sharded).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
+batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; extra=""
+for arg in "$@"; do
+  case "$arg" in
+    mission=*|cuda=*|input_dir=*|output_dir=*|model=*|adapters=*|batch_size=*|backend=*|max_pixels=*|\
+    max_new_tokens=*|num_shards=*|extra=*) declare "${arg%%=*}=${arg#*=}" ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$model" ] || { echo "error: model=<checkpoint folder> is required" >&2; exit 2; }
+PY=${PYTHON:-python}
+[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
+
+args=(--input_dir "$input_dir" --output_dir "$output_dir" --model "$model" --mission "$mission"
+      --batch_size "$batch_size" --infer_backend "$backend")
+[ -n "$adapters" ] && args+=(--adapters $adapters)
+[ -n "$max_pixels" ] && args+=(--max_pixels "$max_pixels")
+[ -n "$max_new_tokens" ] && args+=(--max_new_tokens "$max_new_tokens")
+# shellcheck disable=SC2206
+[ -n "$extra" ] && args+=($extra)
+
+if [ "$cuda" = "cpu" ]; then
+  export CUDA_VISIBLE_DEVICES=""
+  IFS=' ' read -r -a devices <<< "$(seq -s ' ' 1 "$num_shards")"
+else
+  IFS=',' read -r -a devices <<< "$cuda"
+fi
+n=${#devices[@]}
+if [ "$n" -eq 1 ]; then
+  [ "$cuda" != "cpu" ] && export CUDA_VISIBLE_DEVICES="$cuda"
+  exec "$PY" -m stage_a.cli "${args[@]}"
+fi
+
+mkdir -p "$output_dir/logs"
+pids=()
+for i in "${!devices[@]}"; do
+  dev=""; [ "$cuda" != "cpu" ] && dev="${devices[$i]}"
+  CUDA_VISIBLE_DEVICES="$dev" "$PY" -m stage_a.cli "${args[@]}" --num_shards "$n" --shard_index "$i" \
+    --no_progress > "$output_dir/logs/stage_a.shard-$i.log" 2>&1 &
+  pids+=($!)
+  echo "shard $i/$n on ${dev:-cpu}: pid ${pids[-1]}, log $output_dir/logs/stage_a.shard-$i.log"
+done
+status=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then echo "error: shard $i failed; see $output_dir/logs/stage_a.shard-$i.log" >&2; status=1; fi
+done
+[ "$status" -eq 0 ] || exit "$status"
+exec "$PY" -m stage_a.merge --output_dir "$output_dir" --mission "$mission"
