@@ -207,7 +207,8 @@ def _deepstack_indexes(depth: int) -> list[int]:
     return sorted({min(depth - 1, max(0, round(depth * k / 4) - 1)) for k in (1, 2, 3)})
 
 
-def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_hidden: int):
+def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_hidden: int,
+                 init_std: float = 0.1):
     import torch
 
     heads, kv_heads = 4, 2
@@ -222,7 +223,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         num_key_value_heads=kv_heads,
         hidden_act="silu",
         rms_norm_eps=1e-6,
-        initializer_range=0.02,
+        initializer_range=init_std,
         use_cache=True,
         tie_word_embeddings=True,
         bos_token_id=ENDOFTEXT_ID,
@@ -260,7 +261,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
             fullatt_block_indexes=full,
             tokens_per_second=2,
             out_hidden_size=hidden,
-            initializer_range=0.02,
+            initializer_range=init_std,
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
                                 dtype=torch.float32, **ids)
@@ -288,7 +289,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         out_hidden_size=hidden,
         num_position_embeddings=2304,
         deepstack_visual_indexes=_deepstack_indexes(vision_depth),
-        initializer_range=0.02,
+        initializer_range=init_std,
     )
     return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
                          dtype=torch.float32, **ids)
@@ -334,10 +335,15 @@ def build_tiny_model(
     hidden: int = 64,
     vision_depth: int = 2,
     vision_hidden: int = 32,
+    init_std: float = 0.1,
     seed: int = 0,
     force: bool = False,
 ) -> Path:
     """Write a tiny random-weight ``arch`` checkpoint to ``out`` and return its path.
+
+    ``init_std`` is the weights' normal-init std (``initializer_range``). The real models' 0.02
+    leaves a hidden-64 model blind to its input (every prompt greedily decodes to the same token
+    repeated), so tests could not tell requests apart; 0.1 gives input-dependent gibberish.
 
     Raises FileExistsError if ``out`` is a non-empty directory and ``force`` is false.
     """
@@ -363,7 +369,7 @@ def build_tiny_model(
 
     tokenizer = build_tokenizer(arch)
     processor = build_processor(arch, tokenizer)
-    config = build_config(arch, layers, hidden, vision_depth, vision_hidden)
+    config = build_config(arch, layers, hidden, vision_depth, vision_hidden, init_std)
 
     model_cls = Qwen2_5_VLForConditionalGeneration if arch == "qwen2_5_vl" else Qwen3VLForConditionalGeneration
     torch.manual_seed(seed)
@@ -403,13 +409,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="LLM hidden size (4 attention heads, 2 KV heads, intermediate 2 x hidden)")
     parser.add_argument("--vision-depth", type=int, default=2, help="number of vision transformer blocks")
     parser.add_argument("--vision-hidden", type=int, default=32, help="vision hidden size (head_dim 16)")
+    parser.add_argument("--init-std", type=float, default=0.1,
+                        help="std of the random normal weights (initializer_range); the real 0.02 makes a "
+                             "model this small ignore its input")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights")
     parser.add_argument("--force", action="store_true", help="delete a non-empty --out before writing")
     args = parser.parse_args(argv)
     try:
         build_tiny_model(args.arch, args.out, layers=args.layers, hidden=args.hidden,
-                         vision_depth=args.vision_depth, vision_hidden=args.vision_hidden, seed=args.seed,
-                         force=args.force)
+                         vision_depth=args.vision_depth, vision_hidden=args.vision_hidden,
+                         init_std=args.init_std, seed=args.seed, force=args.force)
     except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

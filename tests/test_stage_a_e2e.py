@@ -1,0 +1,246 @@
+"""Stage-A end to end on tiny random-weight Qwen2.5-VL / Qwen3-VL checkpoints through ms-swift's real
+TransformersEngine: output contract, batching, bad photos, resume, kill -9, locks, shards."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stage_a.engine import SwiftSummaryEngine, resolve_model
+from stage_a.jsonl import exclusive_lock, iter_jsonl
+from stage_a.records import validate_record
+from stage_a.runner import StageAOptions, run_stage_a
+from tests.photos import broken, jpeg
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parent.parent
+M = "BBU接地线检查"
+SMALL = dict(max_new_tokens=8, max_pixels=12_544, progress=False)
+
+
+@pytest.fixture(scope="module")
+def engine25(tiny_qwen2_5_vl):
+    return SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size=64, max_pixels=SMALL["max_pixels"],
+                              max_new_tokens=SMALL["max_new_tokens"])
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory, synthetic):
+    root = tmp_path_factory.mktemp("photos")
+    synthetic.generate(root, seed=3, groups_per_label=2, missions=M)
+    return root
+
+
+def records(path: Path) -> list[dict]:
+    return [obj for _, obj in iter_jsonl(path, allow_torn_tail=False)]
+
+
+def opts(photos, out, model, **kw) -> StageAOptions:
+    return StageAOptions(input_dir=str(photos), output_dir=str(out), model=str(model), mission=M,
+                         **{**SMALL, **kw})
+
+
+def cli(*args, timeout=300, **popen):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout, **popen)
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_cli_end_to_end_writes_the_contract_for_both_architectures(arch, tiny_model_factory, photos, tmp_path):
+    model = tiny_model_factory(arch)
+    result = cli("--input_dir", str(photos), "--output_dir", str(tmp_path), "--model", str(model),
+                 "--mission", "BBU接地线检查", "--batch_size", "4", "--max_new_tokens", "8", "--max_pixels", "12544")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "photo/s" in result.stderr  # tqdm progress in photos per second
+    out = tmp_path / f"{M}_stage_a.jsonl"
+    text = out.read_text(encoding="utf-8")
+    assert "\\u" not in text.replace("\\\\", "") and M in text
+    recs = records(out)
+    truth = [json.loads(l) for l in (photos / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["group_id"] for r in recs) == sorted({t["group_id"] for t in truth})
+    for rec in recs:
+        validate_record(rec, known_missions=[M])
+        assert rec["model"] == str(model)
+        assert all((photos / p).is_file() for p in rec["images"])
+        assert rec["label"] == ("fail" if "审核不通过" in rec["images"][0] else "pass")
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_batched_summaries_equal_unbatched(arch, tiny_model_factory, photos, tmp_path):
+    model = tiny_model_factory(arch)
+    engine = SwiftSummaryEngine(resolve_model(str(model)), batch_size=64, max_pixels=SMALL["max_pixels"],
+                                max_new_tokens=12)
+    summaries = {}
+    for batch_size in (1, 8):
+        out = tmp_path / f"b{batch_size}"
+        run_stage_a(opts(photos, out, model, batch_size=batch_size, max_new_tokens=12), engine=engine)
+        summaries[batch_size] = {r["group_id"]: r["per_image"] for r in records(out / f"{M}_stage_a.jsonl")}
+    assert summaries[1] == summaries[8]
+    assert len({s for per in summaries[1].values() for s in per.values()}) > 1  # not one constant string
+
+
+def test_bad_photos_fail_their_group_only_and_name_the_file(tiny_qwen2_5_vl, engine25, tmp_path):
+    root = tmp_path / "in"
+    base = root / M / "审核通过"
+    jpeg(base / "QC-AB-20250101-1" / "QC-AB-20250101-1_1.jpg")
+    broken(base / "QC-AB-20250101-2" / "2.jpg", "zero")
+    jpeg(base / "QC-AB-20250101-2" / "1.jpg")
+    broken(base / "QC-AB-20250101-3" / "照片.jpeg", "text")
+    broken(base / "QC-AB-20250101-4" / "1.jpg", "truncated")
+    for k in range(1, 41):  # a group of 40 photos, natural order, one EXIF-rotated
+        jpeg(root / M / "审核不通过" / "大组" / f"{k}.jpg", size=(48, 32), exif_orientation=6 if k == 7 else None)
+    jpeg(root / M / "审核不通过" / "单张组" / "只有一张.jpg")
+    report = run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, batch_size=8), engine=engine25)
+    good = records(tmp_path / "out" / f"{M}_stage_a.jsonl")
+    bad = records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl")
+    assert sorted(r["group_id"] for r in good) == ["QC-AB-20250101-1", "单张组", "大组"]
+    big = next(r for r in good if r["group_id"] == "大组")
+    assert list(big["per_image"]) == [f"图片_{k}" for k in range(1, 41)]
+    assert [Path(p).name for p in big["images"]] == [f"{k}.jpg" for k in range(1, 41)]
+    errors = {r["group_id"]: r for r in bad}
+    assert set(errors) == {"QC-AB-20250101-2", "QC-AB-20250101-3", "QC-AB-20250101-4"}
+    assert "QC-AB-20250101-2/2.jpg" in errors["QC-AB-20250101-2"]["error"] and "zero-byte" in errors["QC-AB-20250101-2"]["error"]
+    assert "照片.jpeg" in errors["QC-AB-20250101-3"]["error"] and "not an image" in errors["QC-AB-20250101-3"]["error"]
+    assert "truncated" in errors["QC-AB-20250101-4"]["error"]
+    assert all(r["stage"] == "image" for r in bad)
+    assert report.written[M] == 3 and report.failed[M] == 3
+
+
+class EmptyForOnePhoto:
+    """Wraps the real engine; returns an empty summary for photos of one group (validation path)."""
+
+    def __init__(self, engine, bad_size):
+        self.engine, self.bad_size = engine, bad_size
+
+    def summarize(self, requests):
+        out = self.engine.summarize(requests)
+        for (_, image), summary in zip(requests, out):
+            if image.size == self.bad_size:
+                summary.text = "  \n "
+        return out
+
+
+def test_invalid_summary_sends_the_group_to_errors_naming_photo_and_key(tiny_qwen2_5_vl, engine25, tmp_path):
+    root = tmp_path / "in"
+    jpeg(root / M / "审核通过" / "g1" / "1.jpg", size=(64, 48))
+    jpeg(root / M / "审核通过" / "g1" / "2.jpg", size=(33, 33))
+    jpeg(root / M / "审核通过" / "g2" / "1.jpg", size=(64, 48))
+    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, batch_size=2),
+                engine=EmptyForOnePhoto(engine25, (33, 33)))
+    assert [r["group_id"] for r in records(tmp_path / "out" / f"{M}_stage_a.jsonl")] == ["g2"]
+    (err,) = records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl")
+    assert err["group_id"] == "g1" and err["stage"] == "summary"
+    assert f"{M}/审核通过/g1/2.jpg (图片_2)" in err["error"] and "empty summary" in err["error"]
+
+
+def test_resume_skips_done_and_failed_groups_without_loading_the_model(tiny_qwen2_5_vl, photos, engine25, tmp_path):
+    out = tmp_path / "out"
+    first = run_stage_a(opts(photos, out, tiny_qwen2_5_vl, batch_size=4), engine=engine25)
+    before = (out / f"{M}_stage_a.jsonl").read_bytes()
+    second = run_stage_a(opts(photos, out, tiny_qwen2_5_vl, batch_size=4))  # no engine given
+    assert not second.model_loaded and second.written.get(M, 0) == 0
+    assert second.skipped[M] == first.written[M]
+    assert (out / f"{M}_stage_a.jsonl").read_bytes() == before
+    third = run_stage_a(opts(photos, out, tiny_qwen2_5_vl, batch_size=4, overwrite=True), engine=engine25)
+    assert third.written[M] == first.written[M] and len(records(out / f"{M}_stage_a.jsonl")) == first.written[M]
+
+
+def test_retry_errors_retries_a_fixed_photo(tiny_qwen2_5_vl, engine25, tmp_path):
+    root = tmp_path / "in"
+    bad = broken(root / M / "审核通过" / "g1" / "1.jpg", "zero")
+    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl), engine=engine25)
+    jpeg(bad)
+    again = run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl))
+    assert not again.model_loaded  # failed groups are skipped without --retry_errors
+    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, retry_errors=True), engine=engine25)
+    assert [r["group_id"] for r in records(tmp_path / "out" / f"{M}_stage_a.jsonl")] == ["g1"]
+    assert records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl") == []
+
+
+def test_kill_9_mid_run_then_resume_gives_every_group_exactly_once(tiny_qwen2_5_vl, synthetic, tmp_path):
+    root = tmp_path / "in"
+    synthetic.generate(root, seed=5, groups_per_label=6, missions=M)
+    n_groups = len({json.loads(l)["group_id"] for l in (root / "ground_truth.jsonl").read_text().splitlines()})
+    out = tmp_path / "out"
+    args = ["--input_dir", str(root), "--output_dir", str(out), "--model", str(tiny_qwen2_5_vl), "--mission", M,
+            "--batch_size", "1", "--max_new_tokens", "8", "--max_pixels", "12544", "--no_progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    main = out / f"{M}_stage_a.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and (not main.exists() or main.read_bytes().count(b"\n") < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    written_before = main.read_bytes().count(b"\n")
+    assert 2 <= written_before < n_groups, "the kill must land mid-run"
+    with main.open("ab") as f:  # what a kill inside write() leaves behind
+        f.write('{"group_id": "QC-torn", "per_image": {"图片_1": "接地'.encode())
+    result = cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    recs = records(main)  # every line parses: the torn fragment is gone
+    ids = [r["group_id"] for r in recs]
+    assert len(ids) == len(set(ids)) == n_groups and "QC-torn" not in ids
+
+
+def test_missing_model_fails_before_any_work(photos, tmp_path):
+    result = cli("--input_dir", str(photos), "--output_dir", str(tmp_path / "out"), "--model", str(tmp_path / "nope"),
+                 "--mission", M, timeout=60)
+    assert result.returncode == 2
+    assert "model path" in result.stderr and "nope" in result.stderr and "does not exist" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--batch_size", "0", "--batch_size 0 is out of range"),
+    ("--max_pixels", "10", "--max_pixels 10 is out of range"),
+    ("--temperature", "-1", "--temperature -1.0 is out of range"),
+    ("--shard_index", "3", "--shard_index 3 is out of range"),
+    ("--mission", "RRU安装检查", "unknown mission 'RRU安装检查'; known missions: BBU安装方式检查（正装）"),
+])
+def test_bad_settings_are_refused_with_the_value_named(photos, tiny_qwen2_5_vl, tmp_path, flag, value, message):
+    result = cli("--input_dir", str(photos), "--output_dir", str(tmp_path / "out"), "--model", str(tiny_qwen2_5_vl),
+                 "--mission", M, flag, value, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+
+
+def test_output_folder_that_is_not_writable(photos, tiny_qwen2_5_vl, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = cli("--input_dir", str(photos), "--output_dir", str(blocker / "out"), "--model", str(tiny_qwen2_5_vl),
+                 "--mission", M, timeout=60)
+    assert result.returncode == 2 and "is not writable" in result.stderr and "a_file/out" in result.stderr
+
+
+def test_second_writer_is_refused(photos, tiny_qwen2_5_vl, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with exclusive_lock(out / f"{M}_stage_a.jsonl"):
+        result = cli("--input_dir", str(photos), "--output_dir", str(out), "--model", str(tiny_qwen2_5_vl),
+                     "--mission", M, timeout=60)
+    assert result.returncode == 3 and "being written by another process" in result.stderr
+
+
+def test_two_cpu_shard_processes_then_merge_equal_one_process(tiny_qwen2_5_vl, photos, engine25, tmp_path):
+    single = tmp_path / "single"
+    run_stage_a(opts(photos, single, tiny_qwen2_5_vl, batch_size=4), engine=engine25)
+    sharded = tmp_path / "sharded"
+    result = subprocess.run(
+        ["bash", "scripts/stage_a_infer.sh", f"mission={M}", "cuda=cpu", "num_shards=2", f"input_dir={photos}",
+         f"output_dir={sharded}", f"model={tiny_qwen2_5_vl}", "batch_size=4", "max_new_tokens=8",
+         "max_pixels=12544"], cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHON": sys.executable})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    parts = sorted(p.name for p in sharded.glob("*.shard-*-of-00002.jsonl") if "errors" not in p.name)
+    assert len(parts) == 2 and all(records(sharded / p) for p in parts)  # both shards did work
+    one = records(single / f"{M}_stage_a.jsonl")
+    merged = records(sharded / f"{M}_stage_a.jsonl")
+    strip = lambda rs: [(r["group_id"], r["images"], r["per_image"]) for r in rs]  # noqa: E731
+    assert strip(merged) == strip(one)
