@@ -1,0 +1,170 @@
+#!/usr/bin/env python
+"""Stage-A throughput, measured in one run on one engine and one set of photos (a script, not a test).
+
+    python scripts/bench_stage_a.py [--model DIR | --arch qwen2_5_vl] [--photos 64] [--batch_sizes 1 4 8 16]
+                                    [--max_new_tokens 32] [--resume_groups 10000] [--json out.json]
+
+Prints, per batch size: photos/s and output tokens/s of bare `engine.infer` calls and of our pipeline
+(discovery, photo loading, prompts, validation, JSONL writing) on the same requests, and their ratio;
+the cost of resuming a finished mission of --resume_groups groups (no inference at all); peak memory.
+Without --model it builds the tiny random-weight model (scripts/make_tiny_model.py); on a GPU pass
+`--model` a real checkpoint or one built with real dimensions, and `--infer_backend vllm` where installed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
+from stage_a.images import load_photo  # noqa: E402
+from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
+from stage_a.missions import load_registry  # noqa: E402
+from stage_a.prompts import stage_a_messages  # noqa: E402
+from stage_a.runner import StageAOptions, run_stage_a  # noqa: E402
+
+M = "BBU接地线检查"
+
+
+def _load(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_photos(root: Path, n_photos: int) -> int:
+    """At least n_photos synthetic photos of one mission (about 3 photos per group)."""
+    import shutil
+    synthetic = _load("make_synthetic_qc")
+    per_label = max(1, n_photos // 6)
+    while True:
+        shutil.rmtree(root, ignore_errors=True)
+        truth = synthetic.generate(root, seed=11, groups_per_label=per_label, missions=M)
+        if len(truth) >= n_photos:
+            return len(truth)
+        per_label += max(1, per_label // 4)
+
+
+def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pixels: int) -> dict:
+    """ms-swift alone: the same prompts and photos as paths, infer in chunks of batch_size."""
+    from swift.infer_engine import InferRequest
+    messages = stage_a_messages(load_registry().resolve(M))
+    paths = sorted(str(p) for p in photos.rglob("*.jpg"))
+    requests = [InferRequest(messages=messages, images=[p]) for p in paths]
+    engine.engine.max_batch_size = batch_size
+    engine.engine.template.max_pixels = max_pixels
+    start = time.perf_counter()
+    responses = engine.engine.infer(requests, engine.request_config, use_tqdm=False)
+    seconds = time.perf_counter() - start
+    tokens = sum(r.usage.completion_tokens for r in responses)
+    return {"photos": len(paths), "seconds": seconds, "photos_per_s": len(paths) / seconds,
+            "tokens_per_s": tokens / seconds}
+
+
+def bench_ours(engine, model: str, photos: Path, out: Path, batch_size: int, max_pixels: int, max_new_tokens: int):
+    engine.engine.max_batch_size = batch_size
+    opts = StageAOptions(input_dir=str(photos), output_dir=str(out), model=model, mission=M, batch_size=batch_size,
+                         max_pixels=max_pixels, max_new_tokens=max_new_tokens, overwrite=True, progress=False)
+    start = time.perf_counter()
+    report = run_stage_a(opts, engine=engine)
+    seconds = time.perf_counter() - start
+    return {"photos": report.photos, "seconds": seconds, "photos_per_s": report.photos / seconds}
+
+
+def bench_resume(model: str, root: Path, n_groups: int) -> dict:
+    """A finished mission of n_groups groups: discovery + reading the JSONL, no model, no inference."""
+    from tests.photos import jpeg  # small valid JPEG writer shared with the tests
+    src = jpeg(root / "one.jpg", size=(32, 24))
+    photos, out = root / "photos", root / "out"
+    records = []
+    for k in range(n_groups):
+        label = "审核通过" if k % 2 else "审核不通过"
+        gid = f"QC-RS-20250101-{k}"
+        folder = photos / M / label / gid
+        folder.mkdir(parents=True)
+        names = [f"{gid}_{i}.jpg" for i in (1, 2)]
+        for name in names:
+            os.link(src, folder / name)
+        records.append({"group_id": gid, "mission": M, "label": "pass" if k % 2 else "fail",
+                        "images": [f"{M}/{label}/{gid}/{n}" for n in names],
+                        "per_image": {"图片_1": "接地线×1/已捆扎", "图片_2": "接地排×1"},
+                        "model": model, "created_at": "2026-01-01T00:00:00+00:00"})
+    out.mkdir()
+    write_jsonl_atomic(out / f"{M}_stage_a.jsonl", records)
+    opts = StageAOptions(input_dir=str(photos), output_dir=str(out), model=model, mission=M, progress=False)
+    start = time.perf_counter()
+    report = run_stage_a(opts)
+    seconds = time.perf_counter() - start
+    assert not report.model_loaded and report.skipped[M] == n_groups, report
+    return {"groups": n_groups, "seconds": seconds}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="checkpoint folder (default: build the tiny model)")
+    p.add_argument("--arch", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl"], help="tiny model arch")
+    p.add_argument("--photos", type=int, default=64, help="at least this many synthetic photos")
+    p.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 4, 8, 16])
+    p.add_argument("--max_new_tokens", type=int, default=32)
+    p.add_argument("--max_pixels", type=int, default=224 * 168)
+    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--resume_groups", type=int, default=10_000)
+    p.add_argument("--repeats", type=int, default=3, help="runs per batch size and side; the median is kept")
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-stage-a-") as tmp:
+        tmp = Path(tmp)
+        model = args.model or str(_load("make_tiny_model").build_tiny_model(args.arch, tmp / "model", force=True))
+        n_photos = make_photos(tmp / "photos", args.photos)
+        # Warm the decoder and the ms-swift template once, outside the timings.
+        engine = SwiftSummaryEngine(resolve_model(model), backend=args.infer_backend, batch_size=max(args.batch_sizes),
+                                    max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
+        bench_bare(engine, tmp / "photos", max(args.batch_sizes), args.max_pixels)
+        rows = []
+        for b in args.batch_sizes:
+            # Alternate bare and ours, keep each one's median run: both see the same machine noise.
+            bares, ourses = [], []
+            for _ in range(args.repeats):
+                bares.append(bench_bare(engine, tmp / "photos", b, args.max_pixels))
+                ourses.append(bench_ours(engine, model, tmp / "photos", tmp / f"out-{b}", b, args.max_pixels,
+                                         args.max_new_tokens))
+            bare = sorted(bares, key=lambda r: r["photos_per_s"])[len(bares) // 2]
+            ours = sorted(ourses, key=lambda r: r["photos_per_s"])[len(ourses) // 2]
+            rows.append({"batch_size": b, "bare": bare, "ours": ours,
+                         "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]})
+        resume = bench_resume(model, tmp / "resume", args.resume_groups) if args.resume_groups else None
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = rows[0]["bare"]["photos_per_s"]
+    print(f"\nStage-A benchmark: {n_photos} photos, max_new_tokens {args.max_new_tokens}, "
+          f"max_pixels {args.max_pixels}, backend {args.infer_backend}, model {model}")
+    print(f"{'batch':>5} | {'bare photos/s':>13} | {'bare tok/s':>10} | {'ours photos/s':>13} | "
+          f"{'ours/bare':>9} | {'bare vs batch ' + str(rows[0]['batch_size']):>16}")
+    for r in rows:
+        print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
+              f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
+              f"{r['bare']['photos_per_s'] / base:>15.2f}x")
+    if resume:
+        print(f"resume of a finished mission with {resume['groups']} groups: {resume['seconds']:.2f} s (no model load)")
+    print(f"peak RSS: {peak_mb:.0f} MiB")
+    result = {"photos": n_photos, "max_new_tokens": args.max_new_tokens, "backend": args.infer_backend,
+              "rows": rows, "resume": resume, "peak_rss_mib": peak_mb}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
