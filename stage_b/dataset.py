@@ -1,0 +1,141 @@
+"""Stage-B rows built straight from Stage-A JSONL (no intermediate file). Pure (no torch/swift).
+
+Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
+Each row: `messages` (system + user, text only), `solution` (`通过`|`不通过` from `label`), `mission`,
+`group_id`, `summaries`. Split by group-id hash (stage_b.split), the same everywhere.
+ms-swift reaches this through swift_plugins/qc_plugin.py; settings come from the environment so a
+`swift rlhf` YAML can carry them in its `ENV:` block.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from stage_a.jsonl import iter_jsonl
+from stage_a.missions import Registry, load_registry
+from stage_a.records import RecordError, summaries_of, validate_record
+
+from .prompts import stage_b_messages
+from .split import DEFAULT_VAL_RATIO, check_ratio, in_split
+from .verdict import FAIL, PASS
+
+log = logging.getLogger("group_qc.stage_b")
+
+ENV_STAGE_A_DIR = "GROUP_QC_STAGE_A_DIR"      # folder of <mission>_stage_a.jsonl files
+ENV_STAGE_A_FILES = "GROUP_QC_STAGE_A_FILES"  # comma-separated files or globs (wins over the folder)
+ENV_VAL_RATIO = "GROUP_QC_VAL_RATIO"
+ENV_SPLIT_SEED = "GROUP_QC_SPLIT_SEED"
+
+
+class DatasetError(ValueError):
+    """A Stage-B selection that cannot be built (names the path or mission and what to do)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    stage_a_dir: str | None = None
+    files: tuple[str, ...] = ()
+    val_ratio: float = DEFAULT_VAL_RATIO
+    seed: int = 0
+
+    @classmethod
+    def from_env(cls) -> "Source":
+        files = tuple(f.strip() for f in os.environ.get(ENV_STAGE_A_FILES, "").split(",") if f.strip())
+        return cls(stage_a_dir=os.environ.get(ENV_STAGE_A_DIR) or None, files=files,
+                   val_ratio=check_ratio(os.environ.get(ENV_VAL_RATIO, DEFAULT_VAL_RATIO)),
+                   seed=int(os.environ.get(ENV_SPLIT_SEED, "0")))
+
+
+def stage_a_files(source: Source, missions: list, registry: Registry) -> list[Path]:
+    """The Stage-A files a selection reads; every wrong path is an error naming it."""
+    if source.files:
+        paths = []
+        for pattern in source.files:
+            matched = sorted(glob.glob(os.path.expanduser(pattern)))
+            if not matched:
+                raise DatasetError(f"Stage-A file or glob {pattern!r} matches nothing "
+                                   f"(set {ENV_STAGE_A_FILES} to existing <mission>_stage_a.jsonl files)")
+            paths += [Path(p) for p in matched if p.endswith(".jsonl") and not p.endswith(".errors.jsonl")]
+        return paths
+    if not source.stage_a_dir:
+        raise DatasetError(f"no Stage-A input: set {ENV_STAGE_A_DIR}=<Stage-A output_dir> "
+                           f"or {ENV_STAGE_A_FILES}=<files or globs>")
+    folder = Path(source.stage_a_dir).expanduser()
+    if not folder.is_dir():
+        raise DatasetError(f"Stage-A folder {folder} does not exist ({ENV_STAGE_A_DIR})")
+    paths, missing = [], []
+    for mission in missions:
+        path = folder / f"{mission.stage_a_stem}.jsonl"
+        if path.is_file():
+            paths.append(path)
+        else:
+            shards = list(folder.glob(f"{mission.stage_a_stem}.shard-*.jsonl"))
+            hint = " (shard parts found: run python -m stage_a.merge first)" if shards else ""
+            missing.append(f"{path}{hint}")
+    if missing and (len(missions) < len(registry.missions) or not paths):
+        raise DatasetError("missing Stage-A output: " + "; ".join(missing))
+    for m in missing:
+        log.warning("no Stage-A output for a mission, left out of 'all': %s", m)
+    return paths
+
+
+def load_records(source: Source, missions="all", registry: Registry | None = None) -> list[dict]:
+    """Validated Stage-A records of the selected missions, canonical mission names, file order."""
+    registry = registry or load_registry()
+    chosen = registry.select(missions)
+    wanted = {m.name for m in chosen}
+    records, seen = [], {}
+    for path in stage_a_files(source, chosen, registry):
+        for line_no, record in iter_jsonl(path):  # a torn last line (killed Stage-A) is skipped
+            try:
+                record = dict(record, mission=registry.resolve(record.get("mission", "")).name)
+                validate_record(record)
+            except (RecordError, ValueError) as exc:
+                raise DatasetError(f"{path}:{line_no}: {exc}") from None
+            if record["mission"] not in wanted:
+                continue
+            key = (record["mission"], record["group_id"])
+            if key in seen:
+                raise DatasetError(f"group {record['group_id']} of {record['mission']} appears twice: "
+                                   f"{seen[key]} and {path}:{line_no}; merge or deduplicate the Stage-A files")
+            seen[key] = f"{path}:{line_no}"
+            records.append(record)
+    return records
+
+
+def row_from_record(record: dict, registry: Registry) -> dict:
+    mission = registry.resolve(record["mission"])
+    summaries = summaries_of(record)
+    return {
+        "messages": stage_b_messages(mission, summaries),
+        "solution": PASS if record["label"] == "pass" else FAIL,
+        "mission": mission.name,
+        "group_id": record["group_id"],
+        "summaries": summaries,
+    }
+
+
+def build_rows(source: Source, missions="all", split: str = "train",
+               registry: Registry | None = None) -> tuple[list[dict], dict]:
+    """Rows of one split and per-mission counts {mission: {"groups", "rows"}}; logs the counts."""
+    registry = registry or load_registry()
+    records = load_records(source, missions, registry)
+    counts: dict[str, dict] = {}
+    rows = []
+    for record in records:
+        c = counts.setdefault(record["mission"], {"groups": 0, "rows": 0})
+        c["groups"] += 1
+        if in_split(record["group_id"], split, source.val_ratio, source.seed):
+            rows.append(row_from_record(record, registry))
+            c["rows"] += 1
+    for mission, c in counts.items():
+        log.info("group_qc %s split: %s: %d Stage-A groups -> %d rows (val_ratio %.2f)",
+                 split, mission, c["groups"], c["rows"], source.val_ratio)
+    if not rows:
+        raise DatasetError(f"the {split} split of the selection {missions!r} is empty "
+                           f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "
+                           f"val_ratio {source.val_ratio})")
+    return rows, counts

@@ -1,0 +1,102 @@
+"""Stage-B rewards, table-driven: the rule in each docstring, edge by edge."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stage_b.rewards import REWARDS, qc_consistency, qc_format, qc_label
+
+M = "BBU接地线检查"
+S = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",
+     "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎"]
+S_OK = ["机柜侧接地螺丝×1，接地线×1/已捆扎", "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎"]
+
+
+@pytest.mark.parametrize("completion, expected, reward", [
+    ("通过\n理由: 图片_1 规范", "通过", 1.0),
+    ("不通过\n理由: 图片_1 未捆扎", "不通过", 1.0),
+    ("不通过\n理由: x", "通过", 0.0),                # 不通过 never counts as 通过
+    ("通过\n理由: x", "不通过", 0.0),
+    ("  通过  \n理由: x", "通过", 1.0),               # whitespace stripped
+    ("\u3000通过\u3000\n理由：x", "通过", 1.0),       # full-width space and colon
+    ("通過\n理由: x", "通过", 1.0),                   # traditional characters
+    ("不通過\n理由: x", "不通过", 1.0),
+    ("通过。\n理由: x", "通过", 0.0),                 # exact verdict only
+    ("判定：通过\n理由: x", "通过", 0.0),
+    ("通过，需复核", "通过", 0.0),
+    ("<think>先看图片_1</think>\n不通过\n理由: x", "不通过", 1.0),
+    ("<think>没有结束\n不通过\n理由: x", "不通过", 0.0),
+    ("", "通过", 0.0),
+    (None, "通过", 0.0),
+    ("通过", "pass", 1.0),                            # solution may be the Stage-A label
+    ("通过", "unknown", 0.0),
+])
+def test_qc_label(completion, expected, reward):
+    assert qc_label([completion], solution=[expected]) == [reward]
+
+
+@pytest.mark.parametrize("completion, reward", [
+    ("通过\n理由: 图片_1、图片_2 接地线已捆扎", 1.0),
+    ("不通过\n理由：图片_1 接地线未捆扎", 1.0),
+    ("\n  不通过\n理由: 有缺陷  \n\n", 1.0),          # surrounding whitespace stripped
+    ("不通过\r\n理由: x", 1.0),
+    ("不通过\n理由:", 0.0),                            # empty reason
+    ("不通过\n理由:   ", 0.0),
+    ("不通过\n原因: x", 0.0),
+    ("不通过", 0.0),
+    ("不通过\n理由: x\n补充: y", 0.0),                # three lines
+    ("不通过\n\n理由: x", 0.0),
+    ("通过 理由: x", 0.0),
+    ("<think>想一想</think>通过\n理由: x", 1.0),
+    ("通過\n理由：圖片_1 正常", 1.0),
+    (None, 0.0),
+    ([{"role": "assistant", "content": "通过\n理由: x"}], 1.0),   # conversational form
+])
+def test_qc_format(completion, reward):
+    assert qc_format([completion]) == [reward]
+
+
+@pytest.mark.parametrize("completion, summaries, reward", [
+    ("不通过\n理由: 图片_1 接地线未捆扎", S, 1.0),                    # grounded, cited, supported
+    ("通过\n理由: 图片_1、图片_2 接地线均已捆扎", S_OK, 1.0),
+    ("不通过\n理由: 接地线未捆扎", S, 0.8),                           # no citation
+    ("不通过\n理由: 图片_3 接地线未捆扎", S, 0.4),                    # cites a photo that does not exist
+    ("不通过\n理由: 图片_1 螺丝松动", S, 0.6),                        # 松动: no summary says so
+    ("通过\n理由: 图片_1 接地线散乱", S, 0.6),                        # pass naming a defect
+    ("通过\n理由: 图片_1 接地线规范", S, 0.6),                        # pass citing a defective photo
+    ("通过\n理由: 图片_2 接地线已捆扎，无松动", S_OK, 1.0),           # negated defect is not asserted
+    ("不通过\n理由: 图片_5 螺丝缺失", S, 0.0),                        # clipped at 0
+    ("不通过", S, 0.0),                                               # no two-line contract
+    ("不通过\n理由: 图片_1 接地线未捆扎", [], 0.0),                   # no summaries: nothing cited is valid
+])
+def test_qc_consistency(completion, summaries, reward):
+    assert qc_consistency([completion], summaries=[summaries], mission=[M]) == [pytest.approx(reward)]
+
+
+def test_copying_the_summaries_verbatim_does_not_maximise_consistency():
+    concise = "不通过\n理由: 图片_1 接地线散乱未捆扎"
+    transcript = "不通过\n理由: " + "；".join(f"图片_{i}: {s}" for i, s in enumerate(S, 1))
+    scores = qc_consistency([concise, transcript], summaries=[S, S], mission=[M, M])
+    assert scores[0] == 1.0 and scores[1] < 0.75
+
+
+def test_each_completion_is_scored_against_its_own_row():
+    completions = ["通过\n理由: 图片_1 正常", "不通过\n理由: 图片_1 未捆扎"]
+    assert qc_label(completions, solution=["通过", "不通过"]) == [1.0, 1.0]
+    assert qc_label(completions, solution=["不通过", "通过"]) == [0.0, 0.0]
+
+
+def test_registry_names_match_the_plugin_contract():
+    assert list(REWARDS) == ["qc_label", "qc_format", "qc_consistency"]
+
+
+text = st.one_of(st.none(), st.text(), st.text(alphabet="通过不理由:：\n 图片_0123456789<think></think>缺失松动無過"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(completion=text, solution=text, summaries=st.lists(st.one_of(st.none(), st.text()), max_size=5),
+       mission=st.one_of(st.none(), st.text(), st.just(M)))
+def test_rewards_never_raise_and_stay_in_range(completion, solution, summaries, mission):
+    kwargs = dict(solution=[solution], summaries=[summaries], mission=[mission])
+    for name, func in REWARDS.items():
+        (value,) = func([completion], **kwargs)
+        assert 0.0 <= value <= 1.0, name
