@@ -1,0 +1,127 @@
+"""Stage-B prompts, split and rows, read from JSONL written by Stage-A's writer (all four missions)."""
+import logging
+
+import pytest
+
+from stage_a.discovery import Group
+from stage_a.jsonl import JsonlAppender
+from stage_a.missions import load_registry
+from stage_a.records import make_record
+from stage_b.dataset import DatasetError, Source, build_rows
+from stage_b.prompts import stage_b_messages
+from stage_b.split import check_ratio, split_of
+
+REGISTRY = load_registry()
+MISSIONS = REGISTRY.names
+
+
+def write_stage_a(folder, groups_per_mission=10, mission_field=None):
+    """<folder>/<mission>_stage_a.jsonl through Stage-A's own record builder and appender."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for m in REGISTRY.missions:
+        with JsonlAppender(folder / f"{m.stage_a_stem}.jsonl") as out:
+            for k in range(groups_per_mission):
+                label = "fail" if k % 2 else "pass"
+                images = tuple(f"{m.name}/x/g{k}/{i}.jpg" for i in range(1, 1 + k % 3 + 1))
+                group = Group(f"QC-T-20250101-{k}", mission_field or m.name, label, images)
+                out.write(make_record(group, [f"摘要{i}" for i in range(len(images))], model="m"))
+    return folder
+
+
+def test_prompt_is_byte_identical_and_lists_summaries_in_order():
+    mission = REGISTRY.resolve("BBU接地线检查")
+    a = stage_b_messages(mission, ["接地线×1/已捆扎", "接地排×1"])
+    b = stage_b_messages(mission, ["接地线×1/已捆扎", "接地排×1"])
+    assert a == b and [m["role"] for m in a] == ["system", "user"]
+    assert a[1]["content"].endswith("图片_1: 接地线×1/已捆扎\n图片_2: 接地排×1\n请给出判定。")
+    for checkpoint in mission.checkpoints:
+        assert checkpoint in a[0]["content"]
+    assert "第一行：通过 或 不通过" in a[0]["content"] and "理由:" in a[0]["content"]
+
+
+@pytest.mark.parametrize("name", MISSIONS)
+def test_each_mission_has_its_own_prompt(name):
+    content = stage_b_messages(REGISTRY.resolve(name), ["x"])[0]["content"]
+    assert name in content
+    others = [n for n in MISSIONS if n != name]
+    assert not any(o in content for o in others)
+
+
+def test_split_is_deterministic_disjoint_and_follows_the_ratio():
+    ids = [f"QC-A-20250101-{i}" for i in range(4000)]
+    first = [split_of(i, 0.25) for i in ids]
+    assert first == [split_of(i, 0.25) for i in ids]
+    assert 0.22 < first.count("val") / len(ids) < 0.28
+    assert [split_of(i, 0.25, seed=1) for i in ids] != first
+
+
+@pytest.mark.parametrize("ratio", [-0.1, 1.0, 2])
+def test_bad_ratio(ratio):
+    with pytest.raises(ValueError, match="out of range"):
+        check_ratio(ratio)
+
+
+def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
+    folder = write_stage_a(tmp_path / "sa")
+    source = Source(stage_a_dir=str(folder), val_ratio=0.3)
+    with caplog.at_level(logging.INFO, logger="group_qc.stage_b"):
+        train, counts = build_rows(source, "all", "train")
+        val, _ = build_rows(source, "all", "val")
+        everything, _ = build_rows(source, "all", "all")
+    assert set(counts) == set(MISSIONS) and all(c["groups"] == 10 for c in counts.values())
+    assert len(train) + len(val) == len(everything) == 40
+    assert not {(r["mission"], r["group_id"]) for r in train} & {(r["mission"], r["group_id"]) for r in val}
+    assert all(f"{m}: 10 Stage-A groups" in caplog.text for m in MISSIONS)
+    row = everything[1]
+    assert set(row) == {"messages", "solution", "mission", "group_id", "summaries"}
+    assert row["solution"] == "不通过" and everything[0]["solution"] == "通过"
+    assert row["messages"][1]["content"].count("图片_") == len(row["summaries"])
+
+
+def test_one_mission_by_alias_and_explicit_globs(tmp_path):
+    folder = write_stage_a(tmp_path / "sa")
+    rows, counts = build_rows(Source(stage_a_dir=str(folder)), "BBU线缆布放", "all")
+    assert set(counts) == {"BBU线缆布放要求"} and len(rows) == 10
+    rows, counts = build_rows(Source(files=(str(folder / "BBU*_stage_a.jsonl"),)), "all", "all")
+    assert set(counts) == {"BBU安装方式检查（正装）", "BBU接地线检查", "BBU线缆布放要求"}
+
+
+def test_alias_in_older_records_is_canonicalised(tmp_path):
+    folder = write_stage_a(tmp_path / "sa", mission_field="BBU线缆布放")
+    rows, counts = build_rows(Source(files=(str(folder / "挡风板安装检查_stage_a.jsonl"),)), "all", "all")
+    assert set(counts) == {"BBU线缆布放要求"}
+
+
+@pytest.mark.parametrize("setup, missions, message", [
+    (lambda d: Source(stage_a_dir=str(d / "nope")), "all", "does not exist"),
+    (lambda d: Source(), "all", "no Stage-A input"),
+    (lambda d: Source(files=(str(d / "*.jsonlx"),)), "all", "matches nothing"),
+    (lambda d: Source(stage_a_dir=str(d)), "RRU安装检查", "unknown mission 'RRU安装检查'; known missions"),
+    (lambda d: Source(stage_a_dir=str(d)), "BBU接地线检查", "missing Stage-A output: .*BBU接地线检查_stage_a.jsonl"),
+])
+def test_wrong_selection_is_a_clear_error(tmp_path, setup, missions, message):
+    with pytest.raises(ValueError, match=message):
+        build_rows(setup(tmp_path), missions, "all")
+
+
+def test_unmerged_shards_are_pointed_out(tmp_path):
+    (tmp_path / "BBU接地线检查_stage_a.shard-00000-of-00002.jsonl").write_text("")
+    with pytest.raises(DatasetError, match="run python -m stage_a.merge first"):
+        build_rows(Source(stage_a_dir=str(tmp_path)), "BBU接地线检查", "all")
+
+
+def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_path):
+    folder = write_stage_a(tmp_path / "sa")
+    path = folder / "BBU接地线检查_stage_a.jsonl"
+    with path.open("a", encoding="utf-8") as f:
+        f.write('{"group_id": "torn", "mission": "BBU接')
+    rows, _ = build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+    assert len(rows) == 10
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[:3] + [lines[3].replace('"label": "fail"', '"label": "bad"')] + lines[4:10]) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"BBU接地线检查_stage_a.jsonl:4: .*label must be"):
+        build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+    path.write_text("\n".join(lines[:10] + lines[:1]) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="appears twice"):
+        build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
