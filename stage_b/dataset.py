@@ -132,8 +132,8 @@ def build_rows(source: Source, missions="all", split: str = "train",
             rows.append(row_from_record(record, registry))
             c["rows"] += 1
     for mission, c in counts.items():
-        log.info("group_qc %s split: %s: %d Stage-A groups -> %d rows (val_ratio %.2f)",
-                 split, mission, c["groups"], c["rows"], source.val_ratio)
+        log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (val_ratio %.2f)",
+                 split, mission, c["groups"], c["rows"], split, c["groups"] - c["rows"], source.val_ratio)
     if not rows:
         raise DatasetError(f"the {split} split of the selection {missions!r} is empty "
                            f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "

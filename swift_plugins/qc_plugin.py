@@ -32,6 +32,12 @@ from stage_b.lora import audit_trainable  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
 
 log = logging.getLogger("group_qc.plugin")
+_root = logging.getLogger("group_qc")
+if not _root.handlers:  # ms-swift configures only its own logger; make ours visible in its output
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("[%(levelname)s:%(name)s] %(message)s"))
+    _root.addHandler(_handler)
+    _root.setLevel(logging.INFO)
 ENV_LORA_LAST_K = "GROUP_QC_LORA_LAST_K"
 DATASETS = {"group_qc_train": "train", "group_qc_val": "val"}
 
@@ -86,7 +92,7 @@ class QCLoraGuard(TrainerCallback):
         last_k = os.environ.get(ENV_LORA_LAST_K)
         trainable = [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
         per_layer, problems = audit_trainable(trainable, num_layers, int(last_k) if last_k else None)
-        log.warning("group-qc trainable parameters per LLM layer (of %d): %s", num_layers, per_layer)
+        log.info("trainable parameters per LLM layer (of %d): %s", num_layers, per_layer)
         if problems:
             raise RuntimeError("group-qc LoRA guard: " + "; ".join(problems[:5]) +
                                (f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""))

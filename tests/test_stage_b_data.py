@@ -71,7 +71,7 @@ def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
     assert set(counts) == set(MISSIONS) and all(c["groups"] == 10 for c in counts.values())
     assert len(train) + len(val) == len(everything) == 40
     assert not {(r["mission"], r["group_id"]) for r in train} & {(r["mission"], r["group_id"]) for r in val}
-    assert all(f"{m}: 10 Stage-A groups" in caplog.text for m in MISSIONS)
+    assert all(f"{m}: 10 Stage-A groups -> " in caplog.text for m in MISSIONS)
     row = everything[1]
     assert set(row) == {"messages", "solution", "mission", "group_id", "summaries"}
     assert row["solution"] == "不通过" and everything[0]["solution"] == "通过"
