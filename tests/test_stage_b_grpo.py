@@ -1,0 +1,159 @@
+"""Stage-B through ms-swift for real: the reward path the trainer uses, the launcher's argument lists
+parsed by ms-swift's own argument classes, and `swift rlhf --rlhf_type grpo` for 2 steps on tiny
+Qwen2.5-VL and Qwen3-VL checkpoints reading JSONL that Stage-A's runner wrote."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stage_b.dataset import Source, build_rows
+from stage_b.launch import build_command
+from stage_b.lora import layer_of
+
+REPO = Path(__file__).resolve().parent.parent
+REWARD_NAMES = ["qc_label", "qc_format", "qc_consistency"]
+
+
+@pytest.fixture(scope="module")
+def stage_a_dir(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
+    """Stage-A output for all four missions, written by the real runner and engine."""
+    from stage_a.engine import SwiftSummaryEngine, resolve_model
+    from stage_a.runner import StageAOptions, run_stage_a
+    root = tmp_path_factory.mktemp("stage_b")
+    synthetic.generate(root / "photos", seed=7, groups_per_label=2)
+    engine = SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size=64, max_pixels=12_544,
+                                max_new_tokens=8)
+    run_stage_a(StageAOptions(input_dir=str(root / "photos"), output_dir=str(root / "stage_a"),
+                              model=str(tiny_qwen2_5_vl), mission="all", batch_size=16, max_pixels=12_544,
+                              max_new_tokens=8, progress=False), engine=engine)
+    return root / "stage_a"
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    sys.path.insert(0, str(REPO / "swift_plugins"))
+    import qc_plugin  # noqa: F401 - registration at import
+    return qc_plugin
+
+
+def _samples(rows, completions):
+    from swift.rl_core.data import GRPOSample
+    return [GRPOSample.from_row({**row, "messages": row["messages"] + [{"role": "assistant", "content": c}]})
+            for row, c in zip(rows, completions)]
+
+
+def _rewards(samples):
+    import torch
+    from swift.rewards import orms
+    from swift.rl_core.grpo_algorithm import compute_rewards_per_func
+    funcs = [orms[name](args=None) for name in REWARD_NAMES]
+    return compute_rewards_per_func(samples, funcs, None, torch.device("cpu")).tolist()
+
+
+def test_rewards_through_ms_swift_reward_path_follow_each_row(plugin, stage_a_dir):
+    rows, _ = build_rows(Source(stage_a_dir=str(stage_a_dir)), "all", "all")
+    num_generations = 4
+    rows = [r for r in rows for _ in range(num_generations)]  # as the trainer repeats each prompt
+    right = [f"{r['solution']}\n理由: 图片_1 依据摘要判定" for r in rows]
+    scores = _rewards(_samples(rows, right))
+    assert [s[0] for s in scores] == [1.0] * len(rows)          # qc_label
+    assert [s[1] for s in scores] == [1.0] * len(rows)          # qc_format
+    assert all(0.0 <= s[2] <= 1.0 for s in scores)              # qc_consistency
+    # Shuffle completions against rows: a completion now scores 1 only where the labels happen to agree.
+    order = list(range(len(rows)))
+    random.Random(0).shuffle(order)
+    shuffled = _rewards(_samples(rows, [right[i] for i in order]))
+    expected = [1.0 if rows[i]["solution"] == rows[j]["solution"] else 0.0 for j, i in enumerate(order)]
+    assert [s[0] for s in shuffled] == expected and 0.0 in expected
+
+
+def _parse_with_ms_swift(argv):
+    from swift.arguments import RLHFArguments
+    from swift.utils.utils import _patch_get_type_hints
+    from transformers import HfArgumentParser
+    with _patch_get_type_hints():
+        parser = HfArgumentParser([RLHFArguments])
+    return parser.parse_args(argv)  # argparse: an unknown flag or a bad value exits here
+
+
+@pytest.mark.parametrize("cuda", ["cpu", "0", "0,1,2,3"])
+def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda):
+    env, argv = build_command(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda, lora_last_k=3,
+                              num_generations=6, max_steps=5)
+    assert argv[0] == "rlhf"
+    ns = _parse_with_ms_swift(argv[1:])
+    assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
+    assert ns.reward_funcs == REWARD_NAMES and ns.callbacks == ["qc_lora_guard"]
+    assert ns.num_generations == 6 and ns.max_steps == 5 and ns.template == "qwen2_5_vl"
+    assert ns.target_regex.startswith(r"^model\.language_model\.layers\.(3|4|5)\.")
+    assert env["GROUP_QC_LORA_LAST_K"] == "3"
+    if cuda == "cpu":
+        assert not ns.use_vllm and ns.vllm_mode is None and not ns.deepspeed and ns.torch_dtype == "float32"
+    else:
+        assert ns.use_vllm and ns.vllm_mode == "colocate" and ns.deepspeed == "zero2"
+        assert env.get("NPROC_PER_NODE") == ("4" if cuda == "0,1,2,3" else None)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(lora_last_k=7), "lora_last_k 7 is out of range: the language model has 6 layers"),
+    (dict(lora_last_k=0), "lora_last_k 0 is out of range"),
+    (dict(mission="RRU"), "unknown mission 'RRU'"),
+])
+def test_launcher_refuses_bad_settings(tiny_qwen2_5_vl, bad, message):
+    with pytest.raises(ValueError, match=message):
+        build_command(str(tiny_qwen2_5_vl), **bad)
+
+
+def _run_swift(env, argv, timeout=600):
+    swift = str(Path(sys.executable).parent / "swift")
+    return subprocess.run([swift, *argv], cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_swift_rlhf_grpo_two_steps_trains_exactly_the_last_k_llm_layers(arch, tiny_model_factory, stage_a_dir,
+                                                                       tmp_path):
+    model = tiny_model_factory(arch)
+    out = tmp_path / "grpo"
+    result = subprocess.run(
+        ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={model}", f"stage_a_dir={stage_a_dir}",
+         "lora_last_k=2", "num_generations=4", "max_steps=2", f"output_dir={out}",
+         "extra=--max_completion_length 12 --save_steps 2 --dynamic_sample false"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHON": sys.executable})
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    assert "trainable parameters per LLM layer (of 6): {4: " in log
+    (run_dir,) = out.glob("v*")
+    steps = [json.loads(line) for line in (run_dir / "logging.jsonl").read_text().splitlines()]
+    logged = steps[0]
+    for name in REWARD_NAMES:
+        assert f"rewards/{name}/mean" in logged
+    assert "frac_reward_zero_std" in logged
+    args = json.loads((run_dir / "args.json").read_text())  # what the trainer actually received
+    assert args["num_generations"] == 4 and args["lora_rank"] == 16 and args["beta"] == 0.04
+    assert args["reward_weights"] == [1.0, 0.25, 0.25]
+    from safetensors import safe_open
+    with safe_open(str(run_dir / "checkpoint-2" / "adapter_model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+    assert not [k for k in keys if "visual" in k]
+    assert {layer_of(k) for k in keys} == {4, 5}
+    projections = {k.split(".")[-3] for k in keys}
+    assert projections == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+@pytest.mark.slow
+def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
+    env, argv = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
+                              lora_last_k=2, num_generations=2, max_steps=1, output_dir=str(tmp_path / "o"))
+    env["GROUP_QC_LORA_LAST_K"] = "3"   # the K the user asked for never reached the regex
+    result = _run_swift(env, argv + ["--max_completion_length", "4"])
+    assert result.returncode != 0
+    assert "group-qc LoRA guard: trainable layers [4, 5] != the last 3 layers [3, 4, 5]" in result.stdout + result.stderr
+    assert not list((tmp_path / "o").glob("v*/checkpoint-*"))
