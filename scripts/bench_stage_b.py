@@ -1,0 +1,185 @@
+#!/usr/bin/env python
+"""Stage-B costs, measured in one run (a script, not a test).
+
+    python scripts/bench_stage_b.py [--model DIR] [--groups 100000] [--completions 20000] [--steps 2]
+
+1. reward throughput: completions/s of each reward on realistic completions;
+2. building Stage-B rows from a Stage-A file of --groups groups;
+3. a GRPO run of --steps steps on the tiny model (in-process `swift rlhf`), split into model load,
+   rollout, reward, loss forward and backward, with the rewards' share of a step; then the same run with
+   a trivial constant reward, to show what our rewards cost inside the trainer.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from stage_a.discovery import Group  # noqa: E402
+from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
+from stage_a.missions import load_registry  # noqa: E402
+from stage_a.records import make_record  # noqa: E402
+from stage_b.dataset import Source, build_rows  # noqa: E402
+from stage_b.rewards import REWARDS  # noqa: E402
+
+M = "BBU接地线检查"
+SUMMARIES = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎", "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎",
+             "无关图片", "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎"]
+COMPLETIONS = ["不通过\n理由: 图片_1 接地线散乱未捆扎", "通过\n理由: 图片_2、图片_4 接地线已捆扎", "不通过\n理由: 图片_7 螺丝缺失",
+               "通过", "<think>先看图片_1</think>不通过\n理由：图片_1 接地线未捆扎", "乱码 random text " * 6]
+
+
+def bench_rewards(n: int) -> dict:
+    rng = random.Random(0)
+    completions = [rng.choice(COMPLETIONS) for _ in range(n)]
+    kwargs = {"solution": [rng.choice(["通过", "不通过"]) for _ in range(n)], "summaries": [SUMMARIES] * n,
+              "mission": [M] * n}
+    out = {}
+    for name, func in REWARDS.items():
+        start = time.perf_counter()
+        func(completions, **kwargs)
+        out[name] = n / (time.perf_counter() - start)
+    return out
+
+
+def bench_dataset(folder: Path, n_groups: int) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    mission = load_registry().resolve(M)
+    records = (make_record(Group(f"QC-BD-20250101-{k}", M, "fail" if k % 2 else "pass",
+                                 tuple(f"{M}/x/g{k}/{i}.jpg" for i in range(1, 5))), SUMMARIES, model="m",
+                           created_at="2026-01-01T00:00:00+00:00") for k in range(n_groups))
+    write_jsonl_atomic(folder / f"{mission.stage_a_stem}.jsonl", records)
+    start = time.perf_counter()
+    rows, counts = build_rows(Source(stage_a_dir=str(folder)), M, "all")
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    from datasets import Dataset
+    Dataset.from_list(rows)  # what the plugin hands to ms-swift
+    return {"groups": n_groups, "build_rows_s": seconds, "to_hf_dataset_s": time.perf_counter() - start}
+
+
+TIMED = ("_generate_completions", "_compute_rewards_per_func", "_prepare_inputs", "compute_loss", "training_step")
+
+
+def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_funcs: list[str]) -> dict:
+    """One in-process `swift rlhf` run with timers around the trainer's phases."""
+    from swift.callbacks import TrainerCallback, callbacks_map
+    from swift.pipelines import rlhf_main
+    from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
+    sys.path.insert(0, str(REPO / "swift_plugins"))
+    import qc_plugin  # noqa: F401
+    from swift.rewards import ORM, orms
+    from stage_b.launch import build_command
+
+    class Constant(ORM):
+        def __call__(self, completions, **kwargs):
+            return [1.0 for _ in completions]
+    orms["bench_constant"] = Constant
+
+    times: dict = defaultdict(float)
+    marks: dict = {}
+    originals = {name: getattr(GRPOTrainer, name) for name in TIMED}
+
+    def timed(name, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                times[name] += time.perf_counter() - start
+        return wrapper
+
+    class Marks(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            marks["train_begin"] = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            marks["train_end"] = time.perf_counter()
+    callbacks_map["bench_marks"] = Marks
+
+    env, argv = build_command(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k=2, num_generations=4,
+                              max_steps=steps, output_dir=str(out))
+    os.environ.update(env)
+    argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
+                       "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,
+                       "--reward_weights", *["1"] * len(reward_funcs)]
+    for name in TIMED:
+        setattr(GRPOTrainer, name, timed(name, originals[name]))
+    start = time.perf_counter()
+    try:
+        rlhf_main(argv)
+    finally:
+        for name, func in originals.items():
+            setattr(GRPOTrainer, name, func)
+    total = time.perf_counter() - start
+    train = marks["train_end"] - marks["train_begin"]
+    reward = times["_compute_rewards_per_func"]
+    backward = times["training_step"] - times["_prepare_inputs"] - times["compute_loss"]
+    return {"reward_funcs": reward_funcs, "steps": steps, "total_s": total, "model_load_and_setup_s": total - train,
+            "train_s": train, "rollout_s": times["_generate_completions"], "reward_s": reward,
+            "loss_forward_s": times["compute_loss"], "backward_s": backward,
+            "reward_share_of_train": reward / train}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="checkpoint (default: build the tiny Qwen2.5-VL)")
+    p.add_argument("--groups", type=int, default=100_000)
+    p.add_argument("--completions", type=int, default=20_000)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+    result = {"rewards_completions_per_s": bench_rewards(args.completions)}
+    with tempfile.TemporaryDirectory(prefix="bench-stage-b-") as tmp:
+        tmp = Path(tmp)
+        result["dataset"] = bench_dataset(tmp / "big", args.groups)
+        if args.steps:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("mtm", REPO / "scripts" / "make_tiny_model.py")
+            mtm = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mtm)
+            model = args.model or str(mtm.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
+            small = tmp / "small"
+            small.mkdir()
+            write_jsonl_atomic(small / f"{M}_stage_a.jsonl", [
+                make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass", ("a.jpg", "b.jpg", "c.jpg", "d.jpg")),
+                            SUMMARIES, model="m") for k in range(32)])
+            result["grpo_ours"] = bench_grpo(model, small, tmp / "ours", args.steps, list(REWARDS))
+            result["grpo_trivial"] = bench_grpo(model, small, tmp / "trivial", args.steps, ["bench_constant"])
+    print("\nStage-B benchmark")
+    for name, rate in result["rewards_completions_per_s"].items():
+        print(f"  reward {name:<15} {rate:>12,.0f} completions/s")
+    d = result["dataset"]
+    print(f"  rows from {d['groups']:,} Stage-A groups: {d['build_rows_s']:.2f} s (+ {d['to_hf_dataset_s']:.2f} s "
+          f"to a datasets.Dataset)")
+    for key in ("grpo_ours", "grpo_trivial"):
+        if key in result:
+            g = result[key]
+            print(f"  GRPO {g['steps']} steps, rewards {' '.join(g['reward_funcs'])}: total {g['total_s']:.1f} s = "
+                  f"load/setup {g['model_load_and_setup_s']:.1f} + train {g['train_s']:.1f} "
+                  f"(rollout {g['rollout_s']:.2f}, reward {g['reward_s'] * 1000:.1f} ms, loss forward "
+                  f"{g['loss_forward_s']:.2f}, backward {g['backward_s']:.2f}); reward share "
+                  f"{g['reward_share_of_train']:.3%}")
+    if "grpo_ours" in result:
+        print(f"  our rewards vs a constant reward, train time ratio: "
+              f"{result['grpo_ours']['train_s'] / result['grpo_trivial']['train_s']:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
