@@ -118,9 +118,10 @@ def row_from_record(record: dict, registry: Registry) -> dict:
     }
 
 
-def build_rows(source: Source, missions="all", split: str = "train",
-               registry: Registry | None = None) -> tuple[list[dict], dict]:
-    """Rows of one split and per-mission counts {mission: {"groups", "rows"}}; logs the counts."""
+def build_rows(source: Source, missions="all", split: str = "train", registry: Registry | None = None,
+               allow_empty: bool = False) -> tuple[list[dict], dict]:
+    """Rows of one split and per-mission counts {mission: {"groups", "rows"}}; logs the counts.
+    An empty split is an error (training on nothing is a wiring bug) unless allow_empty."""
     registry = registry or load_registry()
     records = load_records(source, missions, registry)
     counts: dict[str, dict] = {}
@@ -134,7 +135,7 @@ def build_rows(source: Source, missions="all", split: str = "train",
     for mission, c in counts.items():
         log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (val_ratio %.2f)",
                  split, mission, c["groups"], c["rows"], split, c["groups"] - c["rows"], source.val_ratio)
-    if not rows:
+    if not rows and not allow_empty:
         raise DatasetError(f"the {split} split of the selection {missions!r} is empty "
                            f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "
                            f"val_ratio {source.val_ratio})")

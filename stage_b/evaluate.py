@@ -1,0 +1,172 @@
+"""`python -m stage_b.evaluate`: held-out verdict quality per mission.
+
+    python -m stage_b.evaluate --model DIR [--adapters CKPT] --stage_a_dir DIR [--mission all]
+                               [--split val] --output_dir DIR [--overwrite]
+    python -m stage_b.evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
+
+Generates greedy verdicts for the split (the same group-id hash split as training) through an ms-swift
+engine, in batches, and writes predictions.jsonl, metrics.json and report.md (stage_b.metrics).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
+from stage_a.records import image_key
+
+from .dataset import DatasetError, Source, build_rows
+from .metrics import compute_metrics
+from .rewards import REWARDS
+from .split import DEFAULT_VAL_RATIO
+from .verdict import FAIL, PASS, parse
+
+PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
+OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md")
+
+
+class EvaluationError(ValueError):
+    pass
+
+
+def score_prediction(group_id, mission, expected, completion, summaries) -> dict:
+    """One predictions.jsonl record: the verdict read from the completion and every reward."""
+    kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}
+    return {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
+            "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
+                                                  for name, func in REWARDS.items()},
+            "summaries": summaries}
+
+
+def predictions_from_rows(rows: list[dict], completions: list[str]) -> list[dict]:
+    return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"])
+            for r, c in zip(rows, completions)]
+
+
+def read_predictions(path: Path) -> list[dict]:
+    """Re-scored predictions from a file (verdicts and rewards recomputed from the raw completions)."""
+    if not path.is_file():
+        raise EvaluationError(f"predictions file {path} does not exist")
+    try:
+        records = list(iter_jsonl(path, allow_torn_tail=False))
+    except JsonlError as exc:
+        raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
+                              f"evaluate with the model)") from None
+    out = []
+    for line_no, rec in records:
+        missing = [f for f in PREDICTION_FIELDS if f not in rec]
+        if missing:
+            raise EvaluationError(f"{path}:{line_no}: missing field(s) {', '.join(missing)}; expected "
+                                  f"{', '.join(PREDICTION_FIELDS)}")
+        if rec["expected"] not in (PASS, FAIL):
+            raise EvaluationError(f"{path}:{line_no}: expected must be 通过 or 不通过, got {rec['expected']!r}")
+        out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
+                                    rec["summaries"]))
+    return out
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci) -> str:
+    return "n/a" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5) -> str:
+    lines = [f"# Verdict evaluation: {title}", "",
+             "Miss = a defective (审核不通过) group judged 通过; overkill = a good (审核通过) group judged 不通过. "
+             "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
+             "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
+             "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, m in [*metrics["per_mission"].items(), ("**overall**", metrics["overall"])]:
+        lines.append(f"| {name} | {m['n']} | {_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
+                     f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
+                     f"{_ci(m['overkill_rate_ci95'])} | {_pct(m['balanced_accuracy'])} | {_pct(m['fail_recall'])} | "
+                     f"{_pct(m['fail_precision'])} | {_pct(m['format_compliance'])} | {m['invalid_verdicts']} |")
+    for name, m in metrics["per_mission"].items():
+        c = m["confusion"]
+        lines += ["", f"## {name}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
+                  "| expected \\ predicted | 通过 | 不通过 | invalid |", "|---|---|---|---|",
+                  f"| 通过 | {c['通过->通过']} | {c['通过->不通过']} | {c['通过->invalid']} |",
+                  f"| 不通过 | {c['不通过->通过']} | {c['不通过->不通过']} | {c['不通过->invalid']} |"]
+        misses = [p for p in predictions if p["mission"] == name and p["expected"] == FAIL and p["predicted"] != FAIL]
+        misses.sort(key=lambda p: (p["predicted"] is None, p["rewards"]["qc_consistency"]))
+        if misses:
+            lines += ["", f"Misses to review ({len(misses)}, showing up to {max_cases}):"]
+        for p in misses[:max_cases]:
+            parsed = parse(p["completion"])
+            reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
+            lines += ["", f"- **{p['group_id']}**: judged {p['predicted'] or 'unparseable'}; reason: {reason}"]
+            lines += [f"  - {image_key(i)}: {s}" for i, s in enumerate(p["summaries"], start=1)]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str) -> dict:
+    metrics = compute_metrics(predictions, missions)
+    write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
+    (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
+    (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
+    return metrics
+
+
+def prepare_output_dir(path: Path, overwrite: bool) -> None:
+    existing = [n for n in OUTPUTS if (path / n).exists()]
+    if existing and not overwrite:
+        raise EvaluationError(f"output folder {path} already holds {', '.join(existing)}; pass --overwrite "
+                              f"to replace them or choose another --output_dir")
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stage_b.evaluate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="checkpoint folder (base or merged)")
+    p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
+    p.add_argument("--stage_a_dir", help="folder of <mission>_stage_a.jsonl")
+    p.add_argument("--mission", default="all", help="a mission, a comma-separated list, or 'all'")
+    p.add_argument("--split", default="val", choices=["train", "val", "all"])
+    p.add_argument("--val_ratio", type=float, default=DEFAULT_VAL_RATIO, help="as in training")
+    p.add_argument("--split_seed", type=int, default=0, help="as in training")
+    p.add_argument("--predictions", help="re-score this predictions.jsonl; no model is loaded")
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_new_tokens", type=int, default=96)
+    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
+    args = p.parse_args(argv)
+    output_dir = Path(args.output_dir)
+    try:
+        if args.predictions:
+            predictions = read_predictions(Path(args.predictions))
+            prepare_output_dir(output_dir, args.overwrite)
+            missions, title = [], f"re-scored {args.predictions}"
+        else:
+            if not args.model or not args.stage_a_dir:
+                raise EvaluationError("--model and --stage_a_dir are required (or --predictions to re-score)")
+            from stage_a.missions import load_registry
+            from .generate import VerdictEngine
+            missions = [m.name for m in load_registry().select(args.mission)]
+            rows, counts = build_rows(Source(stage_a_dir=args.stage_a_dir, val_ratio=args.val_ratio,
+                                             seed=args.split_seed), args.mission, args.split, allow_empty=True)
+            missions = [m for m in missions if m in counts]
+            prepare_output_dir(output_dir, args.overwrite)
+            engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
+            completions = [c[0] for c in engine.generate(rows)] if rows else []
+            predictions = predictions_from_rows(rows, completions)
+            title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
+    except (EvaluationError, DatasetError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    metrics = write_outputs(output_dir, predictions, missions, title)
+    o = metrics["overall"]
+    print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "
+          f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']} -> {output_dir}/report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Evaluation: predictions, metrics and report; re-scoring; bad input; adapter vs merged model."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stage_a.discovery import Group
+from stage_a.jsonl import JsonlAppender
+from stage_a.records import make_record
+from stage_b.evaluate import (EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions,
+                              render_report)
+from stage_b.metrics import compute_metrics
+
+REPO = Path(__file__).resolve().parent.parent
+M = "BBU接地线检查"
+ROWS = [{"group_id": "g1", "mission": M, "solution": "不通过", "summaries": ["接地线×1/未捆扎"]},
+        {"group_id": "g2", "mission": M, "solution": "通过", "summaries": ["接地线×1/已捆扎"]},
+        {"group_id": "g3", "mission": M, "solution": "不通过", "summaries": ["接地线×1/散乱"]}]
+COMPLETIONS = ["通过\n理由: 图片_1 接地线规范", "通过\n理由: 图片_1 已捆扎", "乱码"]
+
+
+def write_predictions(path, records):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+def test_predictions_metrics_and_report():
+    preds = predictions_from_rows(ROWS, COMPLETIONS)
+    assert [p["predicted"] for p in preds] == ["通过", "通过", None]
+    assert preds[1]["rewards"] == {"qc_label": 1.0, "qc_format": 1.0, "qc_consistency": 1.0}
+    metrics = compute_metrics(preds, [M, "挡风板安装检查"])
+    m = metrics["per_mission"][M]
+    assert (m["n"], m["miss_rate"], m["invalid_verdicts"], m["accuracy"]) == (3, 0.5, 1, pytest.approx(1 / 3))
+    report = render_report(metrics, preds, "test")
+    assert "| 不通过 | 1 | 0 | 1 |" in report          # confusion row: expected 不通过
+    assert "**g1**: judged 通过; reason: 图片_1 接地线规范" in report and "图片_1: 接地线×1/未捆扎" in report
+    assert "**g3**: judged unparseable" in report
+    assert "n = 0 (no validation groups)" in report   # 挡风板安装检查 has none
+
+
+def test_rescoring_a_predictions_file_gives_the_same_metrics(tmp_path):
+    preds = predictions_from_rows(ROWS, COMPLETIONS)
+    write_predictions(tmp_path / "p.jsonl", preds)
+    assert read_predictions(tmp_path / "p.jsonl") == preds
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda text: text.replace('"completion"', '"answer"', 1), r"p.jsonl:1: missing field\(s\) completion"),
+    (lambda text: text[:-30], "torn last line"),
+    (lambda text: text.replace('"expected": "不通过"', '"expected": "fail"', 1), "expected must be 通过 or 不通过"),
+])
+def test_bad_predictions_files_are_named(tmp_path, mutate, message):
+    write_predictions(tmp_path / "p.jsonl", predictions_from_rows(ROWS, COMPLETIONS))
+    (tmp_path / "p.jsonl").write_text(mutate((tmp_path / "p.jsonl").read_text(encoding="utf-8")), encoding="utf-8")
+    with pytest.raises(EvaluationError, match=message):
+        read_predictions(tmp_path / "p.jsonl")
+
+
+def test_existing_output_folder_is_refused_unless_overwrite(tmp_path):
+    (tmp_path / "metrics.json").write_text("{}")
+    with pytest.raises(EvaluationError, match="already holds metrics.json; pass --overwrite"):
+        prepare_output_dir(tmp_path, overwrite=False)
+    prepare_output_dir(tmp_path, overwrite=True)
+
+
+def test_compare_and_plot_clis(tmp_path):
+    for name, completions in [("a", COMPLETIONS), ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"])]:
+        metrics = compute_metrics(predictions_from_rows(ROWS, completions), [M])
+        (tmp_path / f"{name}.json").write_text(json.dumps(metrics, ensure_ascii=False))
+    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "miss_rate" in out.stdout and "-50.0 pt" in out.stdout and "(better)" in out.stdout
+    run = tmp_path / "run" / "v0-20260101-000000"
+    run.mkdir(parents=True)
+    (run / "logging.jsonl").write_text("\n".join(json.dumps(
+        {"reward": s / 10, "rewards/qc_label/mean": s / 10, "rewards/qc_format/mean": 1.0, "frac_reward_zero_std": 0.5,
+         "kl": 0.01 * s, "completions/mean_length": 12}) for s in range(5)) + "\n")
+    out = subprocess.run([sys.executable, "-m", "stage_b.plot_training", str(tmp_path / "run")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and (run / "training.png").stat().st_size > 1000
+
+
+def _stage_a(folder: Path, n=12):
+    folder.mkdir(parents=True, exist_ok=True)
+    with JsonlAppender(folder / f"{M}_stage_a.jsonl") as out:
+        for k in range(n):
+            label = "fail" if k % 2 else "pass"
+            out.write(make_record(Group(f"QC-EV-20250101-{k}", M, label, ("a.jpg", "b.jpg")),
+                                  [f"接地线×1/{'未捆扎' if label == 'fail' else '已捆扎'}", f"接地排×{k}"], "m"))
+    return folder
+
+
+def _evaluate(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "stage_b.evaluate", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def _random_adapter(tiny_model: Path, out: Path) -> Path:
+    """A real PEFT LoRA checkpoint on the last 2 LLM layers with non-zero B matrices (so it changes outputs)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+    from stage_b.lora import target_regex
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model, dtype=torch.float32)
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=target_regex(tiny_model, 2)))
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.2)
+    peft.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa")
+    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    merged = tmp_path / "merged"
+    export = subprocess.run([str(Path(sys.executable).parent / "swift"), "export", "--model", str(tiny_qwen2_5_vl),
+                             "--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--adapters", str(adapter),
+                             "--merge_lora", "true", "--output_dir", str(merged)],
+                            cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert export.returncode == 0, export.stderr[-3000:]
+    common = ["--stage_a_dir", str(stage_a), "--split", "all", "--max_new_tokens", "12", "--batch_size", "8"]
+    runs = {"base": ["--model", str(tiny_qwen2_5_vl)],
+            "adapter": ["--model", str(tiny_qwen2_5_vl), "--adapters", str(adapter)],
+            "merged": ["--model", str(merged)]}
+    completions = {}
+    for name, model_args in runs.items():
+        result = _evaluate(*model_args, *common, "--output_dir", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr[-3000:]
+        preds = [json.loads(l) for l in (tmp_path / name / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert len(preds) == 12 and (tmp_path / name / "report.md").exists()
+        completions[name] = [p["completion"] for p in preds]
+    assert completions["adapter"] == completions["merged"]
+    assert completions["adapter"] != completions["base"]  # the adapter is really applied
+
+
+@pytest.mark.slow
+def test_evaluate_bad_inputs(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa")
+    not_adapter = tmp_path / "ckpt"
+    not_adapter.mkdir()
+    result = _evaluate("--model", str(tiny_qwen2_5_vl), "--adapters", str(not_adapter), "--stage_a_dir", str(stage_a),
+                       "--output_dir", str(tmp_path / "o"))
+    assert result.returncode == 2 and "has no adapter_config.json" in result.stderr
+    (tmp_path / "o2").mkdir()
+    (tmp_path / "o2" / "report.md").write_text("old")
+    result = _evaluate("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o2"))
+    assert result.returncode == 2 and "--overwrite" in result.stderr
