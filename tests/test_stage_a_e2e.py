@@ -244,3 +244,15 @@ def test_two_cpu_shard_processes_then_merge_equal_one_process(tiny_qwen2_5_vl, p
     merged = records(sharded / f"{M}_stage_a.jsonl")
     strip = lambda rs: [(r["group_id"], r["images"], r["per_image"]) for r in rs]  # noqa: E731
     assert strip(merged) == strip(one)
+
+
+def test_lora_summary_adapter_is_applied_and_recorded(tiny_qwen2_5_vl, photos, tmp_path):
+    from tests.test_evaluate import _random_adapter
+    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    outs = {}
+    for name, adapters in [("base", ()), ("lora", (str(adapter),))]:
+        run_stage_a(opts(photos, tmp_path / name, tiny_qwen2_5_vl, adapters=adapters, batch_size=8))
+        outs[name] = records(tmp_path / name / f"{M}_stage_a.jsonl")
+    assert [r["group_id"] for r in outs["base"]] == [r["group_id"] for r in outs["lora"]]
+    assert [r["per_image"] for r in outs["base"]] != [r["per_image"] for r in outs["lora"]]
+    assert all(r["adapters"] == [str(adapter)] for r in outs["lora"]) and "adapters" not in outs["base"][0]
