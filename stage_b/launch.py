@@ -2,7 +2,11 @@
 choices (scripts/run_grpo.sh calls this). Pure: builds (environment, argv); `main` prints or runs it.
 
     python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… output_dir=… lora_last_k=4
-                             num_generations=… max_steps=… config=… dry_run=1 extra="--flags"]
+                             num_generations=… max_steps=… deepspeed=zero2|zero3|zero3_offload|none
+                             rollout=colocate|server vllm_server=HOST:PORT config=… dry_run=1 extra="--flags"]
+
+rollout=server trains against a separate vLLM rollout server (start it first on other GPUs with the
+`swift rollout` command that dry_run prints); colocate (the YAML default) runs vLLM inside the trainers.
 
 The YAML is expanded into explicit flags (as `swift rlhf config.yaml` would), so the printed command
 is exactly what runs, and cuda=cpu can drop the GPU-only keys (vLLM, DeepSpeed) that ms-swift refuses
@@ -27,13 +31,17 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "configs" / "stage_b_grpo.yaml"
 GPU_ONLY = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "sleep_level",
             "deepspeed", "offload_model", "offload_optimizer", "vllm_server_host", "vllm_server_port")
+COLOCATE_ONLY = ("vllm_gpu_memory_utilization", "sleep_level")
+DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
+ROLLOUTS = ("colocate", "server")
 SETTINGS = ("mission", "cuda", "stage_a_dir", "model", "output_dir", "lora_last_k", "num_generations",
-            "max_steps", "config", "dry_run", "extra")
+            "max_steps", "deepspeed", "rollout", "vllm_server", "config", "dry_run", "extra")
 
 
 def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_dir: str | None = None,
                   output_dir: str | None = None, lora_last_k: int = 4, num_generations: int | None = None,
-                  max_steps: int | None = None, config: str | os.PathLike = DEFAULT_CONFIG,
+                  max_steps: int | None = None, deepspeed: str | None = None, rollout: str | None = None,
+                  vllm_server: str = "127.0.0.1:8000", config: str | os.PathLike = DEFAULT_CONFIG,
                   extra: list[str] | None = None) -> tuple[dict, list[str]]:
     """(environment additions, argv after `swift`). Raises ValueError on a bad mission or K."""
     registry = load_registry()
@@ -57,6 +65,21 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_d
         args["num_generations"] = int(num_generations)
     if max_steps:
         args["max_steps"] = int(max_steps)
+    if deepspeed:
+        if deepspeed not in DEEPSPEED:
+            raise ValueError(f"deepspeed={deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
+        args["deepspeed"] = "" if deepspeed == "none" else deepspeed
+    if rollout:
+        if rollout not in ROLLOUTS:
+            raise ValueError(f"rollout={rollout!r}: use one of {', '.join(ROLLOUTS)}")
+        args.update(use_vllm=True, vllm_mode=rollout)
+        if rollout == "server":
+            host, _, port = vllm_server.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"vllm_server={vllm_server!r}: use HOST:PORT")
+            for key in COLOCATE_ONLY:
+                args.pop(key, None)
+            args.update(vllm_server_host=host, vllm_server_port=int(port))
     if cuda == "cpu":
         for key in GPU_ONLY:
             args.pop(key, None)
@@ -103,6 +126,10 @@ def main(argv=None) -> int:
         return 2
     swift = shutil.which("swift", path=str(Path(sys.executable).parent)) or "swift"
     if dry_run:
+        if s.get("rollout") == "server":
+            print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {shlex.quote(swift)} rollout --model "
+                  f"{shlex.quote(s['model'])} --external_plugins swift_plugins/qc_plugin.py --port "
+                  f"{s.get('vllm_server', '127.0.0.1:8000').rpartition(':')[2]} --vllm_data_parallel_size <n>")
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([swift, *swift_argv]))
         return 0
     # Explicit settings win over the YAML's ENV defaults; the caller's own environment wins over both

@@ -100,7 +100,22 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
         assert env.get("NPROC_PER_NODE") == ("4" if cuda == "0,1,2,3" else None)
 
 
+@pytest.mark.parametrize("settings, expected", [
+    (dict(deepspeed="zero3", rollout="server", vllm_server="10.0.0.5:8001"),
+     dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001])),
+    (dict(deepspeed="none", rollout="colocate"), dict(deepspeed="", vllm_mode="colocate", sleep_level=1)),
+])
+def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expected):
+    _, argv = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", **settings)
+    ns = _parse_with_ms_swift(argv[1:])
+    for key, value in expected.items():
+        assert getattr(ns, key) == value, key
+
+
 @pytest.mark.parametrize("bad, message", [
+    (dict(deepspeed="zero9"), "deepspeed='zero9'"),
+    (dict(rollout="remote"), "rollout='remote'"),
+    (dict(rollout="server", vllm_server="nohost"), "HOST:PORT"),
     (dict(lora_last_k=7), "lora_last_k 7 is out of range: the language model has 6 layers"),
     (dict(lora_last_k=0), "lora_last_k 0 is out of range"),
     (dict(mission="RRU"), "unknown mission 'RRU'"),
