@@ -60,6 +60,24 @@ def resolve_model(model: str, adapters=(), model_type: str | None = None,
     return ModelSpec(str(path), model_type, template, tuple(str(a) for a in adapters))
 
 
+def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
+    """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
+    if backend == "transformers":
+        from swift.infer_engine import TransformersEngine
+        return TransformersEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
+                                  adapters=list(spec.adapters) or None, max_batch_size=batch_size)
+    if backend == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
+                                 "use --infer_backend transformers otherwise") from None
+        from swift.infer_engine import VllmEngine
+        return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
+                          adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
+    raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
 @dataclass
 class Summary:
     text: str | None
@@ -76,22 +94,7 @@ class SwiftSummaryEngine:
         from swift.infer_engine import RequestConfig
 
         self.spec, self.backend, self.batch_size = spec, backend, batch_size
-        if backend == "transformers":
-            from swift.infer_engine import TransformersEngine
-            self.engine = TransformersEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
-                                             adapters=list(spec.adapters) or None, max_batch_size=batch_size)
-        elif backend == "vllm":
-            try:
-                import vllm  # noqa: F401
-            except ImportError:
-                raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
-                                     "use --infer_backend transformers otherwise") from None
-            from swift.infer_engine import VllmEngine
-            self.engine = VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
-                                     adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1),
-                                     limit_mm_per_prompt={"image": 1, "video": 0})
-        else:
-            raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.engine = build_swift_engine(spec, backend, batch_size, limit_mm_per_prompt={"image": 1, "video": 0})
         if max_pixels:
             # Photos arrive already resized by stage_a.images; this keeps ms-swift's own resize
             # (qwen_vl_utils.smart_resize) from ever exceeding the same bound.
