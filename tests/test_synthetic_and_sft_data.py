@@ -1,0 +1,42 @@
+"""Synthetic QC photos and the demo's SFT rows: layout, labels, prompts identical to inference."""
+import json
+from collections import Counter
+
+from stage_a.discovery import discover_mission, mission_folders
+from stage_a.missions import load_registry
+from stage_a.prompts import stage_a_messages
+from stage_b.verdict import parse
+from tests.conftest import load_script
+
+
+def test_generator_layout_labels_and_ground_truth(tmp_path, synthetic):
+    truth = synthetic.generate(tmp_path, seed=0, groups_per_label=3)
+    registry = load_registry()
+    folders = mission_folders(tmp_path, registry, list(registry.missions), strict_unknown=True)
+    for mission in registry.missions:
+        groups, issues = discover_mission(tmp_path, mission, folders[mission.name], registry)
+        assert not issues and Counter(g.label for g in groups) == {"pass": 3, "fail": 3}
+        assert all(1 <= len(g.images) <= 6 and g.group_id.startswith("QC-") for g in groups)
+    by_group = {}
+    for t in truth:
+        by_group.setdefault((t["group_id"], t["label"]), []).append(t["summary"])
+    for (gid, label), summaries in by_group.items():
+        has_defect = any("备注" in s for s in summaries)
+        assert has_defect == (label == "fail"), gid   # fail groups carry a defect, pass groups none
+    assert synthetic.generate(tmp_path / "again", seed=0, groups_per_label=3) == truth  # same seed, same data
+
+
+def test_sft_rows_use_the_inference_prompts_and_shuffled_verdicts_keep_their_mix(tmp_path, synthetic):
+    synthetic.generate(tmp_path, seed=1, groups_per_label=4)
+    sft = load_script("make_sft_data")
+    a_rows = sft.stage_a_rows(tmp_path)
+    truth = [json.loads(l) for l in (tmp_path / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(a_rows) == len(truth)
+    mission = load_registry().resolve(truth[0]["mission"])
+    assert a_rows[0]["messages"][:2] == stage_a_messages(mission)
+    assert a_rows[0]["messages"][2]["content"] == truth[0]["summary"]
+    straight = sft.stage_b_rows(tmp_path, shuffle_verdicts=False, seed=0)
+    shuffled = sft.stage_b_rows(tmp_path, shuffle_verdicts=True, seed=0)
+    verdicts = lambda rows: [parse(r["messages"][-1]["content"]).verdict for r in rows]  # noqa: E731
+    assert all(parse(r["messages"][-1]["content"]).two_lines for r in straight + shuffled)
+    assert Counter(verdicts(straight)) == Counter(verdicts(shuffled)) and verdicts(straight) != verdicts(shuffled)
