@@ -3,7 +3,7 @@
 # the last K LLM blocks of the checkpoint.
 #
 #   bash scripts/run_grpo.sh mission=<name|alias|a,b|all> cuda=<ids|cpu> model=<dir> \
-#        [stage_a_dir=output/stage_a output_dir=output/stage_b_grpo lora_last_k=4 num_generations=… \
+#        [stage_a_dir=output/stage_a output_dir=output/stage_b_grpo lora_last_k=4 num_generations=… prompts_per_step=… \
 #         max_steps=… deepspeed=zero2|zero3|zero3_offload|none rollout=colocate|server \
 #         vllm_server=HOST:PORT config=configs/stage_b_grpo.yaml dry_run=1 extra="--more --flags"]
 #

@@ -2,7 +2,7 @@
 choices (scripts/run_grpo.sh calls this). Pure: builds (environment, argv); `main` prints or runs it.
 
     python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… output_dir=… lora_last_k=4
-                             num_generations=… max_steps=… deepspeed=zero2|zero3|zero3_offload|none
+                             num_generations=… prompts_per_step=… max_steps=… deepspeed=zero2|zero3|zero3_offload|none
                              rollout=colocate|server vllm_server=HOST:PORT config=… dry_run=1 extra="--flags"]
 
 rollout=server trains against a separate vLLM rollout server (start it first on other GPUs with the
@@ -35,13 +35,13 @@ COLOCATE_ONLY = ("vllm_gpu_memory_utilization", "sleep_level")
 DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
 ROLLOUTS = ("colocate", "server")
 SETTINGS = ("mission", "cuda", "stage_a_dir", "model", "output_dir", "lora_last_k", "num_generations",
-            "max_steps", "deepspeed", "rollout", "vllm_server", "config", "dry_run", "extra")
+            "prompts_per_step", "max_steps", "deepspeed", "rollout", "vllm_server", "config", "dry_run", "extra")
 
 
 def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_dir: str | None = None,
                   output_dir: str | None = None, lora_last_k: int = 4, num_generations: int | None = None,
-                  max_steps: int | None = None, deepspeed: str | None = None, rollout: str | None = None,
-                  vllm_server: str = "127.0.0.1:8000", config: str | os.PathLike = DEFAULT_CONFIG,
+                  prompts_per_step: int | None = None, max_steps: int | None = None,
+                  deepspeed: str | None = None, rollout: str | None = None, vllm_server: str = "127.0.0.1:8000", config: str | os.PathLike = DEFAULT_CONFIG,
                   extra: list[str] | None = None) -> tuple[dict, list[str]]:
     """(environment additions, argv after `swift`). Raises ValueError on a bad mission or K."""
     registry = load_registry()
@@ -80,12 +80,15 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_d
             for key in COLOCATE_ONLY:
                 args.pop(key, None)
             args.update(vllm_server_host=host, vllm_server_port=int(port))
+    if prompts_per_step and cuda != "cpu":
+        args["per_device_train_batch_size"] = int(args.get("num_generations", 8)) * int(prompts_per_step)
     if cuda == "cpu":
         for key in GPU_ONLY:
             args.pop(key, None)
         g = int(args.get("num_generations", 4))
-        args.update(torch_dtype="float32", per_device_train_batch_size=g, gradient_accumulation_steps=1,
-                    report_to="none")
+        # One process: a step sees prompts_per_step prompts x g samples (default 1 prompt, the cheapest).
+        args.update(torch_dtype="float32", per_device_train_batch_size=g * int(prompts_per_step or 1),
+                    gradient_accumulation_steps=1, report_to="none")
         env["CUDA_VISIBLE_DEVICES"] = ""
     else:
         devices = [d for d in cuda.split(",") if d.strip()]

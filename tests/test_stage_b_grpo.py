@@ -104,6 +104,7 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
     (dict(deepspeed="zero3", rollout="server", vllm_server="10.0.0.5:8001"),
      dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001])),
     (dict(deepspeed="none", rollout="colocate"), dict(deepspeed="", vllm_mode="colocate", sleep_level=1)),
+    (dict(num_generations=4, prompts_per_step=8), dict(per_device_train_batch_size=32, num_generations=4)),
 ])
 def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expected):
     _, argv = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", **settings)
