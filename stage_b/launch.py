@@ -41,8 +41,8 @@ SETTINGS = ("mission", "cuda", "stage_a_dir", "model", "output_dir", "lora_last_
 def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_dir: str | None = None,
                   output_dir: str | None = None, lora_last_k: int = 4, num_generations: int | None = None,
                   prompts_per_step: int | None = None, max_steps: int | None = None,
-                  deepspeed: str | None = None, rollout: str | None = None, vllm_server: str = "127.0.0.1:8000", config: str | os.PathLike = DEFAULT_CONFIG,
-                  extra: list[str] | None = None) -> tuple[dict, list[str]]:
+                  deepspeed: str | None = None, rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
+                  config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None) -> tuple[dict, list[str]]:
     """(environment additions, argv after `swift`). Raises ValueError on a bad mission or K."""
     registry = load_registry()
     missions = registry.select(mission)  # unknown mission: error naming the known ones
