@@ -26,7 +26,6 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
-from stage_a.images import load_photo  # noqa: E402
 from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402

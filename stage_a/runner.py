@@ -8,7 +8,6 @@ and each is written, flushed, the moment its last photo is summarised.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import tempfile
 import threading
