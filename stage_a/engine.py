@@ -93,7 +93,7 @@ class SwiftSummaryEngine:
                  seed: int | None = None):
         from swift.infer_engine import RequestConfig
 
-        self.spec, self.backend, self.batch_size = spec, backend, batch_size
+        self.spec = spec
         self.engine = build_swift_engine(spec, backend, batch_size, limit_mm_per_prompt={"image": 1, "video": 0})
         if max_pixels:
             # Photos arrive already resized by stage_a.images; this keeps ms-swift's own resize

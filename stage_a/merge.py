@@ -31,7 +31,7 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
     if missing:
         raise ValueError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
     with exclusive_lock(outputs.merged_main):
-        for i, _, path in parts:
+        for _, _, path in parts:
             with exclusive_lock(path):  # refused (LockedError) while that shard is still running
                 pass
         records = {}
