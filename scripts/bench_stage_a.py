@@ -1,14 +1,16 @@
 #!/usr/bin/env python
 """Stage-A throughput, measured in one run on one engine and one set of photos (a script, not a test).
 
-    python scripts/bench_stage_a.py [--model DIR | --arch qwen2_5_vl] [--photos 64] [--batch_sizes 1 4 8 16]
-                                    [--max_new_tokens 32] [--resume_groups 10000] [--json out.json]
+    python scripts/bench_stage_a.py [--model DIR | --arch qwen2_5_vl | --preset qwen2_5_vl-3b] [--photos 64]
+                                    [--batch_sizes 1 4 8 16] [--max_new_tokens 32] [--backends transformers vllm]
+                                    [--resume_groups 10000] [--json out.json]
 
 Prints, per batch size: photos/s and output tokens/s of bare `engine.infer` calls and of our pipeline
 (discovery, photo loading, prompts, validation, JSONL writing) on the same requests, and their ratio;
 the cost of resuming a finished mission of --resume_groups groups (no inference at all); peak memory.
 Without --model it builds the tiny random-weight model (scripts/make_tiny_model.py); on a GPU pass
-`--model` a real checkpoint or one built with real dimensions, and `--infer_backend vllm` where installed.
+`--model` a real checkpoint or `--preset qwen2_5_vl-3b` (random weights, real dimensions), and
+`--backends transformers vllm` to measure both engines in the same run where vLLM is installed.
 """
 from __future__ import annotations
 
@@ -42,17 +44,26 @@ def _load(name):
     return mod
 
 
-def make_photos(root: Path, n_photos: int) -> int:
-    """At least n_photos synthetic photos of one mission (about 3 photos per group)."""
+def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
+    """At least n_photos synthetic photos of one mission (about 3 photos per group), each side
+    enlarged `scale` times (the generator draws 224x168; real photos are far larger)."""
     import shutil
+
+    from PIL import Image
     synthetic = _load("make_synthetic_qc")
     per_label = max(1, n_photos // 6)
     while True:
         shutil.rmtree(root, ignore_errors=True)
         truth = synthetic.generate(root, seed=11, groups_per_label=per_label, missions=M)
         if len(truth) >= n_photos:
-            return len(truth)
+            break
         per_label += max(1, per_label // 4)
+    if scale > 1:
+        for path in root.rglob("*.jpg"):
+            with Image.open(path) as im:
+                big = im.resize((im.width * scale, im.height * scale), Image.Resampling.BICUBIC)
+            big.save(path, "JPEG", quality=90)
+    return len(truth)
 
 
 def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pixels: int) -> dict:
@@ -109,15 +120,72 @@ def bench_resume(model: str, root: Path, n_groups: int) -> dict:
     return {"groups": n_groups, "seconds": seconds}
 
 
+def backend_missing(backend: str) -> str | None:
+    """Why `backend` cannot run here, or None."""
+    if backend == "vllm":
+        import importlib.util
+        if importlib.util.find_spec("vllm") is None:
+            return "vLLM is not installed"
+        import torch
+        if not torch.cuda.is_available():
+            return "vLLM needs a GPU"
+    return None
+
+
+def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> list[dict]:
+    """Every batch size on one engine; bare and ours alternate so both see the same machine noise."""
+    import gc
+    # vLLM schedules its own batches (continuous batching): one engine sized for the largest batch,
+    # and the pipeline's chunk size is the only batch size that varies.
+    engine = SwiftSummaryEngine(resolve_model(model), backend=backend, batch_size=max(args.batch_sizes),
+                                max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
+    bench_bare(engine, photos, max(args.batch_sizes), args.max_pixels)  # warm-up, not timed
+    rows = []
+    for b in args.batch_sizes:
+        bares, ourses = [], []
+        for _ in range(args.repeats):
+            bares.append(bench_bare(engine, photos, b, args.max_pixels))
+            ourses.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
+                                     args.max_new_tokens))
+        bare = sorted(bares, key=lambda r: r["photos_per_s"])[len(bares) // 2]
+        ours = sorted(ourses, key=lambda r: r["photos_per_s"])[len(ourses) // 2]
+        rows.append({"batch_size": b, "bare": bare, "ours": ours,
+                     "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]})
+        print(f"  {backend} batch {b}: bare {bare['photos_per_s']:.2f} photos/s, ours {ours['photos_per_s']:.2f}",
+              flush=True)
+    del engine
+    gc.collect()
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+    return rows
+
+
+def device_name() -> str:
+    import torch
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="checkpoint folder (default: build the tiny model)")
+    p.add_argument("--model", help="checkpoint folder (default: build the tiny model, or --preset)")
     p.add_argument("--arch", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl"], help="tiny model arch")
+    p.add_argument("--preset", help="build a random-weight model of real dimensions instead of the tiny one "
+                                    "(a PRESETS name in scripts/make_tiny_model.py, e.g. qwen2_5_vl-3b; bfloat16, "
+                                    "initialised on the GPU when there is one)")
     p.add_argument("--photos", type=int, default=64, help="at least this many synthetic photos")
     p.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 4, 8, 16])
     p.add_argument("--max_new_tokens", type=int, default=32)
     p.add_argument("--max_pixels", type=int, default=224 * 168)
-    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--photo_scale", type=int, default=1,
+                   help="enlarge the 224x168 synthetic photos this many times per side (e.g. 4 on a GPU)")
+    p.add_argument("--backends", nargs="+", default=["transformers"], choices=["transformers", "vllm"],
+                   help="engines to measure in this run; one that cannot run here is reported and skipped")
     p.add_argument("--resume_groups", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=3, help="runs per batch size and side; the median is kept")
     p.add_argument("--json", help="also write the results here")
@@ -125,40 +193,62 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-stage-a-") as tmp:
         tmp = Path(tmp)
-        model = args.model or str(_load("make_tiny_model").build_tiny_model(args.arch, tmp / "model", force=True))
-        n_photos = make_photos(tmp / "photos", args.photos)
-        # Warm the decoder and the ms-swift template once, outside the timings.
-        engine = SwiftSummaryEngine(resolve_model(model), backend=args.infer_backend, batch_size=max(args.batch_sizes),
-                                    max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
-        bench_bare(engine, tmp / "photos", max(args.batch_sizes), args.max_pixels)
-        rows = []
-        for b in args.batch_sizes:
-            # Alternate bare and ours, keep each one's median run: both see the same machine noise.
-            bares, ourses = [], []
-            for _ in range(args.repeats):
-                bares.append(bench_bare(engine, tmp / "photos", b, args.max_pixels))
-                ourses.append(bench_ours(engine, model, tmp / "photos", tmp / f"out-{b}", b, args.max_pixels,
-                                         args.max_new_tokens))
-            bare = sorted(bares, key=lambda r: r["photos_per_s"])[len(bares) // 2]
-            ours = sorted(ourses, key=lambda r: r["photos_per_s"])[len(ourses) // 2]
-            rows.append({"batch_size": b, "bare": bare, "ours": ours,
-                         "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]})
+        make = _load("make_tiny_model")
+        if args.model:
+            model = args.model
+        elif args.preset:
+            if args.preset not in make.PRESETS:
+                p.error(f"--preset must be one of {', '.join(sorted(make.PRESETS))}, got {args.preset!r}")
+            import torch
+            start = time.perf_counter()
+            model = str(make.build_tiny_model(out=tmp / "model", force=True, dtype="bfloat16",
+                                              device="cuda" if torch.cuda.is_available() else "cpu",
+                                              **make.PRESETS[args.preset]))
+            print(f"built {args.preset} in {time.perf_counter() - start:.0f} s", flush=True)
+        else:
+            model = str(make.build_tiny_model(args.arch, tmp / "model", force=True))
+        n_photos = make_photos(tmp / "photos", args.photos, args.photo_scale)
+        results, skipped = {}, {}
+        for backend in args.backends:
+            why = backend_missing(backend)
+            if why:
+                skipped[backend] = why
+                print(f"{backend}: skipped ({why})", flush=True)
+                continue
+            results[backend] = bench_backend(backend, model, tmp / "photos", tmp, args)
         resume = bench_resume(model, tmp / "resume", args.resume_groups) if args.resume_groups else None
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    base = rows[0]["bare"]["photos_per_s"]
-    print(f"\nStage-A benchmark: {n_photos} photos, max_new_tokens {args.max_new_tokens}, "
-          f"max_pixels {args.max_pixels}, backend {args.infer_backend}, model {model}")
-    print(f"{'batch':>5} | {'bare photos/s':>13} | {'bare tok/s':>10} | {'ours photos/s':>13} | "
-          f"{'ours/bare':>9} | {'bare vs batch ' + str(rows[0]['batch_size']):>16}")
-    for r in rows:
-        print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
-              f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
-              f"{r['bare']['photos_per_s'] / base:>15.2f}x")
+    gpu_peak_mb = None
+    try:
+        import torch
+        if torch.cuda.is_available():
+            gpu_peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    except ImportError:
+        pass
+    print(f"\nStage-A benchmark on {device_name()}: {n_photos} photos, max_new_tokens {args.max_new_tokens}, "
+          f"photos {224 * args.photo_scale}x{168 * args.photo_scale}, max_pixels {args.max_pixels}, "
+          f"model {args.preset or model}")
+    for backend, rows in results.items():
+        base = rows[0]["bare"]["photos_per_s"]
+        print(f"\nbackend {backend}")
+        print(f"{'batch':>5} | {'bare photos/s':>13} | {'bare tok/s':>10} | {'ours photos/s':>13} | "
+              f"{'ours/bare':>9} | {'bare vs batch ' + str(rows[0]['batch_size']):>16}")
+        for r in rows:
+            print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
+                  f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
+                  f"{r['bare']['photos_per_s'] / base:>15.2f}x")
+    if len(results) == 2:
+        print("\nvllm / transformers, ours photos/s: " + ", ".join(
+            f"batch {a['batch_size']} {b['ours']['photos_per_s'] / a['ours']['photos_per_s']:.2f}x"
+            for a, b in zip(results["transformers"], results["vllm"])))
+    for backend, why in skipped.items():
+        print(f"backend {backend}: not measured ({why})")
     if resume:
         print(f"resume of a finished mission with {resume['groups']} groups: {resume['seconds']:.2f} s (no model load)")
-    print(f"peak RSS: {peak_mb:.0f} MiB")
-    result = {"photos": n_photos, "max_new_tokens": args.max_new_tokens, "backend": args.infer_backend,
-              "rows": rows, "resume": resume, "peak_rss_mib": peak_mb}
+    print(f"peak RSS: {peak_mb:.0f} MiB" + (f"; peak GPU memory allocated: {gpu_peak_mb:.0f} MiB" if gpu_peak_mb else ""))
+    result = {"device": device_name(), "photos": n_photos, "max_new_tokens": args.max_new_tokens,
+              "max_pixels": args.max_pixels, "photo_scale": args.photo_scale, "model": args.preset or model, "backends": results,
+              "skipped": skipped, "resume": resume, "peak_rss_mib": peak_mb, "peak_gpu_mib": gpu_peak_mb}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))

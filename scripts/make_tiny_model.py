@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
+DTYPES = ("float32", "bfloat16", "float16")
 
 VOCAB_SIZE = 151936  # embedding rows, as in the real models (> number of tokens, padded)
 NUM_BPE_TOKENS = 151643  # ids 0..151642 in qwen.tiktoken
@@ -207,17 +208,33 @@ def _deepstack_indexes(depth: int) -> list[int]:
     return sorted({min(depth - 1, max(0, round(depth * k / 4) - 1)) for k in (1, 2, 3)})
 
 
+# Real checkpoints' dimensions, for benchmarks on a GPU with random weights of the real size
+# (values from the published config.json files). Everything not listed keeps the tiny defaults' rules.
+PRESETS = {
+    "qwen2_5_vl-3b": dict(arch="qwen2_5_vl", layers=36, hidden=2048, intermediate=11008, heads=16, kv_heads=2,
+                          vision_depth=32, vision_hidden=1280, vision_intermediate=3420, vision_heads=16,
+                          init_std=0.02),
+    "qwen2_5_vl-7b": dict(arch="qwen2_5_vl", layers=28, hidden=3584, intermediate=18944, heads=28, kv_heads=4,
+                          vision_depth=32, vision_hidden=1280, vision_intermediate=3420, vision_heads=16,
+                          init_std=0.02),
+    "qwen3_vl-2b": dict(arch="qwen3_vl", layers=28, hidden=2048, intermediate=6144, heads=16, kv_heads=8,
+                        head_dim=128, vision_depth=24, vision_hidden=1024, vision_intermediate=4096,
+                        vision_heads=16, init_std=0.02),
+}
+
+
 def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_hidden: int,
-                 init_std: float = 0.1):
+                 init_std: float = 0.1, *, heads: int = 4, kv_heads: int = 2, head_dim: int | None = None,
+                 intermediate: int | None = None, vision_intermediate: int | None = None,
+                 vision_heads: int | None = None):
     import torch
 
-    heads, kv_heads = 4, 2
-    head_dim = hidden // heads
-    vision_heads = max(1, vision_hidden // 16)  # vision head_dim 16
+    head_dim = head_dim or hidden // heads
+    vision_heads = vision_heads or max(1, vision_hidden // 16)  # tiny default: vision head_dim 16
     common_text = dict(
         vocab_size=VOCAB_SIZE,
         hidden_size=hidden,
-        intermediate_size=2 * hidden,
+        intermediate_size=intermediate or 2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -250,7 +267,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         vision = dict(
             depth=vision_depth,
             hidden_size=vision_hidden,
-            intermediate_size=2 * vision_hidden,
+            intermediate_size=vision_intermediate or 2 * vision_hidden,
             num_heads=vision_heads,
             hidden_act="silu",
             in_channels=3,
@@ -279,7 +296,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
     vision = dict(
         depth=vision_depth,
         hidden_size=vision_hidden,
-        intermediate_size=4 * vision_hidden,
+        intermediate_size=vision_intermediate or 4 * vision_hidden,
         num_heads=vision_heads,
         hidden_act="gelu_pytorch_tanh",
         in_channels=3,
@@ -338,12 +355,18 @@ def build_tiny_model(
     init_std: float = 0.1,
     seed: int = 0,
     force: bool = False,
+    dtype: str = "float32",
+    device: str = "cpu",
+    **dims,
 ) -> Path:
     """Write a tiny random-weight ``arch`` checkpoint to ``out`` and return its path.
 
     ``init_std`` is the weights' normal-init std (``initializer_range``). The real models' 0.02
     leaves a hidden-64 model blind to its input (every prompt greedily decodes to the same token
     repeated), so tests could not tell requests apart; 0.1 gives input-dependent gibberish.
+    ``dims`` overrides the tiny defaults' derived sizes (heads, kv_heads, head_dim, intermediate,
+    vision_intermediate, vision_heads), as the real-size ``PRESETS`` do; ``dtype`` is the saved
+    weights' dtype and ``device`` where they are initialised (``cuda`` builds a 3B model in seconds).
 
     Raises FileExistsError if ``out`` is a non-empty directory and ``force`` is false.
     """
@@ -353,6 +376,8 @@ def build_tiny_model(
         raise ValueError("hidden must be a multiple of 16 and >= 32 (4 heads, even head_dim for mrope)")
     if vision_hidden % 16 or vision_hidden < 16:
         raise ValueError("vision_hidden must be a multiple of 16 (vision head_dim 16)")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if layers < 1 or vision_depth < 1:
         raise ValueError("layers and vision_depth must be >= 1")
     out = Path(out)
@@ -369,11 +394,15 @@ def build_tiny_model(
 
     tokenizer = build_tokenizer(arch)
     processor = build_processor(arch, tokenizer)
-    config = build_config(arch, layers, hidden, vision_depth, vision_hidden, init_std)
+    config = build_config(arch, layers, hidden, vision_depth, vision_hidden, init_std, **dims)
+    config.dtype = getattr(torch, dtype)
+    config.text_config.dtype = config.vision_config.dtype = config.dtype
 
     model_cls = Qwen2_5_VLForConditionalGeneration if arch == "qwen2_5_vl" else Qwen3VLForConditionalGeneration
     torch.manual_seed(seed)
-    model = model_cls(config).to(torch.float32).eval()
+    with torch.device(device):
+        model = model_cls(config)
+    model = model.to(device="cpu", dtype=config.dtype).eval()
     model.generation_config = GenerationConfig(
         bos_token_id=ENDOFTEXT_ID,
         eos_token_id=[IM_END_ID, ENDOFTEXT_ID],
@@ -402,7 +431,14 @@ def _dir_size(path: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--arch", required=True, choices=ARCHS, help="architecture to build")
+    parser.add_argument("--arch", choices=ARCHS, help="architecture to build (required unless --preset)")
+    parser.add_argument("--preset", choices=sorted(PRESETS),
+                        help="real checkpoint dimensions with random weights (for GPU benchmarks); "
+                             "sets --arch and the sizes, saves bfloat16 unless --dtype says otherwise")
+    parser.add_argument("--dtype", choices=DTYPES, help="saved weights' dtype (default float32; bfloat16 "
+                                                         "with --preset)")
+    parser.add_argument("--device", default="cpu", help="where to initialise the weights (cuda is much faster "
+                                                         "for real-size presets)")
     parser.add_argument("--out", required=True, help="output directory (must be empty or absent unless --force)")
     parser.add_argument("--layers", type=int, default=6, help="number of LLM decoder layers")
     parser.add_argument("--hidden", type=int, default=64,
@@ -415,10 +451,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights")
     parser.add_argument("--force", action="store_true", help="delete a non-empty --out before writing")
     args = parser.parse_args(argv)
+    if args.preset:
+        kwargs = dict(PRESETS[args.preset], dtype=args.dtype or "bfloat16")
+        if args.arch and args.arch != kwargs["arch"]:
+            parser.error(f"--preset {args.preset} is a {kwargs['arch']} model, not --arch {args.arch}")
+    elif args.arch:
+        kwargs = dict(arch=args.arch, layers=args.layers, hidden=args.hidden, vision_depth=args.vision_depth,
+                      vision_hidden=args.vision_hidden, init_std=args.init_std, dtype=args.dtype or "float32")
+    else:
+        parser.error("pass --arch or --preset")
     try:
-        build_tiny_model(args.arch, args.out, layers=args.layers, hidden=args.hidden,
-                         vision_depth=args.vision_depth, vision_hidden=args.vision_hidden,
-                         init_std=args.init_std, seed=args.seed, force=args.force)
+        build_tiny_model(out=args.out, seed=args.seed, force=args.force, device=args.device, **kwargs)
     except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
