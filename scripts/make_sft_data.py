@@ -39,14 +39,17 @@ def stage_a_rows(photos: Path) -> list[dict]:
              "images": [str((photos / t["image"]).resolve())]} for t in read_truth(photos)]
 
 
-def reason_for(summaries: list[str], verdict: str) -> str:
-    """A short reason citing the photos whose summaries carry a remark (备注), else the first photo."""
-    flagged = [i for i, s in enumerate(summaries, start=1) if "备注" in s]
-    if verdict == "不通过" and flagged:
-        return f"图片_{flagged[0]} 存在问题"
-    if verdict == "不通过":
-        return "关键内容无法确认"
-    return f"图片_{min(len(summaries), 1)} 等照片符合要求"
+def reason_for(summaries: list[str]) -> str:
+    """A short reason grounded in the summaries, whatever the verdict: the first photo whose summary
+    carries a remark (备注) and the remark itself, else the photos all meet the requirements.
+
+    Reasons never depend on the verdict, so a start point trained with --shuffle_verdicts still learns
+    to read its input (which photo is flagged, and why) while its verdicts carry no signal."""
+    for i, s in enumerate(summaries, start=1):
+        if "备注" in s:
+            remark = s.split("备注", 1)[1].lstrip("：: ")
+            return f"图片_{i} {remark}"
+    return f"图片_1至图片_{len(summaries)} 均符合要求" if len(summaries) > 1 else "图片_1 符合要求"
 
 
 def stage_b_rows(photos: Path, shuffle_verdicts: bool, seed: int) -> list[dict]:
@@ -59,7 +62,7 @@ def stage_b_rows(photos: Path, shuffle_verdicts: bool, seed: int) -> list[dict]:
     if shuffle_verdicts:
         random.Random(seed).shuffle(verdicts)
     return [{"messages": stage_b_messages(registry.resolve(g["mission"]), g["summaries"]) +
-             [{"role": "assistant", "content": f"{v}\n理由: {reason_for(g['summaries'], v)}"}]}
+             [{"role": "assistant", "content": f"{v}\n理由: {reason_for(g['summaries'])}"}]}
             for g, v in zip(groups.values(), verdicts)]
 
 

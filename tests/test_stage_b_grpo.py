@@ -173,3 +173,50 @@ def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl,
     assert result.returncode != 0
     assert "group-qc LoRA guard: trainable layers [4, 5] != the last 3 layers [3, 4, 5]" in result.stdout + result.stderr
     assert not list((tmp_path / "o").glob("v*/checkpoint-*"))
+
+
+def _completion_logps(model_dir, padding_side, rows):
+    """Per-token log-probs of each row's assistant reply, the way GRPOTrainer gets them: ms-swift's
+    template collates the batch, `logits_to_keep` comes from the labels, one forward."""
+    import torch
+    from swift.model import get_model_processor
+    from swift.template import get_template
+
+    from stage_a.engine import resolve_model
+
+    spec = resolve_model(str(model_dir))
+    model, processor = get_model_processor(spec.path, model_type=spec.model_type, torch_dtype=torch.float32,
+                                           device_map="cpu")
+    template = get_template(processor, template_type=spec.template, padding_side=padding_side)
+    template.model = model  # mrope position ids come from the model, as in the trainer
+    template.set_mode("train")
+    batch = template.data_collator([template.encode({"messages": r}) for r in rows])
+    labels = batch.pop("labels")
+    keep = int((labels.shape[-1] - torch.ne(labels, -100).int().argmax(-1)).max())
+    with torch.no_grad():
+        logits = model(**batch, logits_to_keep=keep + 1).logits[:, :-1]
+    labels = labels[:, -keep:]
+    logps = torch.log_softmax(logits, -1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return keep, [logps[i][labels[i] != -100].tolist() for i in range(len(rows))]
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_left_padding_keeps_log_probs_and_cuts_logits_to_the_completions(arch, tiny_model_factory):
+    """configs/stage_b_grpo.yaml sets padding_side: left for speed; it must not change a single log-prob."""
+    from stage_a.missions import load_registry
+    from stage_b.prompts import stage_b_messages
+
+    mission = load_registry().resolve("BBU接地线检查")
+    replies = [(1, "通过\n理由: 图片_1 符合要求"), (6, "不通过"), (3, "不通过\n理由: 图片_2 接地线散乱未捆扎")]
+    rows = [stage_b_messages(mission, ["接地排×1，接地线×1/已捆扎"] * n) + [{"role": "assistant", "content": c}]
+            for n, c in replies]
+    keep_right, right = _completion_logps(tiny_model_factory(arch), "right", rows)
+    keep_left, left = _completion_logps(tiny_model_factory(arch), "left", rows)
+    for a, b in zip(right, left):
+        assert len(a) == len(b) > 0
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+    longest_reply = max(len(x) for x in left)
+    assert keep_left == longest_reply  # only the completions' logits, however long the prompts
+    assert keep_right > longest_reply + 50  # right padding pays for the prompt-length spread too
+    yaml_text = (Path(__file__).resolve().parent.parent / "configs" / "stage_b_grpo.yaml").read_text(encoding="utf-8")
+    assert "\npadding_side: left" in yaml_text
