@@ -3,10 +3,12 @@
 
     python scripts/make_sft_data.py stage_a --photos DIR --out rows.jsonl
         photo -> ground-truth summary, with exactly the prompt Stage-A uses at inference
-    python scripts/make_sft_data.py stage_b --photos DIR --out rows.jsonl [--shuffle_verdicts] [--seed S]
-        Stage-B prompt over a group's ground-truth summaries -> "通过|不通过\\n理由: …"; with
-        --shuffle_verdicts the verdicts are permuted across rows, so the format is learnt but the verdict
-        carries no signal (the GRPO starting point the demo needs)
+    python scripts/make_sft_data.py stage_b --photos DIR --out rows.jsonl [--verdicts true|shuffled|both]
+                                        [--reading] [--seed S]
+        Stage-B prompt over a group's ground-truth summaries -> "通过|不通过\\n理由: <grounded reason>";
+        with --verdicts both every group appears with each verdict, so the format and the reasons are
+        learnt but the verdict carries no signal; --reading adds rows that ask which photos carry a
+        备注 remark. Both together make the demo's GRPO starting point: it reads, it has no verdict rule.
 
 DIR is a folder written by scripts/make_synthetic_qc.py (it reads DIR/ground_truth.jsonl).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
-from stage_b.prompts import stage_b_messages  # noqa: E402
+from stage_b.prompts import stage_b_messages, system_prompt, user_prompt  # noqa: E402
 
 
 def read_truth(photos: Path) -> list[dict]:
@@ -52,18 +54,61 @@ def reason_for(summaries: list[str]) -> str:
     return f"图片_1至图片_{len(summaries)} 均符合要求" if len(summaries) > 1 else "图片_1 符合要求"
 
 
-def stage_b_rows(photos: Path, shuffle_verdicts: bool, seed: int) -> list[dict]:
-    registry = load_registry()
+# The reading task of the Stage-B start point: the same system prompt and summaries, but the question
+# asks which photos carry a remark, so the model learns to find 备注 at the first reply token (where
+# the verdict is later decided) without ever being shown a verdict rule.
+READING_REQUEST = "请只指出带“备注”的照片编号，没有则回答“无”。"
+VERDICT_MODES = ("true", "shuffled", "both")
+
+
+def _groups(photos: Path) -> list[dict]:
     groups: OrderedDict = OrderedDict()
     for t in read_truth(photos):
         g = groups.setdefault(t["group_id"], {"mission": t["mission"], "label": t["label"], "summaries": []})
         g["summaries"].append(t["summary"])
-    verdicts = ["通过" if g["label"] == "pass" else "不通过" for g in groups.values()]
-    if shuffle_verdicts:
-        random.Random(seed).shuffle(verdicts)
-    return [{"messages": stage_b_messages(registry.resolve(g["mission"]), g["summaries"]) +
-             [{"role": "assistant", "content": f"{v}\n理由: {reason_for(g['summaries'])}"}]}
-            for g, v in zip(groups.values(), verdicts)]
+    return list(groups.values())
+
+
+def reading_answer(summaries: list[str]) -> str:
+    flagged = [f"图片_{i}" for i, s in enumerate(summaries, start=1) if "备注" in s]
+    return "有：" + "、".join(flagged) if flagged else "无"
+
+
+def stage_b_rows(photos: Path, verdicts: str = "true", seed: int = 0, reading: bool = False) -> list[dict]:
+    """Two-line Stage-B replies over each group's ground-truth summaries.
+
+    verdicts: `true` (the group's label), `shuffled` (labels permuted across groups) or `both` (every
+    group twice, once with each verdict: the verdict carries no signal and the model stays at 50/50,
+    where GRPO's samples disagree most). Reasons are grounded in the summaries either way.
+    reading: also one reading-task row per distinct group (READING_REQUEST -> "有：图片_2" / "无")."""
+    if verdicts not in VERDICT_MODES:
+        raise ValueError(f"verdicts must be one of {VERDICT_MODES}, got {verdicts!r}")
+    registry = load_registry()
+    groups = _groups(photos)
+    labels = ["通过" if g["label"] == "pass" else "不通过" for g in groups]
+    if verdicts == "shuffled":
+        random.Random(seed).shuffle(labels)
+    rows = []
+    for g, label in zip(groups, labels):
+        mission = registry.resolve(g["mission"])
+        prompt = stage_b_messages(mission, g["summaries"])
+        for v in (("通过", "不通过") if verdicts == "both" else (label,)):
+            rows.append({"messages": prompt + [{"role": "assistant",
+                                                "content": f"{v}\n理由: {reason_for(g['summaries'])}"}]})
+    if reading:
+        seen = set()
+        for g in groups:
+            mission = registry.resolve(g["mission"])
+            key = (mission.name, tuple(g["summaries"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append({"messages": [
+                {"role": "system", "content": system_prompt(mission)},
+                {"role": "user", "content": user_prompt(mission, g["summaries"], READING_REQUEST)},
+                {"role": "assistant", "content": reading_answer(g["summaries"])}]})
+    random.Random(f"rows:{seed}").shuffle(rows)
+    return rows
 
 
 def main(argv=None) -> int:
@@ -71,11 +116,16 @@ def main(argv=None) -> int:
     p.add_argument("kind", choices=["stage_a", "stage_b"])
     p.add_argument("--photos", required=True, help="folder written by make_synthetic_qc.py")
     p.add_argument("--out", required=True, help="JSONL for swift sft --dataset")
-    p.add_argument("--shuffle_verdicts", action="store_true", help="stage_b: verdicts carry no signal")
+    p.add_argument("--verdicts", choices=VERDICT_MODES, default="true",
+                   help="stage_b: true labels; shuffled across groups; or both verdicts for every group "
+                        "(no signal, 50/50: the demo's GRPO start point)")
+    p.add_argument("--reading", action="store_true",
+                   help="stage_b: add reading-task rows (which photos carry a 备注 remark)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     photos = Path(args.photos)
-    rows = stage_a_rows(photos) if args.kind == "stage_a" else stage_b_rows(photos, args.shuffle_verdicts, args.seed)
+    rows = (stage_a_rows(photos) if args.kind == "stage_a"
+            else stage_b_rows(photos, args.verdicts, args.seed, args.reading))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         for row in rows:

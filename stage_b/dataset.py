@@ -28,6 +28,7 @@ ENV_STAGE_A_DIR = "GROUP_QC_STAGE_A_DIR"      # folder of <mission>_stage_a.json
 ENV_STAGE_A_FILES = "GROUP_QC_STAGE_A_FILES"  # comma-separated files or globs (wins over the folder)
 ENV_VAL_RATIO = "GROUP_QC_VAL_RATIO"
 ENV_SPLIT_SEED = "GROUP_QC_SPLIT_SEED"
+ENV_BALANCE = "GROUP_QC_BALANCE_LABELS"       # 1: train rows alternate 不通过/通过 (see balance_by_label)
 
 
 class DatasetError(ValueError):
@@ -40,13 +41,17 @@ class Source:
     files: tuple[str, ...] = ()
     val_ratio: float = DEFAULT_VAL_RATIO
     seed: int = 0
+    balance_labels: bool = False
 
     @classmethod
     def from_env(cls) -> "Source":
         files = tuple(f.strip() for f in os.environ.get(ENV_STAGE_A_FILES, "").split(",") if f.strip())
+        balance = os.environ.get(ENV_BALANCE, "0").strip().lower()
+        if balance not in ("0", "1", "true", "false", ""):
+            raise DatasetError(f"{ENV_BALANCE}={balance!r}: use 1 (alternate verdicts in training order) or 0")
         return cls(stage_a_dir=os.environ.get(ENV_STAGE_A_DIR) or None, files=files,
                    val_ratio=check_ratio(os.environ.get(ENV_VAL_RATIO, DEFAULT_VAL_RATIO)),
-                   seed=int(os.environ.get(ENV_SPLIT_SEED, "0")))
+                   seed=int(os.environ.get(ENV_SPLIT_SEED, "0")), balance_labels=balance in ("1", "true"))
 
 
 def stage_a_files(source: Source, missions: list, registry: Registry) -> list[Path]:
@@ -139,4 +144,36 @@ def build_rows(source: Source, missions="all", split: str = "train", registry: R
         raise DatasetError(f"the {split} split of the selection {missions!r} is empty "
                            f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "
                            f"val_ratio {source.val_ratio})")
+    if source.balance_labels and split == "train" and rows:
+        before = len(rows)
+        rows = balance_by_label(rows, source.seed)
+        log.info("group_qc train: %d rows -> %d, alternating 不通过/通过 (%s=1; the trainer must keep this "
+                 "order: dataset_shuffle false)", before, len(rows), ENV_BALANCE)
     return rows, counts
+
+
+def balance_by_label(rows: list[dict], seed: int = 0) -> list[dict]:
+    """Rows reordered to alternate 不通过, 通过, 不通过, … with the smaller label cycled to match the larger.
+
+    Why: each GRPO step trains on a few prompts. With labels drawn at random, most steps hold more of
+    one verdict than the other, and the update is dominated by that shared push on the verdict's bias;
+    what tells fail from pass (a direction that varies per prompt) is drowned. With every step holding
+    as many fails as passes (any even number of consecutive rows), the bias pushes cancel exactly.
+    Measured on the tiny demo model: validation accuracy 0.59 -> 0.98 in 25 first-token REINFORCE steps
+    of 4 prompts balanced, no progress in 30 steps drawn at random. Deterministic for a seed; each
+    label's rows are shuffled first, so missions mix. A split with one label only is returned as is.
+    """
+    import random
+
+    by_label = {FAIL: [r for r in rows if r["solution"] == FAIL], PASS: [r for r in rows if r["solution"] == PASS]}
+    if not by_label[FAIL] or not by_label[PASS]:
+        return list(rows)
+    rng = random.Random(f"balance:{seed}")
+    for label_rows in by_label.values():
+        rng.shuffle(label_rows)
+    n = max(len(v) for v in by_label.values())
+    out = []
+    for i in range(n):
+        out.append(by_label[FAIL][i % len(by_label[FAIL])])
+        out.append(by_label[PASS][i % len(by_label[PASS])])
+    return out

@@ -86,8 +86,9 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_d
         for key in GPU_ONLY:
             args.pop(key, None)
         g = int(args.get("num_generations", 4))
-        # One process: a step sees prompts_per_step prompts x g samples (default 1 prompt, the cheapest).
-        args.update(torch_dtype="float32", per_device_train_batch_size=g * int(prompts_per_step or 1),
+        # One process: a step sees prompts_per_step prompts x g samples (default 2, the fewest that can
+        # hold one fail and one pass under GROUP_QC_BALANCE_LABELS).
+        args.update(torch_dtype="float32", per_device_train_batch_size=g * int(prompts_per_step or 2),
                     gradient_accumulation_steps=1, report_to="none")
         env["CUDA_VISIBLE_DEVICES"] = ""
     else:

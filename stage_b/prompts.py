@@ -16,7 +16,8 @@ SYSTEM_TEMPLATE = (
     "第一行：通过 或 不通过\n"
     "第二行：理由: 简要说明依据，并引用相关照片编号（如 图片_2）"
 )
-USER_TEMPLATE = "检查任务：{mission}\n本组共{n}张照片，逐张摘要如下：\n{lines}\n请给出判定。"
+VERDICT_REQUEST = "请给出判定。"
+USER_TEMPLATE = "检查任务：{mission}\n本组共{n}张照片，逐张摘要如下：\n{lines}\n" + VERDICT_REQUEST
 
 
 def system_prompt(mission: Mission) -> str:
@@ -24,9 +25,11 @@ def system_prompt(mission: Mission) -> str:
     return SYSTEM_TEMPLATE.format(mission=mission.name, checkpoints=checkpoints)
 
 
-def user_prompt(mission: Mission, summaries: list[str]) -> str:
+def user_prompt(mission: Mission, summaries: list[str], request: str = VERDICT_REQUEST) -> str:
+    """The group's summaries, one line per photo, then `request` (the verdict request at inference)."""
     lines = "\n".join(f"{image_key(i)}: {s}" for i, s in enumerate(summaries, start=1))
-    return USER_TEMPLATE.format(mission=mission.name, n=len(summaries), lines=lines)
+    prompt = USER_TEMPLATE.format(mission=mission.name, n=len(summaries), lines=lines)
+    return prompt[:-len(VERDICT_REQUEST)] + request
 
 
 def stage_b_messages(mission: Mission, summaries: list[str]) -> list[dict]:

@@ -7,9 +7,11 @@ Registers at import (idempotent, import-light; ms-swift imports this file as the
             come from the environment (a YAML's ENV block): GROUP_QC_STAGE_A_DIR or
             GROUP_QC_STAGE_A_FILES, GROUP_QC_VAL_RATIO, GROUP_QC_SPLIT_SEED.
   rewards   `qc_label`, `qc_format`, `qc_consistency` in `swift.rewards.orms` (logged under the same names).
-  callback  `qc_lora_guard` (`--callbacks qc_lora_guard`): logs trainable parameters per LLM layer and
+  callbacks `qc_lora_guard` (`--callbacks qc_lora_guard`): logs trainable parameters per LLM layer and
             stops before training if a vision/aligner parameter is trainable or the trained layers are
             not the last GROUP_QC_LORA_LAST_K.
+            `qc_order_guard`: with GROUP_QC_BALANCE_LABELS=1 (train rows alternate 不通过/通过), stops
+            before training if the trainer would reshuffle them or batch an odd number of prompts.
 """
 from __future__ import annotations
 
@@ -99,3 +101,29 @@ class QCLoraGuard(TrainerCallback):
 
 
 callbacks_map["qc_lora_guard"] = QCLoraGuard
+
+
+# ---------------------------------------------------------------- callback: label-balanced order guard
+class QCOrderGuard(TrainerCallback):
+    """With GROUP_QC_BALANCE_LABELS=1 the train rows alternate 不通过/通过 (stage_b.dataset.balance_by_label);
+    fails fast when the trainer would shuffle them away or cut steps at an odd number of prompts."""
+
+    def on_init_end(self, args, state, control, **kwargs):
+        if not qc_dataset.Source.from_env().balance_labels:
+            return
+        problems = []
+        if getattr(args, "dataset_shuffle", True):
+            problems.append("dataset_shuffle is true, which reshuffles the alternating rows: set --dataset_shuffle false")
+        num_generations = getattr(args, "num_generations", None) or 1
+        generation_batch = getattr(args, "generation_batch_size", None) or args.per_device_train_batch_size
+        prompts = generation_batch // num_generations
+        if prompts % 2:
+            problems.append(f"{prompts} prompts per generation batch (generation_batch_size {generation_batch} / "
+                            f"num_generations {num_generations}) is odd, so batches cannot hold as many fails as "
+                            f"passes: use an even prompts_per_step")
+        if problems:
+            raise RuntimeError(f"group-qc order guard ({qc_dataset.ENV_BALANCE}=1): " + "; ".join(problems))
+        log.info("label-balanced training order: %d prompts per generation batch, half 不通过, half 通过", prompts)
+
+
+callbacks_map["qc_order_guard"] = QCOrderGuard

@@ -89,12 +89,16 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
     assert argv[0] == "rlhf"
     ns = _parse_with_ms_swift(argv[1:])
     assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
-    assert ns.reward_funcs == REWARD_NAMES and ns.callbacks == ["qc_lora_guard"]
+    assert ns.reward_funcs == REWARD_NAMES and ns.callbacks == ["qc_lora_guard", "qc_order_guard"]
     assert ns.num_generations == 6 and ns.max_steps == 5 and ns.template == "qwen2_5_vl"
+    # label-balanced steps: the plugin alternates verdicts and the trainer keeps that order (qc_order_guard
+    # checks the prompt count per step at run time); left padding keeps logits to the completions
+    assert ns.dataset_shuffle is False and env["GROUP_QC_BALANCE_LABELS"] == "1" and ns.padding_side == "left"
     assert ns.target_regex.startswith(r"^model\.language_model\.layers\.(3|4|5)\.")
     assert env["GROUP_QC_LORA_LAST_K"] == "3"
     if cuda == "cpu":
         assert not ns.use_vllm and ns.vllm_mode is None and not ns.deepspeed and ns.torch_dtype == "float32"
+        assert ns.per_device_train_batch_size == 6 * 2
     else:
         assert ns.use_vllm and ns.vllm_mode == "colocate" and ns.deepspeed == "zero2"
         assert env.get("NPROC_PER_NODE") == ("4" if cuda == "0,1,2,3" else None)

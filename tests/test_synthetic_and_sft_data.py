@@ -5,6 +5,7 @@ from collections import Counter
 from stage_a.discovery import discover_mission, mission_folders
 from stage_a.missions import load_registry
 from stage_a.prompts import stage_a_messages
+from stage_b.prompts import VERDICT_REQUEST
 from stage_b.verdict import parse
 from tests.conftest import load_script
 
@@ -35,8 +36,34 @@ def test_sft_rows_use_the_inference_prompts_and_shuffled_verdicts_keep_their_mix
     mission = load_registry().resolve(truth[0]["mission"])
     assert a_rows[0]["messages"][:2] == stage_a_messages(mission)
     assert a_rows[0]["messages"][2]["content"] == truth[0]["summary"]
-    straight = sft.stage_b_rows(tmp_path, shuffle_verdicts=False, seed=0)
-    shuffled = sft.stage_b_rows(tmp_path, shuffle_verdicts=True, seed=0)
-    verdicts = lambda rows: [parse(r["messages"][-1]["content"]).verdict for r in rows]  # noqa: E731
+    straight = sft.stage_b_rows(tmp_path, verdicts="true", seed=0)
+    shuffled = sft.stage_b_rows(tmp_path, verdicts="shuffled", seed=0)
+    verdicts = lambda rows: Counter(parse(r["messages"][-1]["content"]).verdict for r in rows)  # noqa: E731
     assert all(parse(r["messages"][-1]["content"]).two_lines for r in straight + shuffled)
-    assert Counter(verdicts(straight)) == Counter(verdicts(shuffled)) and verdicts(straight) != verdicts(shuffled)
+    assert verdicts(straight) == verdicts(shuffled)
+    by_prompt = lambda rows: {r["messages"][1]["content"]: r["messages"][-1]["content"] for r in rows}  # noqa: E731
+    assert by_prompt(straight) != by_prompt(shuffled)
+
+
+def test_start_point_rows_carry_no_verdict_signal_and_teach_reading(tmp_path, synthetic):
+    """--verdicts both --reading: each prompt with each verdict and the same grounded reason, plus one
+    reading row per distinct group whose answer names exactly the photos with a 备注 remark."""
+    truth = synthetic.generate(tmp_path, seed=2, groups_per_label=3)
+    sft = load_script("make_sft_data")
+    rows = sft.stage_b_rows(tmp_path, verdicts="both", seed=0, reading=True)
+    verdict_rows = [r for r in rows if r["messages"][1]["content"].endswith(VERDICT_REQUEST)]
+    reading_rows = [r for r in rows if r["messages"][1]["content"].endswith(sft.READING_REQUEST)]
+    assert len(verdict_rows) + len(reading_rows) == len(rows)
+    assert len(verdict_rows) == 2 * len({t["group_id"] for t in truth})
+    replies = {}
+    for r in verdict_rows:
+        verdict, _, reason = r["messages"][-1]["content"].partition("\n")
+        replies.setdefault(r["messages"][1]["content"], []).append((verdict, reason))
+    for pairs in replies.values():
+        assert Counter(v for v, _ in pairs) == {"通过": len(pairs) // 2, "不通过": len(pairs) // 2}
+        assert len({reason for _, reason in pairs}) == 1  # the reason never depends on the verdict
+    for r in reading_rows:
+        lines = [line for line in r["messages"][1]["content"].splitlines() if line.startswith("图片_")]
+        flagged = [line.split(":")[0] for line in lines if "备注" in line]
+        assert r["messages"][-1]["content"] == ("有：" + "、".join(flagged) if flagged else "无")
+    assert {r["messages"][-1]["content"] == "无" for r in reading_rows} == {True, False}
