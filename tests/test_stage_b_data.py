@@ -7,7 +7,7 @@ from stage_a.discovery import Group
 from stage_a.jsonl import JsonlAppender
 from stage_a.missions import load_registry
 from stage_a.records import make_record
-from stage_b.dataset import DatasetError, Source, build_rows
+from stage_b.dataset import DatasetError, Source, balance_by_label, build_rows
 from stage_b.prompts import stage_b_messages
 from stage_b.split import check_ratio, split_of
 
@@ -125,3 +125,43 @@ def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_pa
     path.write_text("\n".join(lines[:10] + lines[:1]) + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="appears twice"):
         build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+
+
+def _labelled_rows(fails, passes):
+    return ([{"group_id": f"F{k}", "solution": "不通过"} for k in range(fails)] +
+            [{"group_id": f"P{k}", "solution": "通过"} for k in range(passes)])
+
+
+@pytest.mark.parametrize("fails, passes, expected_rows", [
+    (61, 198, 396),  # the rarer verdict is cycled up to the other's count
+    (5, 5, 10),
+    (7, 2, 14),
+    (0, 9, 9),       # one verdict only: nothing to balance, returned as is
+])
+def test_balanced_order_alternates_verdicts_so_every_even_window_is_half_fails(fails, passes, expected_rows):
+    rows = _labelled_rows(fails, passes)
+    out = balance_by_label(rows, seed=3)
+    assert len(out) == expected_rows
+    if fails and passes:
+        for start in range(0, len(out) - 3, 4):  # 4 prompts per step, as in the demo
+            assert [r["solution"] for r in out[start:start + 4]].count("不通过") == 2
+        assert {r["group_id"] for r in out} == {r["group_id"] for r in rows}  # nobody dropped
+    assert balance_by_label(rows, seed=3) == out  # deterministic for a seed
+    if fails > 2 and passes > 2:
+        assert balance_by_label(rows, seed=4) != out
+
+
+def test_balance_applies_to_the_train_split_only_and_bad_setting_is_refused(tmp_path, monkeypatch):
+    folder = write_stage_a(tmp_path / "sa", groups_per_mission=12)
+    monkeypatch.setenv("GROUP_QC_STAGE_A_DIR", str(folder))
+    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "1")
+    source = Source.from_env()
+    assert source.balance_labels
+    train, _ = build_rows(source, "all", "train")
+    val, _ = build_rows(source, "all", "val")
+    plain_val, _ = build_rows(Source(stage_a_dir=str(folder)), "all", "val")
+    assert [r["solution"] for r in train[:6]] == ["不通过", "通过"] * 3
+    assert val == plain_val  # evaluation sees every held-out group once, in file order
+    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "yes please")
+    with pytest.raises(DatasetError, match="GROUP_QC_BALANCE_LABELS"):
+        Source.from_env()

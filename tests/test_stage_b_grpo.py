@@ -224,3 +224,22 @@ def test_left_padding_keeps_log_probs_and_cuts_logits_to_the_completions(arch, t
     assert keep_right > longest_reply + 50  # right padding pays for the prompt-length spread too
     yaml_text = (Path(__file__).resolve().parent.parent / "configs" / "stage_b_grpo.yaml").read_text(encoding="utf-8")
     assert "\npadding_side: left" in yaml_text
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(dataset_shuffle=True, per_device_train_batch_size=32, num_generations=8), "dataset_shuffle"),
+    (dict(dataset_shuffle=False, per_device_train_batch_size=24, num_generations=8), "3 prompts per generation"),
+    (dict(dataset_shuffle=False, per_device_train_batch_size=32, num_generations=8), None),
+])
+def test_order_guard_stops_runs_that_would_undo_label_balance(plugin, monkeypatch, settings, message):
+    from types import SimpleNamespace
+    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "1")
+    args = SimpleNamespace(generation_batch_size=None, **settings)
+    guard = plugin.callbacks_map["qc_order_guard"](args, None)
+    if message is None:
+        guard.on_init_end(args, None, None)
+    else:
+        with pytest.raises(RuntimeError, match=message):
+            guard.on_init_end(args, None, None)
+    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "0")  # balance off: nothing to guard
+    guard.on_init_end(SimpleNamespace(dataset_shuffle=True), None, None)
