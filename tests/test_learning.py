@@ -8,8 +8,11 @@ test green and the model not learning. This test catches that class:
    workshop group, grounded reasons, the reading task): it writes the format, its verdict is a coin.
 2. `swift rlhf` + our plugin (scripts/run_grpo.sh, the demo's recipe) on 8 fixed held-out groups,
    4 fail and 4 pass: the label reward must climb from chance to >= 0.9.
-3. The same run with the labels permuted against the prompts (still 4/4) must not reach 0.9: the
-   reward really follows each row, the model is not just learning a favourite verdict.
+3. The same run where every prompt appears twice, once with each label, must not reach 0.9: a reward
+   that follows its row cannot average more than 0.5 there, while one that ignores the row (a favourite
+   verdict, the format) would climb just the same.
+   (A fixed permutation of the 8 labels is no control here: measured, GRPO memorised it as fast as the
+   true labels, 0.50 -> 0.97 in 22 steps, because 8 prompts are easy to tell apart.)
 """
 from __future__ import annotations
 
@@ -79,9 +82,13 @@ def fixed_groups(tmp_path_factory, synthetic):
 
 
 def _stage_a_dir(folder: Path, groups, labels) -> Path:
+    """Stage-A JSONL for (group, label) pairs; a group may appear with several labels (suffixed ids)."""
     registry = load_registry()
     by_mission: dict[str, list] = {}
+    seen: dict[str, int] = {}
     for (gid, g), label in zip(groups, labels):
+        seen[gid] = seen.get(gid, 0) + 1
+        gid = gid if seen[gid] == 1 else f"{gid}{seen[gid]}"
         record = make_record(Group(gid, g["mission"], label, tuple(g["images"])), g["summaries"], model="truth")
         by_mission.setdefault(registry.resolve(g["mission"]).stage_a_stem, []).append(record)
     folder.mkdir(parents=True)
@@ -102,25 +109,21 @@ def _grpo_label_rewards(model: Path, stage_a_dir: Path, out: Path) -> list[float
             if "rewards/qc_label/mean" in r]
 
 
-def test_grpo_learns_the_true_labels_of_fixed_groups_and_not_shuffled_ones(start_point, fixed_groups, tmp_path):
+def test_grpo_learns_the_labels_of_fixed_groups_and_not_contradictory_ones(start_point, fixed_groups, tmp_path):
     true_labels = [g["label"] for _, g in fixed_groups]
-    # Swap labels in pairs across fail/pass: 4 of 8 rows now carry the other verdict, still 4/4 overall.
-    shuffled = list(true_labels)
-    shuffled[0], shuffled[4] = shuffled[4], shuffled[0]
-    shuffled[1], shuffled[5] = shuffled[5], shuffled[1]
-    assert sorted(shuffled) == sorted(true_labels) and shuffled != true_labels
-
+    flipped = ["pass" if label == "fail" else "fail" for label in true_labels]
     rewards = _grpo_label_rewards(start_point, _stage_a_dir(tmp_path / "true", fixed_groups, true_labels),
                                   tmp_path / "grpo_true")
-    control = _grpo_label_rewards(start_point, _stage_a_dir(tmp_path / "shuffled", fixed_groups, shuffled),
-                                  tmp_path / "grpo_shuffled")
+    control = _grpo_label_rewards(start_point, _stage_a_dir(tmp_path / "both", fixed_groups * 2, true_labels + flipped),
+                                  tmp_path / "grpo_both")
     first = sum(rewards[:5]) / 5
     last = sum(rewards[-5:]) / 5
     last_control = sum(control[-5:]) / 5
     curve = " ".join(f"{x:.2f}" for x in rewards)
     control_curve = " ".join(f"{x:.2f}" for x in control)
-    assert len(rewards) == GRPO_STEPS, curve
+    print(f"true labels: {curve}\nboth labels: {control_curve}")
+    assert len(rewards) == len(control) == GRPO_STEPS, curve
     assert 0.25 <= first <= 0.75, f"the start point should be at chance on its verdicts: {curve}"
     assert last >= 0.9, f"GRPO did not learn the fixed groups' labels: {curve}"
-    assert last_control < 0.9, (f"GRPO reached {last_control:.2f} on labels shuffled against the prompts, so the "
-                                f"reward does not follow each row: {control_curve}")
+    assert last_control < 0.9, (f"label reward {last_control:.2f} where every prompt carries both labels: the reward "
+                                f"does not follow each row: {control_curve}")
