@@ -53,7 +53,7 @@ step "2/7 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photo
   "$PY" scripts/make_synthetic_qc.py --out "$OUT/photos/field" --seed 1 --groups-per-label "$FIELD_GROUPS"
 
 step "3/7 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, vision tower trained too)"
-"$PY" scripts/make_sft_data.py stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl"
+"$PY" scripts/make_sft_data.py stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 3
 STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
   --freeze_vit false --freeze_aligner false --max_pixels 37632)
 echo "  summary model: $STAGE_A_MODEL"

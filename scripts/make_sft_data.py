@@ -34,11 +34,19 @@ def read_truth(photos: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def stage_a_rows(photos: Path) -> list[dict]:
+def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
+    """photo -> summary rows with the inference prompt. Photos whose summary carries a remark (备注, a
+    defect) appear `defect_repeats` times: they are about a fifth of all photos, and a small model
+    trained on the natural mix learns to call every photo fine (measured: 79.7% exact, nearly every
+    miss a defect photo summarised as fine)."""
     registry = load_registry()
-    return [{"messages": stage_a_messages(registry.resolve(t["mission"])) +
-             [{"role": "assistant", "content": t["summary"]}],
-             "images": [str((photos / t["image"]).resolve())]} for t in read_truth(photos)]
+    rows = []
+    for t in read_truth(photos):
+        row = {"messages": stage_a_messages(registry.resolve(t["mission"])) +
+               [{"role": "assistant", "content": t["summary"]}],
+               "images": [str((photos / t["image"]).resolve())]}
+        rows += [row] * (defect_repeats if "备注" in t["summary"] else 1)
+    return rows
 
 
 def reason_for(summaries: list[str]) -> str:
@@ -119,12 +127,14 @@ def main(argv=None) -> int:
     p.add_argument("--verdicts", choices=VERDICT_MODES, default="true",
                    help="stage_b: true labels; shuffled across groups; or both verdicts for every group "
                         "(no signal, 50/50: the demo's GRPO start point)")
+    p.add_argument("--defect_repeats", type=int, default=1,
+                   help="stage_a: repeat photos whose summary carries a 备注 defect remark this many times")
     p.add_argument("--reading", action="store_true",
                    help="stage_b: add reading-task rows (which photos carry a 备注 remark)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     photos = Path(args.photos)
-    rows = (stage_a_rows(photos) if args.kind == "stage_a"
+    rows = (stage_a_rows(photos, args.defect_repeats) if args.kind == "stage_a"
             else stage_b_rows(photos, args.verdicts, args.seed, args.reading))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:

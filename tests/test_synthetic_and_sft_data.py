@@ -36,6 +36,8 @@ def test_sft_rows_use_the_inference_prompts_and_shuffled_verdicts_keep_their_mix
     mission = load_registry().resolve(truth[0]["mission"])
     assert a_rows[0]["messages"][:2] == stage_a_messages(mission)
     assert a_rows[0]["messages"][2]["content"] == truth[0]["summary"]
+    defects = sum("备注" in t["summary"] for t in truth)
+    assert 0 < defects < len(truth) and len(sft.stage_a_rows(tmp_path, defect_repeats=3)) == len(truth) + 2 * defects
     straight = sft.stage_b_rows(tmp_path, verdicts="true", seed=0)
     shuffled = sft.stage_b_rows(tmp_path, verdicts="shuffled", seed=0)
     verdicts = lambda rows: Counter(parse(r["messages"][-1]["content"]).verdict for r in rows)  # noqa: E731
