@@ -7,7 +7,8 @@
 2. building Stage-B rows from a Stage-A file of --groups groups;
 3. a GRPO run of --steps steps on the tiny model (in-process `swift rlhf`), split into model load,
    rollout, reward, loss forward and backward, with the rewards' share of a step; then the same run with
-   a trivial constant reward, to show what our rewards cost inside the trainer.
+   a trivial constant reward, to show what our rewards cost inside the trainer; and with ms-swift's
+   default right padding instead of the config's left padding, to show what that saves.
 """
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def bench_dataset(folder: Path, n_groups: int) -> dict:
 TIMED = ("_generate_completions", "_compute_rewards_per_func", "_prepare_inputs", "compute_loss", "training_step")
 
 
-def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_funcs: list[str]) -> dict:
+def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_funcs: list[str],
+               extra: tuple[str, ...] = ()) -> dict:
     """One in-process `swift rlhf` run with timers around the trainer's phases."""
     from swift.callbacks import TrainerCallback, callbacks_map
     from swift.pipelines import rlhf_main
@@ -114,7 +116,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     os.environ.update(env)
     argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
                        "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,
-                       "--reward_weights", *["1"] * len(reward_funcs)]
+                       "--reward_weights", *["1"] * len(reward_funcs), *extra]
     for name in TIMED:
         setattr(GRPOTrainer, name, timed(name, originals[name]))
     start = time.perf_counter()
@@ -127,7 +129,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     train = marks["train_end"] - marks["train_begin"]
     reward = times["_compute_rewards_per_func"]
     backward = times["training_step"] - times["_prepare_inputs"] - times["compute_loss"]
-    return {"reward_funcs": reward_funcs, "steps": steps, "total_s": total, "model_load_and_setup_s": total - train,
+    return {"reward_funcs": reward_funcs, "extra": list(extra), "steps": steps, "total_s": total, "model_load_and_setup_s": total - train,
             "train_s": train, "rollout_s": times["_generate_completions"], "reward_s": reward,
             "loss_forward_s": times["compute_loss"], "backward_s": backward,
             "reward_share_of_train": reward / train}
@@ -154,17 +156,22 @@ def main(argv=None) -> int:
             small = tmp / "small"
             small.mkdir()
             write_jsonl_atomic(small / f"{M}_stage_a.jsonl", [
-                make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass", ("a.jpg", "b.jpg", "c.jpg", "d.jpg")),
-                            SUMMARIES, model="m") for k in range(32)])
+                # 1 to 6 photos per group, as in real data: prompt lengths differ by ~100 tokens
+                make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass",
+                                  tuple(f"{i}.jpg" for i in range(1, k % 6 + 2))),
+                            (SUMMARIES * 2)[:k % 6 + 1], model="m") for k in range(32)])
             result["grpo_ours"] = bench_grpo(model, small, tmp / "ours", args.steps, list(REWARDS))
             result["grpo_trivial"] = bench_grpo(model, small, tmp / "trivial", args.steps, ["bench_constant"])
+            # the YAML's padding_side left against ms-swift's default right padding, same run otherwise
+            result["grpo_right_padding"] = bench_grpo(model, small, tmp / "right", args.steps, list(REWARDS),
+                                                      ("--padding_side", "right"))
     print("\nStage-B benchmark")
     for name, rate in result["rewards_completions_per_s"].items():
         print(f"  reward {name:<15} {rate:>12,.0f} completions/s")
     d = result["dataset"]
     print(f"  rows from {d['groups']:,} Stage-A groups: {d['build_rows_s']:.2f} s (+ {d['to_hf_dataset_s']:.2f} s "
           f"to a datasets.Dataset)")
-    for key in ("grpo_ours", "grpo_trivial"):
+    for key in ("grpo_ours", "grpo_trivial", "grpo_right_padding"):
         if key in result:
             g = result[key]
             print(f"  GRPO {g['steps']} steps, rewards {' '.join(g['reward_funcs'])}: total {g['total_s']:.1f} s = "
@@ -175,6 +182,8 @@ def main(argv=None) -> int:
     if "grpo_ours" in result:
         print(f"  our rewards vs a constant reward, train time ratio: "
               f"{result['grpo_ours']['train_s'] / result['grpo_trivial']['train_s']:.3f}")
+        print(f"  right padding (ms-swift default) vs our left padding, train time ratio: "
+              f"{result['grpo_right_padding']['train_s'] / result['grpo_ours']['train_s']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     print(json.dumps(result, ensure_ascii=False))
