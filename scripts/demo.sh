@@ -32,6 +32,10 @@ quiet() { grep -v -E "^\[INFO|^\[WARNING|^Loading|it/s\]|s/it\]|warn|^\s*$" || t
 # left keeps the vocabulary logits to the replies (5x faster on this CPU).
 sft() {  # sft <model> <rows.jsonl> <out> <steps> [more flags]
   local model=$1 rows=$2 out=$3 steps=$4; shift 4
+  # A finished run is reused (make demo again picks up where it stopped); DEMO_FRESH=1 retrains.
+  if [ -z "${DEMO_FRESH:-}" ] && ls -d "$out"/v*/checkpoint-"$steps" > /dev/null 2>&1; then
+    ls -d "$out"/v*/checkpoint-"$steps" | tail -1; return
+  fi
   rm -rf "$out"
   "$SWIFT" sft --model "$model" --model_type qwen2_5_vl --template qwen2_5_vl --dataset "$rows" \
     --split_dataset_ratio 0 --tuner_type full --torch_dtype float32 --learning_rate 5e-3 --warmup_ratio 0.05 \
@@ -53,7 +57,7 @@ step "2/7 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photo
   "$PY" scripts/make_synthetic_qc.py --out "$OUT/photos/field" --seed 1 --groups-per-label "$FIELD_GROUPS"
 
 step "3/7 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, vision tower trained too)"
-"$PY" scripts/make_sft_data.py stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 3
+"$PY" scripts/make_sft_data.py stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl"
 STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
   --freeze_vit false --freeze_aligner false --max_pixels 37632)
 echo "  summary model: $STAGE_A_MODEL"
@@ -64,7 +68,8 @@ step "4/7 Stage-A on the field photos: one JSONL line per group, streamed (tail 
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
 "$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
   --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --no_progress --log_level WARNING
-head -n 1 "$OUT/stage_a/BBU接地线检查_stage_a.jsonl" | "$PY" -m json.tool --no-ensure-ascii | head -12
+"$PY" -c 'import json, sys; print(json.dumps(json.loads(open(sys.argv[1], encoding="utf-8").readline()),
+  ensure_ascii=False, indent=2)[:900])' "$OUT/stage_a/BBU接地线检查_stage_a.jsonl"
 echo "  Stage-A summaries vs the field photos' ground truth:"
 "$PY" scripts/score_stage_a.py --photos "$OUT/photos/field" --stage_a_dir "$OUT/stage_a" \
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
