@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
-from stage_b.prompts import stage_b_messages, system_prompt, user_prompt  # noqa: E402
+from stage_b.prompts import stage_b_messages  # noqa: E402
 
 
 def read_truth(photos: Path) -> list[dict]:
@@ -111,10 +111,8 @@ def stage_b_rows(photos: Path, verdicts: str = "true", seed: int = 0, reading: b
             if key in seen:
                 continue
             seen.add(key)
-            rows.append({"messages": [
-                {"role": "system", "content": system_prompt(mission)},
-                {"role": "user", "content": user_prompt(mission, g["summaries"], READING_REQUEST)},
-                {"role": "assistant", "content": reading_answer(g["summaries"])}]})
+            rows.append({"messages": stage_b_messages(mission, g["summaries"], READING_REQUEST) +
+                         [{"role": "assistant", "content": reading_answer(g["summaries"])}]})
     random.Random(f"rows:{seed}").shuffle(rows)
     return rows
 

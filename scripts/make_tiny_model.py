@@ -224,7 +224,7 @@ PRESETS = {
 
 
 def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_hidden: int,
-                 init_std: float = 0.1, *, heads: int = 4, kv_heads: int = 2, head_dim: int | None = None,
+                 init_std: float = 0.1, *, dtype: str = "float32", heads: int = 4, kv_heads: int = 2, head_dim: int | None = None,
                  intermediate: int | None = None, vision_intermediate: int | None = None,
                  vision_heads: int | None = None):
     import torch
@@ -245,7 +245,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         tie_word_embeddings=True,
         bos_token_id=ENDOFTEXT_ID,
         eos_token_id=IM_END_ID,
-        dtype=torch.float32,
+        dtype=getattr(torch, dtype),
     )
     ids = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
                vision_end_token_id=151653)
@@ -281,7 +281,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
             initializer_range=init_std,
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
-                                dtype=torch.float32, **ids)
+                                dtype=getattr(torch, dtype), **ids)
 
     from transformers import Qwen3VLConfig
 
@@ -309,7 +309,7 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         initializer_range=init_std,
     )
     return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
-                         dtype=torch.float32, **ids)
+                         dtype=getattr(torch, dtype), **ids)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,9 +394,7 @@ def build_tiny_model(
 
     tokenizer = build_tokenizer(arch)
     processor = build_processor(arch, tokenizer)
-    config = build_config(arch, layers, hidden, vision_depth, vision_hidden, init_std, **dims)
-    config.dtype = getattr(torch, dtype)
-    config.text_config.dtype = config.vision_config.dtype = config.dtype
+    config = build_config(arch, layers, hidden, vision_depth, vision_hidden, init_std, dtype=dtype, **dims)
 
     model_cls = Qwen2_5_VLForConditionalGeneration if arch == "qwen2_5_vl" else Qwen3VLForConditionalGeneration
     torch.manual_seed(seed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,8 +164,6 @@ def balance_by_label(rows: list[dict], seed: int = 0) -> list[dict]:
     of 4 prompts balanced, no progress in 30 steps drawn at random. Deterministic for a seed; each
     label's rows are shuffled first, so missions mix. A split with one label only is returned as is.
     """
-    import random
-
     by_label = {FAIL: [r for r in rows if r["solution"] == FAIL], PASS: [r for r in rows if r["solution"] == PASS]}
     if not by_label[FAIL] or not by_label[PASS]:
         return list(rows)

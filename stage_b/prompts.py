@@ -32,7 +32,7 @@ def user_prompt(mission: Mission, summaries: list[str], request: str = VERDICT_R
     return prompt[:-len(VERDICT_REQUEST)] + request
 
 
-def stage_b_messages(mission: Mission, summaries: list[str]) -> list[dict]:
+def stage_b_messages(mission: Mission, summaries: list[str], request: str = VERDICT_REQUEST) -> list[dict]:
     """System + user messages (text only: Stage-B reasons over summaries, not pixels)."""
     return [{"role": "system", "content": system_prompt(mission)},
-            {"role": "user", "content": user_prompt(mission, summaries)}]
+            {"role": "user", "content": user_prompt(mission, summaries, request)}]
