@@ -31,6 +31,7 @@ from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
 from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
+from stage_a import runner  # noqa: E402
 from stage_a.runner import StageAOptions, run_stage_a  # noqa: E402
 
 M = "BBU接地线检查"
@@ -164,16 +165,26 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
         # Warm this batch shape up (kernel choice, allocator) before timing either side; otherwise
         # whichever side runs first pays for it (seen on a GPU: bare 0.86 vs ours 1.01 photos/s at batch 1).
         bench_bare(engine, photos, b, args.max_pixels, limit=2 * b)
-        bares, ourses = [], []
+        bares, ourses, threadses = [], [], []
         for _ in range(args.repeats):
             bares.append(bench_bare(engine, photos, b, args.max_pixels))
             ourses.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
                                      args.max_new_tokens))
-        bare = sorted(bares, key=lambda r: r["photos_per_s"])[len(bares) // 2]
-        ours = sorted(ourses, key=lambda r: r["photos_per_s"])[len(ourses) // 2]
-        rows.append({"batch_size": b, "bare": bare, "ours": ours,
-                     "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]})
-        print(f"  {backend} batch {b}: bare {bare['photos_per_s']:.2f} photos/s, ours {ours['photos_per_s']:.2f}",
+            if args.compare_decode:  # the same pipeline with photos decoded on threads instead
+                runner.DECODE_IN_PROCESSES = False
+                try:
+                    threadses.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b,
+                                                args.max_pixels, args.max_new_tokens))
+                finally:
+                    runner.DECODE_IN_PROCESSES = True
+        bare, ours = median(bares), median(ourses)
+        row = {"batch_size": b, "bare": bare, "ours": ours, "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]}
+        if threadses:
+            row["ours_decode_threads"] = median(threadses)
+            row["threads_over_bare"] = row["ours_decode_threads"]["photos_per_s"] / bare["photos_per_s"]
+        rows.append(row)
+        print(f"  {backend} batch {b}: bare {bare['photos_per_s']:.2f} photos/s, ours {ours['photos_per_s']:.2f}"
+              + (f", ours with decode threads {row['ours_decode_threads']['photos_per_s']:.2f}" if threadses else ""),
               flush=True)
     del engine
     gc.collect()
@@ -184,6 +195,10 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
     except ImportError:
         pass
     return rows
+
+
+def median(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["photos_per_s"])[len(runs) // 2]
 
 
 def device_name() -> str:
@@ -210,6 +225,8 @@ def main(argv=None) -> int:
                    help="engines to measure in this run; one that cannot run here is reported and skipped")
     p.add_argument("--resume_groups", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=3, help="runs per batch size and side; the median is kept")
+    p.add_argument("--compare_decode", action="store_true",
+                   help="also time our pipeline with photos decoded on threads instead of worker processes")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
 
@@ -259,7 +276,8 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
                   f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
-                  f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s")
+                  f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s"
+                  + (f" | decode threads: ours/bare {r['threads_over_bare']:.3f}" if "threads_over_bare" in r else ""))
     if len(results) == 2:
         print("\nvllm / transformers, ours photos/s: " + ", ".join(
             f"batch {a['batch_size']} {b['ours']['photos_per_s'] / a['ours']['photos_per_s']:.2f}x"

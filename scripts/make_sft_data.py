@@ -36,9 +36,9 @@ def read_truth(photos: Path) -> list[dict]:
 
 def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
     """photo -> summary rows with the inference prompt. Photos whose summary carries a remark (备注, a
-    defect) appear `defect_repeats` times. Measured on the demo's tiny model, 200 SFT steps: the
-    natural mix gives 79.7% exact summaries on held-out photos (the misses are defects called fine);
-    3 repeats gave 56.0% (two missions flipped to calling fine photos defective), so the demo keeps 1."""
+    defect) appear `defect_repeats` times. Measured on the demo's tiny model (vision tower frozen, 200
+    SFT steps, 853 held-out photos): the natural mix gave 90.0% exact summaries, 2 repeats 95.2%.
+    (With the vision tower trained, 3 repeats had flipped two missions to calling fine photos defective.)"""
     registry = load_registry()
     rows = []
     for t in read_truth(photos):

@@ -46,8 +46,11 @@ def draw_bbu(d, rng, y=56, screws=4):
         px = x0 + 40 + i * 18
         d.rectangle([px, y + 16, px + 10, y + 26], fill=(150, 160, 170))
     corners = [(x0 - 8, y + 6), (x0 - 8, y1 - 6), (x1 + 8, y + 6), (x1 + 8, y1 - 6)]
-    for cx, cy in corners[:screws]:
-        d.ellipse([cx - 6, cy - 6, cx + 6, cy + 6], fill=(230, 200, 40), outline=(0, 0, 0))
+    for k, (cx, cy) in enumerate(corners):
+        if k < screws:
+            d.ellipse([cx - 8, cy - 8, cx + 8, cy + 8], fill=(230, 200, 40), outline=(0, 0, 0))
+        else:  # an empty mounting hole where the screw is missing
+            d.ellipse([cx - 4, cy - 4, cx + 4, cy + 4], fill=(15, 15, 15))
 
 
 def view_mount(rng, defect):
@@ -73,7 +76,10 @@ def view_ground(rng, defect, end):
     if defect:  # loose wire: a wandering path, no ties
         pts = [(sx, sy)] + [(sx + 18 * k + _jit(rng, 10), sy + 20 + 14 * k + _jit(rng, 14)) for k in range(1, 8)]
         d.line(pts, fill=(40, 170, 60), width=5)
-        return im, f"{where}，接地线×1/未捆扎 备注：接地线散乱未捆扎"
+        # The status word must differ from the fine one at its last token ("散乱" vs "已捆扎"): with
+        # "未捆扎 备注：…散乱未捆扎" a tiny model had to look two tokens back to choose between the
+        # remark and the end, and stopped after the status on every defect photo (measured)
+        return im, f"{where}，接地线×1/散乱 备注：接地线散乱未捆扎"
     d.line([(sx, sy), (sx, 150), (200, 150)], fill=(40, 170, 60), width=5)
     for ty in (80, 105, 130):
         d.rectangle([sx - 7, ty, sx + 7, ty + 4], fill=(20, 20, 20))   # cable ties
