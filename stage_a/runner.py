@@ -1,21 +1,20 @@
 """Stage-A orchestration: discover -> skip what is done -> load photos ahead -> batched
 inference -> one JSONL line per finished group.
 
-Photos are decoded and resized in worker processes while the model works on the previous batch,
-so preparation overlaps compute. Groups finish in discovery order
+Photos are decoded and resized on a few background threads while the model works on the previous
+batch (PIL releases the GIL), so preparation overlaps compute. Groups finish in discovery order
 and each is written, flushed, the moment its last photo is summarised.
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import queue
 import tempfile
 import threading
 import time
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,7 @@ from .records import RecordError, error_record, image_key, make_record, normaliz
 log = logging.getLogger("group_qc.stage_a")
 
 DEFAULT_MAX_PIXELS = 1024 * 28 * 28  # ~1k visual tokens per photo on Qwen2.5-VL
-DECODE_WORKERS = min(8, os.cpu_count() or 1)  # photo decode workers
-DECODE_IN_PROCESSES = True  # see _decode_pool
+DECODE_WORKERS = min(4, os.cpu_count() or 1)  # photo decode threads (PIL releases the GIL)
 
 
 @dataclass
@@ -154,30 +152,16 @@ class _GroupInFlight:
 _DONE = object()
 
 
-def _load_job(path: str, max_pixels, max_image_pixels, display_name):
-    """One photo, in a decode worker process (top level, so it pickles)."""
-    return load_photo(path, max_pixels=max_pixels, max_image_pixels=max_image_pixels, display_name=display_name)
-
-
-def _decode_pool(workers: int):
-    """Worker processes, not threads: a decode thread in the engine's process competes for the GIL
-    with generate()'s Python loop (measured on an H200, 3B model, batch 16: ours at 0.84-0.88 of the
-    bare engine's photos/s with decode threads). Threads only where processes cannot start."""
-    if DECODE_IN_PROCESSES:
-        try:
-            return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        except (OSError, NotImplementedError) as exc:  # e.g. no /dev/shm semaphores in a sandbox
-            log.warning("photo decoding falls back to threads: cannot start worker processes (%s)", exc)
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage-a-decode")
-
-
 def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: queue.Queue,
               stop: threading.Event) -> None:
-    """Producer thread: has each group's photos decoded and resized by a small worker pool and hands
+    """Producer thread: has each group's photos decoded and resized by a small thread pool and hands
     whole groups to the consumer in discovery order; a bad photo fails its group here.
 
     Decoding in parallel matters at large batches: the first batch cannot start until all of its
-    photos are ready, and ms-swift's bare engine decodes a batch on up to 32 threads too."""
+    photos are ready, and ms-swift's bare engine decodes a batch on up to 32 threads too. Measured in
+    one run (scripts/bench_stage_a.py --compare_decode, 2-core CPU, tiny model), ours/bare photos/s at
+    batch 1/8/16: two decode threads 0.968/1.023/0.962, one 0.976/0.968/0.951. Decode worker processes
+    were tried and dropped: 0.928/0.968/0.972 (process start-up and pickling)."""
     def put(item):
         while not stop.is_set():
             try:
@@ -189,14 +173,15 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: qu
     lookahead = 2 * opts.batch_size + DECODE_WORKERS  # photos decoded ahead: bounds memory
     pool = None
     try:
-        pool = _decode_pool(DECODE_WORKERS)
+        pool = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="stage-a-decode")
         ahead: deque = deque()  # (group, [future per photo]) in discovery order
         todo = iter(groups)
         photos_ahead = 0
         while not stop.is_set():
             while photos_ahead < lookahead and (group := next(todo, None)) is not None:
-                ahead.append((group, [pool.submit(_load_job, str(input_dir / rel), opts.max_pixels,
-                                                  opts.max_image_pixels, rel) for rel in group.images]))
+                ahead.append((group, [pool.submit(load_photo, input_dir / rel, max_pixels=opts.max_pixels,
+                                                  max_image_pixels=opts.max_image_pixels, display_name=rel)
+                                      for rel in group.images]))
                 photos_ahead += len(group.images)
             if not ahead:
                 return

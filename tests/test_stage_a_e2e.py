@@ -86,26 +86,26 @@ def test_batched_summaries_equal_unbatched(arch, tiny_model_factory, photos, tmp
     assert len({s for per in summaries[1].values() for s in per.values()}) > 1  # not one constant string
 
 
-def test_decode_worker_processes_and_threads_give_the_same_file(tiny_qwen2_5_vl, photos, engine25, tmp_path,
+def test_parallel_and_serial_photo_decoding_give_the_same_file(tiny_qwen2_5_vl, photos, engine25, tmp_path,
                                                                  monkeypatch):
-    """Photos are decoded in worker processes (threads only as a fallback); either way every group is
-    written once, in discovery order, with the same summaries."""
+    """Photos are decoded on several threads at once; groups are still written once each, in discovery
+    order, with the same summaries as with one decode thread."""
     import stage_a.runner as runner
     from stage_a.discovery import discover_mission, mission_folders
     from stage_a.missions import load_registry
 
     files = {}
-    for in_processes in (True, False):
-        monkeypatch.setattr(runner, "DECODE_IN_PROCESSES", in_processes)
-        out = tmp_path / str(in_processes)
+    for workers in (4, 1):
+        monkeypatch.setattr(runner, "DECODE_WORKERS", workers)
+        out = tmp_path / str(workers)
         run_stage_a(opts(photos, out, tiny_qwen2_5_vl, batch_size=3), engine=engine25)
-        files[in_processes] = [(r["group_id"], r["per_image"]) for r in records(out / f"{M}_stage_a.jsonl")]
+        files[workers] = [(r["group_id"], r["per_image"]) for r in records(out / f"{M}_stage_a.jsonl")]
     registry = load_registry()
     mission = registry.resolve(M)
     folders = mission_folders(photos, registry, [mission], strict_unknown=True)[mission.name]
     discovered = [g.group_id for g in discover_mission(photos, mission, folders, registry)[0]]
-    assert [gid for gid, _ in files[True]] == discovered
-    assert files[True] == files[False]
+    assert [gid for gid, _ in files[4]] == discovered
+    assert files[4] == files[1]
 
 
 def test_bad_photos_fail_their_group_only_and_name_the_file(tiny_qwen2_5_vl, engine25, tmp_path):
