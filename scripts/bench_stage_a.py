@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
+from stage_a.images import load_photo  # noqa: E402
 from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
@@ -68,11 +69,15 @@ def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
 
 
 def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pixels: int,
-               limit: int | None = None) -> dict:
-    """ms-swift alone: the same prompts and photos as paths, infer in chunks of batch_size."""
+               limit: int | None = None, preloaded: bool = False) -> dict:
+    """ms-swift alone: the same prompts and photos as paths, infer in chunks of batch_size. With
+    `preloaded`, the photos go in as images our loader decoded before the clock starts: this isolates
+    what PIL inputs (rather than paths) cost inside the engine."""
     from swift.infer_engine import InferRequest
     messages = stage_a_messages(load_registry().resolve(M))
     paths = sorted(str(p) for p in photos.rglob("*.jpg"))[:limit]
+    if preloaded:
+        paths = [load_photo(p, max_pixels=max_pixels) for p in paths]
     requests = [InferRequest(messages=messages, images=[p]) for p in paths]
     engine.engine.max_batch_size = batch_size
     engine.engine.template.max_pixels = max_pixels
@@ -165,7 +170,7 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
         # Warm this batch shape up (kernel choice, allocator) before timing either side; otherwise
         # whichever side runs first pays for it (seen on a GPU: bare 0.86 vs ours 1.01 photos/s at batch 1).
         bench_bare(engine, photos, b, args.max_pixels, limit=2 * b)
-        bares, ourses, serials = [], [], []
+        bares, ourses, serials, preloads = [], [], [], []
         for _ in range(args.repeats):
             bares.append(bench_bare(engine, photos, b, args.max_pixels))
             ourses.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
@@ -177,9 +182,12 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
                                               args.max_pixels, args.max_new_tokens))
                 finally:
                     runner.DECODE_WORKERS = workers
+                preloads.append(bench_bare(engine, photos, b, args.max_pixels, preloaded=True))
         bare, ours = median(bares), median(ourses)
         row = {"batch_size": b, "bare": bare, "ours": ours, "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]}
         if serials:
+            row["bare_preloaded"] = median(preloads)
+            row["preloaded_over_bare"] = row["bare_preloaded"]["photos_per_s"] / bare["photos_per_s"]
             row["ours_one_decode_thread"] = median(serials)
             row["one_thread_over_bare"] = row["ours_one_decode_thread"]["photos_per_s"] / bare["photos_per_s"]
         rows.append(row)
@@ -226,7 +234,8 @@ def main(argv=None) -> int:
     p.add_argument("--resume_groups", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=3, help="runs per batch size and side; the median is kept")
     p.add_argument("--compare_decode", action="store_true",
-                   help="also time our pipeline with one photo-decoding thread instead of runner.DECODE_WORKERS")
+                   help="also time our pipeline with one photo-decoding thread instead of runner.DECODE_WORKERS, "
+                        "and bare engine calls on photos decoded beforehand (PIL inputs instead of paths)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
 
@@ -277,7 +286,8 @@ def main(argv=None) -> int:
             print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
                   f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
                   f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s"
-                  + (f" | one decode thread: ours/bare {r['one_thread_over_bare']:.3f}" if "one_thread_over_bare" in r else ""))
+                  + (f" | one decode thread: ours/bare {r['one_thread_over_bare']:.3f}; bare on preloaded photos/bare "
+                     f"{r['preloaded_over_bare']:.3f}" if "one_thread_over_bare" in r else ""))
     if len(results) == 2:
         print("\nvllm / transformers, ours photos/s: " + ", ".join(
             f"batch {a['batch_size']} {b['ours']['photos_per_s'] / a['ours']['photos_per_s']:.2f}x"
