@@ -69,3 +69,27 @@ def test_start_point_rows_carry_no_verdict_signal_and_teach_reading(tmp_path, sy
         flagged = [line.split(":")[0] for line in lines if "备注" in line]
         assert r["messages"][-1]["content"] == ("有：" + "、".join(flagged) if flagged else "无")
     assert {r["messages"][-1]["content"] == "无" for r in reading_rows} == {True, False}
+
+
+def test_a_defect_status_never_ends_the_way_its_remark_does(tmp_path, synthetic):
+    """After the status, a summary goes on to " 备注：…" or ends. When the status and the remark end
+    with the same characters ("…/未捆扎 备注：…散乱未捆扎"), the tiny model had to look back past them
+    to choose, and stopped after the status on every defect photo (measured in the demo)."""
+    truth = synthetic.generate(tmp_path, seed=0, groups_per_label=6)
+    defects = {t["summary"] for t in truth if " 备注：" in t["summary"]}
+    assert len(defects) >= 4
+    for summary in defects:
+        status = summary.split(" 备注：")[0]
+        assert status[-2:] != summary[-2:], summary
+
+
+def test_vision_probe_reports_each_mission(tmp_path, synthetic, tiny_qwen2_5_vl):
+    probe = load_script("probe_vision")
+    synthetic.generate(tmp_path / "train", seed=0, groups_per_label=3, missions="挡风板安装检查")
+    synthetic.generate(tmp_path / "test", seed=1, groups_per_label=2, missions="挡风板安装检查")
+    out = tmp_path / "probe.json"
+    assert probe.main(["--model", str(tiny_qwen2_5_vl), "--train_photos", str(tmp_path / "train"),
+                       "--test_photos", str(tmp_path / "test"), "--pool", "mean", "--json", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert list(result) == ["挡风板安装检查"]
+    assert 0.0 <= result["挡风板安装检查"]["test_accuracy"] <= 1.0 and result["挡风板安装检查"]["test_photos"] > 0
