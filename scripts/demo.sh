@@ -23,7 +23,16 @@ STAGE_B_SFT_STEPS=${DEMO_STAGE_B_SFT_STEPS:-150}
 GRPO_STEPS=${DEMO_GRPO_STEPS:-30}
 MIN_STAGE_A_ACCURACY=${DEMO_MIN_STAGE_A_ACCURACY:-0.9}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false CUDA_VISIBLE_DEVICES=""
+# A finished step is reused on the next run, but never from another version of the recipe: photos or
+# models made by older code would silently disagree with this one. Only the demo's own outputs are removed.
+RECIPE=$(cat scripts/demo.sh scripts/make_synthetic_qc.py scripts/make_sft_data.py scripts/make_tiny_model.py \
+  | sha1sum | cut -c1-12)
+if [ -d "$OUT" ] && [ "$(cat "$OUT/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
+  echo "$OUT was made by another version of the demo: starting afresh"
+  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval} "$OUT"/stage_a_scores.json "$OUT"/grpo.log
+fi
 mkdir -p "$OUT"
+echo "$RECIPE" > "$OUT/.recipe"
 START=$(date +%s)
 step() { echo; echo "== $1  [$(( $(date +%s) - START )) s]"; }
 quiet() { grep -v -E "^\[INFO|^\[WARNING|^Loading|it/s\]|s/it\]|warn|^\s*$" || true; }
