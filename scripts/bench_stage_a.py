@@ -76,9 +76,8 @@ def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pi
     from swift.infer_engine import InferRequest
     messages = stage_a_messages(load_registry().resolve(M))
     paths = sorted(str(p) for p in photos.rglob("*.jpg"))[:limit]
-    if preloaded:
-        paths = [load_photo(p, max_pixels=max_pixels) for p in paths]
-    requests = [InferRequest(messages=messages, images=[p]) for p in paths]
+    inputs = [load_photo(p, max_pixels=max_pixels) for p in paths] if preloaded else paths
+    requests = [InferRequest(messages=messages, images=[x]) for x in inputs]
     engine.engine.max_batch_size = batch_size
     engine.engine.template.max_pixels = max_pixels
     start = time.perf_counter()

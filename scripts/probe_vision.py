@@ -20,18 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
-IRRELEVANT = "无关图片"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_sft_data import read_truth  # noqa: E402  (the ground-truth reader the SFT rows use)
+from make_synthetic_qc import IRRELEVANT  # noqa: E402
 
 
 def read_photos(root: Path) -> list[dict]:
-    path = root / "ground_truth.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"error: {path} not found; generate photos with scripts/make_synthetic_qc.py first")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r for r in rows if r["summary"] != IRRELEVANT]
+    """Ground-truth rows of the photos that belong to their mission (irrelevant photos carry no defect)."""
+    return [r for r in read_truth(root) if r["summary"] != IRRELEVANT]
 
 
 def vision_features(model, processor, root: Path, rows: list[dict], max_pixels: int, pool: str, batch: int = 32):
@@ -87,13 +85,10 @@ def probe(model_dir: str, train_root: Path, test_root: Path, max_pixels: int, po
     (xtr, ytr, mtr), (xte, yte, mte) = data["train"], data["test"]
     mu, sd = xtr.mean(0), xtr.std(0) + 1e-6  # standardise with the training photos' statistics
     xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
-    index = defaultdict(lambda: ([], []))
-    for i, m in enumerate(mtr):
-        index[m][0].append(i)
-    for i, m in enumerate(mte):
-        index[m][1].append(i)
     result = {}
-    for mission, (itr, ite) in sorted(index.items()):
+    for mission in sorted(set(mtr) | set(mte)):
+        itr = [i for i, m in enumerate(mtr) if m == mission]
+        ite = [i for i, m in enumerate(mte) if m == mission]
         if not itr or not ite or len(set(ytr[itr].tolist())) < 2:
             result[mission] = {"skipped": "needs photos of both kinds in train and some in test"}
             continue

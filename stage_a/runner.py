@@ -171,9 +171,8 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: qu
                 continue
 
     lookahead = 2 * opts.batch_size + DECODE_WORKERS  # photos decoded ahead: bounds memory
-    pool = None
+    pool = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="stage-a-decode")
     try:
-        pool = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="stage-a-decode")
         ahead: deque = deque()  # (group, [future per photo]) in discovery order
         todo = iter(groups)
         photos_ahead = 0
@@ -194,8 +193,7 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: qu
     except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
         put((None, None, exc))
     finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
         put(_DONE)
 
 
