@@ -3,11 +3,14 @@
 
     python scripts/bench_stage_a.py [--model DIR | --arch qwen2_5_vl | --preset qwen2_5_vl-3b] [--photos 64]
                                     [--batch_sizes 1 4 8 16] [--max_new_tokens 32] [--backends transformers vllm]
-                                    [--resume_groups 10000] [--json out.json]
+                                    [--resume_groups 10000] [--all_variants] [--json out.json]
 
 Prints, per batch size: photos/s and output tokens/s of bare `engine.infer` calls and of our pipeline
-(discovery, photo loading, prompts, validation, JSONL writing) on the same requests, and their ratio;
-the cost of resuming a finished mission of --resume_groups groups (no inference at all); peak memory.
+(discovery, photo loading and encoding, prompts, validation, JSONL writing) on the same requests in the
+same order, and their ratio; where each side's engine time went (ms-swift's encode, vision and collate,
+generate) and whether both generated the same tokens; the cost of resuming a finished mission of
+--resume_groups groups (no inference at all); peak memory. --variants times single design choices
+(one preparation thread, encoding inside the engine, PIL inputs for bare) in the same run.
 Without --model it builds the tiny random-weight model (scripts/make_tiny_model.py); on a GPU pass
 `--model` a real checkpoint or `--preset qwen2_5_vl-3b` (random weights, real dimensions), and
 `--backends transformers vllm` to measure both engines in the same run where vLLM is installed.
@@ -21,6 +24,7 @@ import resource
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,52 +72,117 @@ def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
     return len(truth)
 
 
+class EngineTimer:
+    """Times one engine's work, split the same way for both sides: `encode` (ms-swift's template:
+    loading, resizing and tokenising photos) and `generate` (the model), plus the number of engine
+    calls and the generated tokens. The decode steps (the longest reply of each call, summed) show
+    whether both sides asked the model for the same work. Wraps ms-swift's TransformersEngine
+    internals; on other engines only the totals are kept."""
+
+    def __init__(self, engine):
+        self.engine, self.patched = engine, {}  # name -> the instance attribute it replaced, if any
+        self.calls = self.requests = self.tokens = self.decode_steps = 0
+        self.seconds = self.encode_seconds = self.generate_seconds = 0.0
+
+    def _wrap(self, name, account):
+        inner = getattr(self.engine, name, None)
+        if inner is None:
+            return
+        self.patched[name] = self.engine.__dict__.get(name)  # e.g. SwiftSummaryEngine's encode hook
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = inner(*args, **kwargs)
+            account(out, time.perf_counter() - t0)
+            return out
+
+        setattr(self.engine, name, timed)
+
+    def __enter__(self):
+        def on_call(responses, dt):  # one batch the model ran
+            tokens = [r.usage.completion_tokens for r in responses if hasattr(r, "usage")]
+            self.calls += 1
+            self.requests += len(responses)
+            self.tokens += sum(tokens)
+            self.decode_steps += max(tokens, default=0)
+
+        def on_infer(responses, dt):
+            self.seconds += dt
+            if not per_batch:
+                on_call(responses, dt)
+
+        per_batch = hasattr(self.engine, "_infer_full")  # TransformersEngine: `infer` loops over `_infer`
+        self._wrap("infer", on_infer)
+        if per_batch:
+            self._wrap("_infer", on_call)
+            self._wrap("_batch_encode", self._adder("encode_seconds"))
+            self._wrap("_infer_full", self._adder("generate_seconds"))
+        return self
+
+    def _adder(self, attr):
+        return lambda _, dt: setattr(self, attr, getattr(self, attr) + dt)
+
+    def __exit__(self, *exc):
+        for name, before in self.patched.items():
+            if before is None:
+                delattr(self.engine, name)  # back to the class method
+            else:
+                setattr(self.engine, name, before)
+
+    def result(self) -> dict:
+        out = {"engine_calls": self.calls, "engine_seconds": self.seconds, "tokens": self.tokens,
+               "decode_steps": self.decode_steps}
+        if "_batch_encode" in self.patched:  # the rest: collating, moving to the device, the vision tower
+            out.update(encode_seconds=self.encode_seconds, generate_seconds=self.generate_seconds,
+                       other_seconds=self.seconds - self.encode_seconds - self.generate_seconds)
+        return out
+
+
+def request_order(photos: Path) -> list[Path]:
+    """The photos in the order our pipeline sends them (discovery order), so that bare and ours
+    fill every batch with the same photos and generate the same replies."""
+    from stage_a.discovery import discover_mission, mission_folders
+    registry = load_registry()
+    mission = registry.resolve(M)
+    groups, _ = discover_mission(photos, mission, mission_folders(photos, registry, [mission], strict_unknown=False)[M], registry)
+    return [photos / rel for g in groups for rel in g.images]
+
+
 def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pixels: int,
                limit: int | None = None, preloaded: bool = False) -> dict:
-    """ms-swift alone: the same prompts and photos as paths, infer in chunks of batch_size. With
-    `preloaded`, the photos go in as images our loader decoded before the clock starts: this isolates
-    what PIL inputs (rather than paths) cost inside the engine."""
+    """ms-swift alone: the same prompts and photos (as paths, in the order ours sends them) in one
+    infer call that ms-swift splits into batches of batch_size. With `preloaded`, the photos go in as
+    images our loader decoded before the clock starts: this isolates what PIL inputs (rather than
+    paths) cost inside the engine."""
     from swift.infer_engine import InferRequest
     messages = stage_a_messages(load_registry().resolve(M))
-    paths = sorted(str(p) for p in photos.rglob("*.jpg"))[:limit]
+    paths = [str(p) for p in request_order(photos)][:limit]
     inputs = [load_photo(p, max_pixels=max_pixels) for p in paths] if preloaded else paths
     requests = [InferRequest(messages=messages, images=[x]) for x in inputs]
     engine.engine.max_batch_size = batch_size
     engine.engine.template.max_pixels = max_pixels
-    start = time.perf_counter()
-    responses = engine.engine.infer(requests, engine.request_config, use_tqdm=False)
-    seconds = time.perf_counter() - start
+    with EngineTimer(engine.engine) as timer:
+        start = time.perf_counter()
+        responses = engine.engine.infer(requests, engine.request_config, use_tqdm=False)
+        seconds = time.perf_counter() - start
     tokens = sum(r.usage.completion_tokens for r in responses)
     return {"photos": len(paths), "seconds": seconds, "photos_per_s": len(paths) / seconds,
-            "tokens_per_s": tokens / seconds}
+            "tokens_per_s": tokens / seconds, **timer.result()}
 
 
 def bench_ours(engine, model: str, photos: Path, out: Path, batch_size: int, max_pixels: int, max_new_tokens: int):
     engine.engine.max_batch_size = batch_size
     opts = StageAOptions(input_dir=str(photos), output_dir=str(out), model=model, mission=M, batch_size=batch_size,
                          max_pixels=max_pixels, max_new_tokens=max_new_tokens, overwrite=True, progress=False)
-    # Time spent inside the engine's infer calls, so the rest of the wall time is the pipeline's own
-    # overhead (discovery, lock, waiting for photos, validation, JSONL), reported in seconds.
-    inside = 0.0
-    infer = engine.engine.infer
-
-    def timed_infer(*args, **kwargs):
-        nonlocal inside
-        t0 = time.perf_counter()
-        try:
-            return infer(*args, **kwargs)
-        finally:
-            inside += time.perf_counter() - t0
-
-    engine.engine.infer = timed_infer
-    try:
+    # The time outside the engine's infer calls is the pipeline's own overhead (discovery, lock,
+    # waiting for photos, validation, JSONL), reported in seconds.
+    with EngineTimer(engine.engine) as timer:
         start = time.perf_counter()
         report = run_stage_a(opts, engine=engine)
         seconds = time.perf_counter() - start
-    finally:
-        del engine.engine.infer  # back to the class method
+    work = timer.result()
     return {"photos": report.photos, "seconds": seconds, "photos_per_s": report.photos / seconds,
-            "engine_seconds": inside, "overhead_seconds": seconds - inside}
+            "tokens_per_s": work["tokens"] / seconds, "overhead_seconds": seconds - work["engine_seconds"], **work}
 
 
 def bench_resume(model: str, root: Path, n_groups: int) -> dict:
@@ -156,43 +225,71 @@ def backend_missing(backend: str) -> str | None:
     return None
 
 
+@contextmanager
+def one_preparation_thread(engine):
+    workers, runner.PREPARATION_THREADS = runner.PREPARATION_THREADS, 1
+    try:
+        yield
+    finally:
+        runner.PREPARATION_THREADS = workers
+
+
+@contextmanager
+def encoding_inside_the_engine(engine):
+    pre_encodes, engine.pre_encodes = engine.pre_encodes, False
+    try:
+        yield
+    finally:
+        engine.pre_encodes = pre_encodes
+
+
+# --variants: each isolates one design choice, timed in the same run as bare and ours.
+# key -> (label, side, setup): side "ours" runs the pipeline under setup, "bare" runs engine.infer.
+VARIANTS = {
+    "ours_one_thread": ("ours, 1 preparation thread", "ours", one_preparation_thread),
+    "ours_encode_inside": ("ours, encoded in engine", "ours", encoding_inside_the_engine),
+    "bare_preloaded": ("bare, preloaded photos", "bare", None),
+}
+
+
 def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> list[dict]:
-    """Every batch size on one engine; bare and ours alternate so both see the same machine noise."""
+    """Every batch size on one engine; bare, ours and the variants alternate so all see the same
+    machine noise."""
     import gc
     # vLLM schedules its own batches (continuous batching): one engine sized for the largest batch,
     # and the pipeline's chunk size is the only batch size that varies.
     engine = SwiftSummaryEngine(resolve_model(model), backend=backend, batch_size=max(args.batch_sizes),
                                 max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
     bench_bare(engine, photos, max(args.batch_sizes), args.max_pixels)  # warm-up, not timed
+
+    def run(key, b):
+        out = tmp / f"out-{backend}-{b}"
+        if key == "bare":
+            return bench_bare(engine, photos, b, args.max_pixels)
+        if key == "ours":
+            return bench_ours(engine, model, photos, out, b, args.max_pixels, args.max_new_tokens)
+        if key == "bare_preloaded":
+            return bench_bare(engine, photos, b, args.max_pixels, preloaded=True)
+        with VARIANTS[key][2](engine):
+            return bench_ours(engine, model, photos, out, b, args.max_pixels, args.max_new_tokens)
+
     rows = []
     for b in args.batch_sizes:
         # Warm this batch shape up (kernel choice, allocator) before timing either side; otherwise
         # whichever side runs first pays for it (seen on a GPU: bare 0.86 vs ours 1.01 photos/s at batch 1).
         bench_bare(engine, photos, b, args.max_pixels, limit=2 * b)
-        bares, ourses, serials, preloads = [], [], [], []
+        keys = ["bare", "ours", *args.variants]
+        runs = {key: [] for key in keys}
         for _ in range(args.repeats):
-            bares.append(bench_bare(engine, photos, b, args.max_pixels))
-            ourses.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
-                                     args.max_new_tokens))
-            if args.compare_decode:  # the same pipeline with one photo-decoding thread
-                workers, runner.DECODE_WORKERS = runner.DECODE_WORKERS, 1
-                try:
-                    serials.append(bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b,
-                                              args.max_pixels, args.max_new_tokens))
-                finally:
-                    runner.DECODE_WORKERS = workers
-                preloads.append(bench_bare(engine, photos, b, args.max_pixels, preloaded=True))
-        bare, ours = median(bares), median(ourses)
-        row = {"batch_size": b, "bare": bare, "ours": ours, "ours_over_bare": ours["photos_per_s"] / bare["photos_per_s"]}
-        if serials:
-            row["bare_preloaded"] = median(preloads)
-            row["preloaded_over_bare"] = row["bare_preloaded"]["photos_per_s"] / bare["photos_per_s"]
-            row["ours_one_decode_thread"] = median(serials)
-            row["one_thread_over_bare"] = row["ours_one_decode_thread"]["photos_per_s"] / bare["photos_per_s"]
+            for key in keys:
+                runs[key].append(run(key, b))
+        row = {"batch_size": b, **{key: median(r) for key, r in runs.items()}}
+        bare = row["bare"]["photos_per_s"]
+        row["over_bare"] = {key: row[key]["photos_per_s"] / bare for key in keys[1:]}
+        row["ours_over_bare"] = row["over_bare"]["ours"]
         rows.append(row)
-        print(f"  {backend} batch {b}: bare {bare['photos_per_s']:.2f} photos/s, ours {ours['photos_per_s']:.2f}"
-              + (f", ours with one decode thread {row['ours_one_decode_thread']['photos_per_s']:.2f}" if serials else ""),
-              flush=True)
+        print(f"  {backend} batch {b}: bare {bare:.2f} photos/s, " + ", ".join(
+            f"{label_of(key)} {row[key]['photos_per_s']:.2f}" for key in keys[1:]), flush=True)
     del engine
     gc.collect()
     try:
@@ -202,6 +299,28 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
     except ImportError:
         pass
     return rows
+
+
+def label_of(key: str) -> str:
+    return VARIANTS[key][0] if key in VARIANTS else key
+
+
+def print_engine_split(rows: list[dict]) -> None:
+    """Where each side's engine time went, and whether both sides gave the model the same work."""
+    print(f"\n{'batch':>5} | {'side':<22} | {'calls':>5} | {'tokens':>6} | {'decode steps':>12} | {'encode s':>8} | "
+          f"{'vision+collate s':>16} | {'generate s':>10} | {'engine s':>8}")
+    for r in rows:
+        for key in ["bare", "ours", *VARIANTS]:
+            if key not in r:
+                continue
+            w, label = r[key], label_of(key)
+            split = (f"{w['encode_seconds']:>8.2f} | {w['other_seconds']:>16.2f} | {w['generate_seconds']:>10.2f}"
+                     if "encode_seconds" in w else f"{'-':>8} | {'-':>16} | {'-':>10}")
+            print(f"{r['batch_size']:>5} | {label:<22} | {w['engine_calls']:>5} | {w['tokens']:>6} | "
+                  f"{w['decode_steps']:>12} | {split} | {w['engine_seconds']:>8.2f}")
+        if (r["ours"]["tokens"], r["ours"]["decode_steps"]) != (r["bare"]["tokens"], r["bare"]["decode_steps"]):
+            print(f"  WARNING batch {r['batch_size']}: ours and bare generated different work (tokens or decode "
+                  f"steps differ), so their photos/s are not comparable")
 
 
 def median(runs: list[dict]) -> dict:
@@ -232,11 +351,15 @@ def main(argv=None) -> int:
                    help="engines to measure in this run; one that cannot run here is reported and skipped")
     p.add_argument("--resume_groups", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=3, help="runs per batch size and side; the median is kept")
-    p.add_argument("--compare_decode", action="store_true",
-                   help="also time our pipeline with one photo-decoding thread instead of runner.DECODE_WORKERS, "
-                        "and bare engine calls on photos decoded beforehand (PIL inputs instead of paths)")
+    p.add_argument("--variants", nargs="*", default=[], choices=list(VARIANTS),
+                   help="also time these, in the same run: ours with one preparation thread; ours with ms-swift "
+                        "encoding each batch inside infer (no pre-encoding); bare engine calls on photos decoded "
+                        "beforehand (PIL inputs instead of paths)")
+    p.add_argument("--all_variants", action="store_true", help="--variants with every variant")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
+    if args.all_variants:
+        args.variants = list(VARIANTS)
 
     with tempfile.TemporaryDirectory(prefix="bench-stage-a-") as tmp:
         tmp = Path(tmp)
@@ -285,8 +408,8 @@ def main(argv=None) -> int:
             print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
                   f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
                   f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s"
-                  + (f" | one decode thread: ours/bare {r['one_thread_over_bare']:.3f}; bare on preloaded photos/bare "
-                     f"{r['preloaded_over_bare']:.3f}" if "one_thread_over_bare" in r else ""))
+                  + "".join(f" | {label_of(k)}/bare {v:.3f}" for k, v in r["over_bare"].items() if k != "ours"))
+        print_engine_split(rows)
     if len(results) == 2:
         print("\nvllm / transformers, ours photos/s: " + ", ".join(
             f"batch {a['batch_size']} {b['ours']['photos_per_s'] / a['ours']['photos_per_s']:.2f}x"

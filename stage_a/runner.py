@@ -1,12 +1,13 @@
-"""Stage-A orchestration: discover -> skip what is done -> load photos ahead -> batched
+"""Stage-A orchestration: discover -> skip what is done -> prepare photos ahead -> batched
 inference -> one JSONL line per finished group.
 
-Photos are decoded and resized on a few background threads while the model works on the previous
-batch (PIL releases the GIL), so preparation overlaps compute. Groups finish in discovery order
-and each is written, flushed, the moment its last photo is summarised.
+Photos are decoded, resized and encoded by the engine's template (image processor, tokens) on a few
+background threads while the model works on the previous batch, so preparation overlaps compute.
+Groups finish in discovery order and each is written, flushed, the moment its last photo is summarised.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -31,7 +32,7 @@ from .records import RecordError, error_record, image_key, make_record, normaliz
 log = logging.getLogger("group_qc.stage_a")
 
 DEFAULT_MAX_PIXELS = 1024 * 28 * 28  # ~1k visual tokens per photo on Qwen2.5-VL
-DECODE_WORKERS = min(4, os.cpu_count() or 1)  # photo decode threads (PIL releases the GIL)
+PREPARATION_THREADS = min(4, os.cpu_count() or 1)  # photo preparation threads (PIL and torch release the GIL)
 
 
 @dataclass
@@ -140,22 +141,23 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
 
 
 class _GroupInFlight:
-    __slots__ = ("group", "images", "summaries", "remaining", "error")
+    __slots__ = ("group", "photos", "summaries", "remaining", "error")
 
-    def __init__(self, group: Group, images: list):
-        self.group, self.images = group, images
-        self.summaries: list[str | None] = [None] * len(images)
-        self.remaining = len(images)
+    def __init__(self, group: Group, photos: list):
+        self.group, self.photos = group, photos  # what prepare() made of each photo, until summarised
+        self.summaries: list[str | None] = [None] * len(photos)
+        self.remaining = len(photos)
         self.error: str | None = None
 
 
 _DONE = object()
 
 
-def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: queue.Queue,
+def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, prepare, setup, out: queue.Queue,
               stop: threading.Event) -> None:
-    """Producer thread: has each group's photos decoded and resized by a small thread pool and hands
-    whole groups to the consumer in discovery order; a bad photo fails its group here.
+    """Producer thread: has each group's photos decoded, resized and `prepare`d (the engine's own
+    encoding) by a small thread pool and hands whole groups to the consumer in discovery order; a bad
+    photo fails its group here.
 
     Decoding in parallel matters at large batches: the first batch cannot start until all of its
     photos are ready, and ms-swift's bare engine decodes a batch on up to 32 threads too. Measured in
@@ -170,17 +172,22 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, out: qu
             except queue.Full:
                 continue
 
-    lookahead = 2 * opts.batch_size + DECODE_WORKERS  # photos decoded ahead: bounds memory
-    pool = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="stage-a-decode")
+    # Photos prepared ahead of the consumer: the next batch plus one per worker. This bounds memory,
+    # which matters once photos are encoded (pixel_values take ~8x the bytes of the decoded photo).
+    lookahead = opts.batch_size + PREPARATION_THREADS
+
+    def load(rel: str):
+        return prepare(load_photo(input_dir / rel, max_pixels=opts.max_pixels,
+                                  max_image_pixels=opts.max_image_pixels, display_name=rel))
+
+    pool = ThreadPoolExecutor(max_workers=PREPARATION_THREADS, thread_name_prefix="stage-a-prepare", initializer=setup)
     try:
         ahead: deque = deque()  # (group, [future per photo]) in discovery order
         todo = iter(groups)
         photos_ahead = 0
         while not stop.is_set():
             while photos_ahead < lookahead and (group := next(todo, None)) is not None:
-                ahead.append((group, [pool.submit(load_photo, input_dir / rel, max_pixels=opts.max_pixels,
-                                                  max_image_pixels=opts.max_image_pixels, display_name=rel)
-                                      for rel in group.images]))
+                ahead.append((group, [pool.submit(load, rel) for rel in group.images]))
                 photos_ahead += len(group.images)
             if not ahead:
                 return
@@ -202,9 +209,15 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
     messages = stage_a_messages(plan.mission)
     name = plan.mission.name
     written = failed = 0
-    prepared: queue.Queue = queue.Queue(maxsize=max(2, 2 * opts.batch_size))
+    setup = getattr(engine, "setup_preparation_thread", None)
+    if hasattr(engine, "prepare"):
+        prepare = functools.partial(engine.prepare, messages)
+    else:  # any engine with summarize([(messages, image), ...])
+        def prepare(image):
+            return messages, image
+    prepared: queue.Queue = queue.Queue(maxsize=1)  # groups ready; the lookahead is in _prefetch
     stop = threading.Event()
-    producer = threading.Thread(target=_prefetch, args=(plan.todo, input_dir, opts, prepared, stop),
+    producer = threading.Thread(target=_prefetch, args=(plan.todo, input_dir, opts, prepare, setup, prepared, stop),
                                 name=f"stage-a-prefetch-{name}", daemon=True)
     with JsonlAppender(plan.outputs.main) as main, JsonlAppender(plan.outputs.errors) as errors:
         for issue in plan.new_issues:
@@ -229,22 +242,22 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
                     if item is _DONE:
                         exhausted = True
                         break
-                    group, images, err = item
+                    group, photos, err = item
                     if isinstance(err, BaseException):
                         raise err
                     if err is not None:
                         fail(group, err, "image")
                         pbar.update(len(group.images))
                         continue
-                    state = _GroupInFlight(group, images)
+                    state = _GroupInFlight(group, photos)
                     in_flight.append(state)
-                    pending.extend((state, k) for k in range(len(images)))
+                    pending.extend((state, k) for k in range(len(photos)))
                 if not pending:
                     break
                 batch = [pending.popleft() for _ in range(min(opts.batch_size, len(pending)))]
-                results = engine.summarize([(messages, state.images[k]) for state, k in batch])
+                results = engine.summarize([state.photos[k] for state, k in batch])
                 for (state, k), result in zip(batch, results):
-                    state.images[k] = None  # free the decoded photo now
+                    state.photos[k] = None  # free the prepared photo now
                     state.remaining -= 1
                     photo = state.group.images[k]
                     if result.error is not None:

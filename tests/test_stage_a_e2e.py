@@ -86,17 +86,17 @@ def test_batched_summaries_equal_unbatched(arch, tiny_model_factory, photos, tmp
     assert len({s for per in summaries[1].values() for s in per.values()}) > 1  # not one constant string
 
 
-def test_parallel_and_serial_photo_decoding_give_the_same_file(tiny_qwen2_5_vl, photos, engine25, tmp_path,
-                                                                 monkeypatch):
-    """Photos are decoded on several threads at once; groups are still written once each, in discovery
-    order, with the same summaries as with one decode thread."""
+def test_parallel_and_serial_photo_preparation_give_the_same_file(tiny_qwen2_5_vl, photos, engine25, tmp_path,
+                                                                    monkeypatch):
+    """Photos are decoded and encoded on several threads at once; groups are still written once each, in
+    discovery order, with the same summaries as with one preparation thread."""
     import stage_a.runner as runner
     from stage_a.discovery import discover_mission, mission_folders
     from stage_a.missions import load_registry
 
     files = {}
     for workers in (4, 1):
-        monkeypatch.setattr(runner, "DECODE_WORKERS", workers)
+        monkeypatch.setattr(runner, "PREPARATION_THREADS", workers)
         out = tmp_path / str(workers)
         run_stage_a(opts(photos, out, tiny_qwen2_5_vl, batch_size=3), engine=engine25)
         files[workers] = [(r["group_id"], r["per_image"]) for r in records(out / f"{M}_stage_a.jsonl")]
@@ -106,6 +106,50 @@ def test_parallel_and_serial_photo_decoding_give_the_same_file(tiny_qwen2_5_vl, 
     discovered = [g.group_id for g in discover_mission(photos, mission, folders, registry)[0]]
     assert [gid for gid, _ in files[4]] == discovered
     assert files[4] == files[1]
+
+
+class EncodesInsideTheEngine:
+    """The real engine without prepare(): the runner hands it (messages, image) pairs, as any engine
+    with only summarize() gets, and ms-swift encodes each batch itself."""
+
+    def __init__(self, engine):
+        self.summarize = engine.summarize
+
+
+def test_photos_are_encoded_ahead_so_the_engine_never_encodes_on_its_own(tiny_qwen2_5_vl, photos, engine25,
+                                                                         tmp_path, monkeypatch):
+    """The template encoding runs on the preparation threads, overlapping the model; ms-swift's own
+    batch encode is never called, and the file equals the one made with ms-swift encoding inside infer.
+    Catches the hook going dead (e.g. an ms-swift upgrade renaming `_batch_encode`)."""
+    assert engine25.pre_encodes, "TransformersEngine no longer has _batch_encode; pre-encoding is off"
+    calls = []
+    inner = engine25._engine_batch_encode
+    monkeypatch.setattr(engine25, "_engine_batch_encode", lambda reqs, strict: calls.append(len(reqs)) or inner(reqs, strict))
+    files = {}
+    for name, engine in (("ahead", engine25), ("inside", EncodesInsideTheEngine(engine25))):
+        calls.clear()
+        run_stage_a(opts(photos, tmp_path / name, tiny_qwen2_5_vl, batch_size=4), engine=engine)
+        files[name] = ((tmp_path / name / f"{M}_stage_a.jsonl").read_text(), sum(calls))
+    photos_run = sum(1 for _ in photos.rglob("*.jpg"))
+    assert files["ahead"][1] == 0 and files["inside"][1] == photos_run
+    strip = [{k: v for k, v in json.loads(line).items() if k != "created_at"} for line in files["ahead"][0].splitlines()]
+    same = [{k: v for k, v in json.loads(line).items() if k != "created_at"} for line in files["inside"][0].splitlines()]
+    assert strip == same and len(strip) > 0
+
+
+def test_a_photo_the_template_refuses_fails_its_group_only(tiny_qwen2_5_vl, engine25, tmp_path):
+    """A photo PIL reads but Qwen-VL cannot take (aspect ratio over 200) fails its own group at the
+    summary stage, named; the other groups in the same batch are written."""
+    root = tmp_path / "in"
+    jpeg(root / M / "审核通过" / "g1" / "1.jpg")
+    jpeg(root / M / "审核通过" / "g2" / "1.jpg")
+    jpeg(root / M / "审核通过" / "g2" / "细长.jpg", size=(2400, 10))
+    jpeg(root / M / "审核通过" / "g3" / "1.jpg")
+    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, batch_size=8), engine=engine25)
+    assert [r["group_id"] for r in records(tmp_path / "out" / f"{M}_stage_a.jsonl")] == ["g1", "g3"]
+    (err,) = records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl")
+    assert err["group_id"] == "g2" and err["stage"] == "summary"
+    assert f"{M}/审核通过/g2/细长.jpg" in err["error"] and "aspect ratio" in err["error"]
 
 
 def test_bad_photos_fail_their_group_only_and_name_the_file(tiny_qwen2_5_vl, engine25, tmp_path):
