@@ -88,7 +88,7 @@ class Summary:
 @dataclass
 class PreparedPhoto:
     """One photo's request, already through ms-swift's template (resize, image processor, tokens)
-    when `encoded` is set, so the engine goes straight to the model. Made on the runner's decode
+    when `encoded` is set, so the engine goes straight to the model. Made on the runner's preparation
     threads while the model works on the previous batch."""
     request: object  # swift InferRequest
     encoded: dict | None = None
@@ -110,6 +110,8 @@ class SwiftSummaryEngine:
             # (qwen_vl_utils.smart_resize) from ever exceeding the same bound.
             self.engine.template.max_pixels = max_pixels
         self.request_config = RequestConfig(max_tokens=max_new_tokens, temperature=temperature, seed=seed)
+        import torch
+        self.torch_threads = torch.get_num_threads()  # the model's; see setup_preparation_thread
         # TransformersEngine encodes a batch's requests itself (`_batch_encode`) before it can start the
         # model. We encode ahead in prepare() and hand the encodings over through this hook; vLLM encodes
         # inside its own scheduler, so it keeps its own path.
@@ -119,14 +121,22 @@ class SwiftSummaryEngine:
             self._engine_batch_encode = self.engine._batch_encode
             self.engine._batch_encode = self._batch_encode
 
-    @staticmethod
-    def setup_preparation_thread() -> None:
+    def setup_preparation_thread(self) -> None:
         """Run once on each thread that calls prepare(): torch ops there (the image processor) use one
         core. With torch's default, every such thread starts its own OpenMP team of one thread per
         core, whose spinning starves the model's threads: measured on 2 CPU cores, tiny model, batch
-        16, ours/bare 0.66 with the default against ... with one thread."""
+        16 (scripts/bench_stage_a.py), ours/bare 0.66 with torch's default against 1.03 with one thread."""
+        import threading
+
         import torch
-        torch.set_num_threads(1)  # OpenMP's thread count is per calling thread: the model's is unchanged
+        torch.get_num_threads()  # torch sets a thread's count on its first use; let that happen now
+        torch.set_num_threads(1)
+        # That also set the count every thread starting torch work later begins with (the main thread
+        # too, if it had not used torch yet). Setting it back from a throwaway thread restores that
+        # default and leaves this thread at 1.
+        restore = threading.Thread(target=torch.set_num_threads, args=(self.torch_threads,))
+        restore.start()
+        restore.join()
 
     def prepare(self, messages: list[dict], image) -> PreparedPhoto:
         """Thread-safe (ms-swift itself encodes a batch on many threads): the request for one photo,

@@ -137,6 +137,22 @@ def test_photos_are_encoded_ahead_so_the_engine_never_encodes_on_its_own(tiny_qw
     assert strip == same and len(strip) > 0
 
 
+def test_preparation_threads_leave_torch_threads_of_later_threads_alone(tiny_qwen2_5_vl, photos, engine25,
+                                                                          tmp_path):
+    """Preparation threads run torch single-threaded; that must not leak into threads that start torch
+    work after the run (torch.set_num_threads also sets the count new threads begin with)."""
+    import threading
+
+    import torch
+    expected = torch.get_num_threads()
+    run_stage_a(opts(photos, tmp_path / "out", tiny_qwen2_5_vl, batch_size=4), engine=engine25)
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    worker.start()
+    worker.join()
+    assert torch.get_num_threads() == expected and seen == [expected]
+
+
 def test_a_photo_the_template_refuses_fails_its_group_only(tiny_qwen2_5_vl, engine25, tmp_path):
     """A photo PIL reads but Qwen-VL cannot take (aspect ratio over 200) fails its own group at the
     summary stage, named; the other groups in the same batch are written."""
