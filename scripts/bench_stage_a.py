@@ -29,6 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
@@ -38,16 +39,10 @@ from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
 from stage_a import runner  # noqa: E402
 from stage_a.runner import StageAOptions, run_stage_a  # noqa: E402
+import make_synthetic_qc  # noqa: E402
+import make_tiny_model  # noqa: E402
 
 M = "BBU接地线检查"
-
-
-def _load(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
@@ -56,11 +51,10 @@ def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
     import shutil
 
     from PIL import Image
-    synthetic = _load("make_synthetic_qc")
     per_label = max(1, n_photos // 6)
     while True:
         shutil.rmtree(root, ignore_errors=True)
-        truth = synthetic.generate(root, seed=11, groups_per_label=per_label, missions=M)
+        truth = make_synthetic_qc.generate(root, seed=11, groups_per_label=per_label, missions=M)
         if len(truth) >= n_photos:
             break
         per_label += max(1, per_label // 4)
@@ -307,7 +301,7 @@ def label_of(key: str) -> str:
 
 def print_engine_split(rows: list[dict]) -> None:
     """Where each side's engine time went, and whether both sides gave the model the same work."""
-    print(f"\n{'batch':>5} | {'side':<22} | {'calls':>5} | {'tokens':>6} | {'decode steps':>12} | {'encode s':>8} | "
+    print(f"\n{'batch':>5} | {'side':<26} | {'calls':>5} | {'tokens':>6} | {'decode steps':>12} | {'encode s':>8} | "
           f"{'vision+collate s':>16} | {'generate s':>10} | {'engine s':>8}")
     for r in rows:
         for key in ["bare", "ours", *VARIANTS]:
@@ -316,7 +310,7 @@ def print_engine_split(rows: list[dict]) -> None:
             w, label = r[key], label_of(key)
             split = (f"{w['encode_seconds']:>8.2f} | {w['other_seconds']:>16.2f} | {w['generate_seconds']:>10.2f}"
                      if "encode_seconds" in w else f"{'-':>8} | {'-':>16} | {'-':>10}")
-            print(f"{r['batch_size']:>5} | {label:<22} | {w['engine_calls']:>5} | {w['tokens']:>6} | "
+            print(f"{r['batch_size']:>5} | {label:<26} | {w['engine_calls']:>5} | {w['tokens']:>6} | "
                   f"{w['decode_steps']:>12} | {split} | {w['engine_seconds']:>8.2f}")
         if (r["ours"]["tokens"], r["ours"]["decode_steps"]) != (r["bare"]["tokens"], r["bare"]["decode_steps"]):
             print(f"  WARNING batch {r['batch_size']}: ours and bare generated different work (tokens or decode "
@@ -363,20 +357,19 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-stage-a-") as tmp:
         tmp = Path(tmp)
-        make = _load("make_tiny_model")
         if args.model:
             model = args.model
         elif args.preset:
-            if args.preset not in make.PRESETS:
-                p.error(f"--preset must be one of {', '.join(sorted(make.PRESETS))}, got {args.preset!r}")
+            if args.preset not in make_tiny_model.PRESETS:
+                p.error(f"--preset must be one of {', '.join(sorted(make_tiny_model.PRESETS))}, got {args.preset!r}")
             import torch
             start = time.perf_counter()
-            model = str(make.build_tiny_model(out=tmp / "model", force=True, dtype="bfloat16",
-                                              device="cuda" if torch.cuda.is_available() else "cpu",
-                                              **make.PRESETS[args.preset]))
+            model = str(make_tiny_model.build_tiny_model(
+                out=tmp / "model", force=True, dtype="bfloat16", device="cuda" if torch.cuda.is_available() else "cpu",
+                **make_tiny_model.PRESETS[args.preset]))
             print(f"built {args.preset} in {time.perf_counter() - start:.0f} s", flush=True)
         else:
-            model = str(make.build_tiny_model(args.arch, tmp / "model", force=True))
+            model = str(make_tiny_model.build_tiny_model(args.arch, tmp / "model", force=True))
         n_photos = make_photos(tmp / "photos", args.photos, args.photo_scale)
         results, skipped = {}, {}
         for backend in args.backends:

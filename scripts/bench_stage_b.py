@@ -148,11 +148,9 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         result["dataset"] = bench_dataset(tmp / "big", args.groups)
         if args.steps:
-            import importlib.util
-            spec = importlib.util.spec_from_file_location("mtm", REPO / "scripts" / "make_tiny_model.py")
-            mtm = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mtm)
-            model = args.model or str(mtm.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
+            sys.path.insert(0, str(REPO / "scripts"))
+            import make_tiny_model
+            model = args.model or str(make_tiny_model.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
             small = tmp / "small"
             small.mkdir()
             write_jsonl_atomic(small / f"{M}_stage_a.jsonl", [

@@ -18,20 +18,14 @@ import argparse
 import json
 import random
 import sys
-from collections import OrderedDict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_synthetic_qc import groups_of, read_truth  # noqa: E402  (the ground truth's writer and reader)
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
 from stage_b.prompts import stage_b_messages  # noqa: E402
-
-
-def read_truth(photos: Path) -> list[dict]:
-    path = photos / "ground_truth.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"error: {path} not found; generate photos with scripts/make_synthetic_qc.py first")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
@@ -69,14 +63,6 @@ READING_REQUEST = "请只指出带“备注”的照片编号，没有则回答�
 VERDICT_MODES = ("true", "shuffled", "both")
 
 
-def _groups(photos: Path) -> list[dict]:
-    groups: OrderedDict = OrderedDict()
-    for t in read_truth(photos):
-        g = groups.setdefault(t["group_id"], {"mission": t["mission"], "label": t["label"], "summaries": []})
-        g["summaries"].append(t["summary"])
-    return list(groups.values())
-
-
 def reading_answer(summaries: list[str]) -> str:
     flagged = [f"图片_{i}" for i, s in enumerate(summaries, start=1) if "备注" in s]
     return "有：" + "、".join(flagged) if flagged else "无"
@@ -92,7 +78,7 @@ def stage_b_rows(photos: Path, verdicts: str = "true", seed: int = 0, reading: b
     if verdicts not in VERDICT_MODES:
         raise ValueError(f"verdicts must be one of {VERDICT_MODES}, got {verdicts!r}")
     registry = load_registry()
-    groups = _groups(photos)
+    groups = groups_of(read_truth(photos))
     labels = ["通过" if g["label"] == "pass" else "不通过" for g in groups]
     if verdicts == "shuffled":
         random.Random(seed).shuffle(labels)

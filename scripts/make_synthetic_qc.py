@@ -178,6 +178,26 @@ def generate(out: Path, seed: int, groups_per_label: int, missions=None) -> list
     return truth
 
 
+def read_truth(photos: Path) -> list[dict]:
+    """The rows generate() wrote to photos/ground_truth.jsonl, one per photo."""
+    path = photos / "ground_truth.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} not found; generate photos with scripts/make_synthetic_qc.py first")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def groups_of(truth: list[dict]) -> list[dict]:
+    """Ground-truth photo rows -> one dict per group, in the order the groups were made: group_id,
+    mission, label, and images and summaries in photo order."""
+    groups: dict[str, dict] = {}
+    for t in truth:
+        g = groups.setdefault(t["group_id"], {"group_id": t["group_id"], "mission": t["mission"],
+                                              "label": t["label"], "images": [], "summaries": []})
+        g["images"].append(t["image"])
+        g["summaries"].append(t["summary"])
+    return list(groups.values())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output root (becomes Stage-A --input_dir)")

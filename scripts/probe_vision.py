@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_sft_data import read_truth  # noqa: E402  (the ground-truth reader the SFT rows use)
-from make_synthetic_qc import IRRELEVANT  # noqa: E402
+from make_synthetic_qc import IRRELEVANT, read_truth  # noqa: E402
 
 
 def read_photos(root: Path) -> list[dict]:

@@ -17,6 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_synthetic_qc import groups_of, read_truth  # noqa: E402
 from stage_a.jsonl import iter_jsonl  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.records import normalize_summary, summaries_of  # noqa: E402
@@ -25,9 +27,8 @@ from stage_a.records import normalize_summary, summaries_of  # noqa: E402
 def score(photos: Path, stage_a_dir: Path) -> dict:
     registry = load_registry()
     truth: dict[str, dict[str, list[str]]] = defaultdict(dict)  # mission -> group -> summaries
-    for line in (photos / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        truth[row["mission"]].setdefault(row["group_id"], []).append(normalize_summary(row["summary"]))
+    for g in groups_of(read_truth(photos)):
+        truth[g["mission"]][g["group_id"]] = [normalize_summary(s) for s in g["summaries"]]
     result = {}
     for mission, groups in truth.items():
         written = {}

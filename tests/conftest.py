@@ -1,7 +1,7 @@
 """Session fixtures: tiny random-weight Qwen-VL checkpoints (built once, offline) and synthetic photos."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -14,12 +14,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def load_script(name: str):
-    """Import scripts/<name>.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """scripts/<name>.py as a module, imported the way the scripts import each other (scripts/ on
+    sys.path), so a script and the tests share one copy of it."""
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPO / "scripts"))
+    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="session")

@@ -70,14 +70,9 @@ def fixed_groups(tmp_path_factory, synthetic):
     """8 held-out groups (never seen in SFT), 4 fail and 4 pass, with their ground-truth summaries."""
     root = tmp_path_factory.mktemp("fixed")
     truth = synthetic.generate(root / "photos", seed=1, groups_per_label=2)
-    groups: dict[str, dict] = {}
-    for t in truth:
-        g = groups.setdefault(t["group_id"], {"mission": t["mission"], "label": t["label"], "images": [],
-                                              "summaries": []})
-        g["images"].append(t["image"])
-        g["summaries"].append(t["summary"])
-    fails = [(k, g) for k, g in groups.items() if g["label"] == "fail"][:4]
-    passes = [(k, g) for k, g in groups.items() if g["label"] == "pass"][:4]
+    groups = synthetic.groups_of(truth)
+    fails = [(g["group_id"], g) for g in groups if g["label"] == "fail"][:4]
+    passes = [(g["group_id"], g) for g in groups if g["label"] == "pass"][:4]
     return fails + passes
 
 

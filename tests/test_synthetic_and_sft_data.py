@@ -18,12 +18,9 @@ def test_generator_layout_labels_and_ground_truth(tmp_path, synthetic):
         groups, issues = discover_mission(tmp_path, mission, folders[mission.name], registry)
         assert not issues and Counter(g.label for g in groups) == {"pass": 3, "fail": 3}
         assert all(1 <= len(g.images) <= 6 and g.group_id.startswith("QC-") for g in groups)
-    by_group = {}
-    for t in truth:
-        by_group.setdefault((t["group_id"], t["label"]), []).append(t["summary"])
-    for (gid, label), summaries in by_group.items():
-        has_defect = any("备注" in s for s in summaries)
-        assert has_defect == (label == "fail"), gid   # fail groups carry a defect, pass groups none
+    for g in synthetic.groups_of(truth):
+        has_defect = any("备注" in s for s in g["summaries"])
+        assert has_defect == (g["label"] == "fail"), g["group_id"]  # fail groups carry a defect, pass groups none
     assert synthetic.generate(tmp_path / "again", seed=0, groups_per_label=3) == truth  # same seed, same data
 
 

@@ -1,7 +1,6 @@
 """scripts/make_tiny_model.py: real token ids, valid configs, determinism, and ms-swift running it offline."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import re
@@ -11,20 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _load_script():
-    name = "scripts_make_tiny_model"  # the name tests/conftest.py registers it under
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "make_tiny_model.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-make = _load_script()
+make = load_script("make_tiny_model")
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 
 
