@@ -120,6 +120,8 @@ class SwiftSummaryEngine:
         if self.pre_encodes:
             self._engine_batch_encode = self.engine._batch_encode
             self.engine._batch_encode = self._batch_encode
+            if self.engine.template.use_model:  # what TransformersEngine._infer sets before it encodes
+                self.engine.template.model = self.engine.model
 
     def setup_preparation_thread(self) -> None:
         """Run once on each thread that calls prepare(): torch ops there (the image processor) use one

@@ -1,0 +1,48 @@
+"""The benchmark scripts run and measure like for like (their timings are not tested: they are printed)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def bench(script: str, *args: str, json_out: Path, timeout: int = 600) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, f"scripts/{script}", *args, "--json", str(json_out)], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(json_out.read_text())
+
+
+@pytest.mark.slow
+def test_stage_a_bench_gives_both_sides_the_same_work(tiny_qwen2_5_vl, tmp_path):
+    """Bare and ours get the same photos in the same order, so they generate the same tokens in the same
+    number of decode steps; otherwise their photos/s would not be comparable. vLLM, absent here, is
+    reported as skipped."""
+    result = bench("bench_stage_a.py", "--model", str(tiny_qwen2_5_vl), "--photos", "6", "--batch_sizes", "1", "4",
+                   "--repeats", "1", "--max_new_tokens", "4", "--resume_groups", "20",
+                   "--backends", "transformers", "vllm", "--variants", "ours_encode_inside", json_out=tmp_path / "a.json")
+    rows = result["backends"]["transformers"]
+    assert [r["batch_size"] for r in rows] == [1, 4]
+    for r in rows:
+        sides = [r["bare"], r["ours"], r["ours_encode_inside"]]
+        assert len({(s["photos"], s["tokens"], s["decode_steps"]) for s in sides}) == 1, r
+        assert r["ours"]["encode_seconds"] < r["bare"]["encode_seconds"]  # ours encoded ahead, off the engine's clock
+        assert r["ours_over_bare"] > 0 and set(r["over_bare"]) == {"ours", "ours_encode_inside"}
+    assert rows[0]["bare"]["engine_calls"] == rows[0]["bare"]["photos"]  # batch 1: one call per photo
+    assert "vllm" in result["skipped"] and result["resume"]["groups"] == 20
+
+
+def test_stage_b_bench_measures_rewards_and_rows_without_a_model(tmp_path):
+    result = bench("bench_stage_b.py", "--groups", "300", "--completions", "300", "--steps", "0",
+                   json_out=tmp_path / "b.json")
+    assert set(result["rewards_completions_per_s"]) == {"qc_label", "qc_format", "qc_consistency"}
+    assert all(rate > 0 for rate in result["rewards_completions_per_s"].values())
+    assert result["dataset"]["groups"] == 300
+    assert not any(key.startswith("grpo") for key in result)
