@@ -24,7 +24,6 @@ import resource
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,7 +137,8 @@ def request_order(photos: Path) -> list[Path]:
     from stage_a.discovery import discover_mission, mission_folders
     registry = load_registry()
     mission = registry.resolve(M)
-    groups, _ = discover_mission(photos, mission, mission_folders(photos, registry, [mission], strict_unknown=False)[M], registry)
+    folders = mission_folders(photos, registry, [mission], strict_unknown=False)[M]
+    groups, _ = discover_mission(photos, mission, folders, registry)
     return [photos / rel for g in groups for rel in g.images]
 
 
@@ -219,30 +219,21 @@ def backend_missing(backend: str) -> str | None:
     return None
 
 
-@contextmanager
-def one_preparation_thread(engine):
-    workers, runner.PREPARATION_THREADS = runner.PREPARATION_THREADS, 1
+def with_setting(owner, name: str, value, run):
+    """run() with owner.name set to value, then put back."""
+    before = getattr(owner, name)
+    setattr(owner, name, value)
     try:
-        yield
+        return run()
     finally:
-        runner.PREPARATION_THREADS = workers
+        setattr(owner, name, before)
 
 
-@contextmanager
-def encoding_inside_the_engine(engine):
-    pre_encodes, engine.pre_encodes = engine.pre_encodes, False
-    try:
-        yield
-    finally:
-        engine.pre_encodes = pre_encodes
-
-
-# --variants: each isolates one design choice, timed in the same run as bare and ours.
-# key -> (label, side, setup): side "ours" runs the pipeline under setup, "bare" runs engine.infer.
+# --variants: each isolates one design choice, timed in the same run as bare and ours (key -> label).
 VARIANTS = {
-    "ours_one_thread": ("ours, 1 preparation thread", "ours", one_preparation_thread),
-    "ours_encode_inside": ("ours, encoded in engine", "ours", encoding_inside_the_engine),
-    "bare_preloaded": ("bare, preloaded photos", "bare", None),
+    "ours_one_thread": "ours, 1 preparation thread",
+    "ours_encode_inside": "ours, encoded in engine",
+    "bare_preloaded": "bare, preloaded photos",
 }
 
 
@@ -257,15 +248,17 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
     bench_bare(engine, photos, max(args.batch_sizes), args.max_pixels)  # warm-up, not timed
 
     def run(key, b):
-        out = tmp / f"out-{backend}-{b}"
-        if key == "bare":
-            return bench_bare(engine, photos, b, args.max_pixels)
-        if key == "ours":
-            return bench_ours(engine, model, photos, out, b, args.max_pixels, args.max_new_tokens)
-        if key == "bare_preloaded":
-            return bench_bare(engine, photos, b, args.max_pixels, preloaded=True)
-        with VARIANTS[key][2](engine):
-            return bench_ours(engine, model, photos, out, b, args.max_pixels, args.max_new_tokens)
+        def ours():
+            return bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
+                              args.max_new_tokens)
+        sides = {
+            "bare": lambda: bench_bare(engine, photos, b, args.max_pixels),
+            "ours": ours,
+            "ours_one_thread": lambda: with_setting(runner, "PREPARATION_THREADS", 1, ours),
+            "ours_encode_inside": lambda: with_setting(engine, "pre_encodes", False, ours),
+            "bare_preloaded": lambda: bench_bare(engine, photos, b, args.max_pixels, preloaded=True),
+        }
+        return sides[key]()
 
     rows = []
     for b in args.batch_sizes:
@@ -296,7 +289,7 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
 
 
 def label_of(key: str) -> str:
-    return VARIANTS[key][0] if key in VARIANTS else key
+    return VARIANTS.get(key, key)
 
 
 def print_engine_split(rows: list[dict]) -> None:
