@@ -162,10 +162,10 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, prepare
     Preparing in parallel matters at large batches: the first batch cannot start until all of its
     photos are ready, and ms-swift's bare engine decodes and encodes a batch on up to 32 threads too.
     Measured in one run (scripts/bench_stage_a.py --all_variants --repeats 3, 2-core CPU, tiny model),
-    ours/bare photos/s at batch 1/8/16: 0.994/1.017/1.033 as is, 0.926/0.953/0.969 with one preparation
-    thread, 0.988/1.053/1.055 with ms-swift encoding inside infer (no pre-encoding: two busy cores leave
-    nothing to overlap with here; a GPU leaves the cores free). Worker processes instead of threads were
-    tried and dropped: 0.928/0.968/0.972 (process start-up and pickling)."""
+    ours/bare photos/s at batch 1/8/16 with photos encoded ahead: 0.994/1.017/1.033 with four threads,
+    0.926/0.953/0.969 with one; with ms-swift encoding inside infer (the CPU default, see
+    SwiftSummaryEngine): 0.988/1.053/1.055. Worker processes instead of threads were tried and dropped:
+    0.928/0.968/0.972 (process start-up and pickling)."""
     def put(item):
         while not stop.is_set():
             try:

@@ -76,7 +76,7 @@ def test_cli_end_to_end_writes_the_contract_for_both_architectures(arch, tiny_mo
 def test_batched_summaries_equal_unbatched(arch, tiny_model_factory, photos, tmp_path):
     model = tiny_model_factory(arch)
     engine = SwiftSummaryEngine(resolve_model(str(model)), batch_size=64, max_pixels=SMALL["max_pixels"],
-                                max_new_tokens=12)
+                                max_new_tokens=12, pre_encode=True)  # the GPU default, on both architectures
     summaries = {}
     for batch_size in (1, 8):
         out = tmp_path / f"b{batch_size}"
@@ -108,43 +108,40 @@ def test_parallel_and_serial_photo_preparation_give_the_same_file(tiny_qwen2_5_v
     assert files[4] == files[1]
 
 
-class EncodesInsideTheEngine:
-    """The real engine without prepare(): the runner hands it (messages, image) pairs, as any engine
-    with only summarize() gets, and ms-swift encodes each batch itself."""
-
-    def __init__(self, engine):
-        self.summarize = engine.summarize
+def test_on_a_cpu_ms_swift_encodes_inside_infer_by_default(engine25):
+    """Encoding beside a CPU model competes with its threads (measured 5% slower), so it is off there."""
+    assert engine25.model_device() == "cpu" and not engine25.pre_encodes
 
 
-def test_photos_are_encoded_ahead_so_the_engine_never_encodes_on_its_own(tiny_qwen2_5_vl, photos, engine25,
-                                                                         tmp_path, monkeypatch):
-    """The template encoding runs on the preparation threads, overlapping the model; ms-swift's own
-    batch encode is never called, and the file equals the one made with ms-swift encoding inside infer.
+def test_photos_encoded_ahead_never_reach_ms_swifts_own_encode_and_give_the_same_file(
+        tiny_qwen2_5_vl, photos, engine25, tmp_path, monkeypatch):
+    """With pre-encoding (the default on a GPU) the template runs on the preparation threads and ms-swift's
+    own batch encode is never called; the file equals the one made with ms-swift encoding inside infer.
     Catches the hook going dead (e.g. an ms-swift upgrade renaming `_batch_encode`)."""
-    assert engine25.pre_encodes, "TransformersEngine no longer has _batch_encode; pre-encoding is off"
     calls = []
     inner = engine25._engine_batch_encode
     monkeypatch.setattr(engine25, "_engine_batch_encode", lambda reqs, strict: calls.append(len(reqs)) or inner(reqs, strict))
     files = {}
-    for name, engine in (("ahead", engine25), ("inside", EncodesInsideTheEngine(engine25))):
+    for ahead in (True, False):
+        monkeypatch.setattr(engine25, "pre_encodes", ahead)
         calls.clear()
-        run_stage_a(opts(photos, tmp_path / name, tiny_qwen2_5_vl, batch_size=4), engine=engine)
-        files[name] = ((tmp_path / name / f"{M}_stage_a.jsonl").read_text(), sum(calls))
-    photos_run = sum(1 for _ in photos.rglob("*.jpg"))
-    assert files["ahead"][1] == 0 and files["inside"][1] == photos_run
-    strip = [{k: v for k, v in json.loads(line).items() if k != "created_at"} for line in files["ahead"][0].splitlines()]
-    same = [{k: v for k, v in json.loads(line).items() if k != "created_at"} for line in files["inside"][0].splitlines()]
-    assert strip == same and len(strip) > 0
+        run_stage_a(opts(photos, tmp_path / str(ahead), tiny_qwen2_5_vl, batch_size=4), engine=engine25)
+        lines = (tmp_path / str(ahead) / f"{M}_stage_a.jsonl").read_text().splitlines()
+        files[ahead] = ([{k: v for k, v in json.loads(line).items() if k != "created_at"} for line in lines],
+                        sum(calls))
+    assert files[True][1] == 0 and files[False][1] == sum(1 for _ in photos.rglob("*.jpg"))
+    assert files[True][0] == files[False][0] and len(files[True][0]) > 0
 
 
 def test_preparation_threads_leave_torch_threads_of_later_threads_alone(tiny_qwen2_5_vl, photos, engine25,
-                                                                          tmp_path):
+                                                                          tmp_path, monkeypatch):
     """Preparation threads run torch single-threaded; that must not leak into threads that start torch
     work after the run (torch.set_num_threads also sets the count new threads begin with)."""
     import threading
 
     import torch
     expected = torch.get_num_threads()
+    monkeypatch.setattr(engine25, "pre_encodes", True)  # torch runs on the preparation threads
     run_stage_a(opts(photos, tmp_path / "out", tiny_qwen2_5_vl, batch_size=4), engine=engine25)
     seen = []
     worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
@@ -153,9 +150,11 @@ def test_preparation_threads_leave_torch_threads_of_later_threads_alone(tiny_qwe
     assert torch.get_num_threads() == expected and seen == [expected]
 
 
-def test_a_photo_the_template_refuses_fails_its_group_only(tiny_qwen2_5_vl, engine25, tmp_path):
+@pytest.mark.parametrize("ahead", [True, False], ids=["encoded-ahead", "encoded-in-engine"])
+def test_a_photo_the_template_refuses_fails_its_group_only(ahead, tiny_qwen2_5_vl, engine25, tmp_path, monkeypatch):
     """A photo PIL reads but Qwen-VL cannot take (aspect ratio over 200) fails its own group at the
     summary stage, named; the other groups in the same batch are written."""
+    monkeypatch.setattr(engine25, "pre_encodes", ahead)
     root = tmp_path / "in"
     jpeg(root / M / "审核通过" / "g1" / "1.jpg")
     jpeg(root / M / "审核通过" / "g2" / "1.jpg")
