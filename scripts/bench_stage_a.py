@@ -74,7 +74,7 @@ class EngineTimer:
 
     def __init__(self, engine):
         self.engine, self.patched = engine, {}  # name -> the instance attribute it replaced, if any
-        self.calls = self.requests = self.tokens = self.decode_steps = 0
+        self.calls = self.tokens = self.decode_steps = 0
         self.seconds = self.encode_seconds = self.generate_seconds = 0.0
 
     def _wrap(self, name, account):
@@ -92,10 +92,11 @@ class EngineTimer:
         setattr(self.engine, name, timed)
 
     def __enter__(self):
+        per_batch = hasattr(self.engine, "_infer_full")  # TransformersEngine: `infer` loops over `_infer`
+
         def on_call(responses, dt):  # one batch the model ran
             tokens = [r.usage.completion_tokens for r in responses if hasattr(r, "usage")]
             self.calls += 1
-            self.requests += len(responses)
             self.tokens += sum(tokens)
             self.decode_steps += max(tokens, default=0)
 
@@ -104,7 +105,6 @@ class EngineTimer:
             if not per_batch:
                 on_call(responses, dt)
 
-        per_batch = hasattr(self.engine, "_infer_full")  # TransformersEngine: `infer` loops over `_infer`
         self._wrap("infer", on_infer)
         if per_batch:
             self._wrap("_infer", on_call)
