@@ -31,7 +31,8 @@ from stage_a.discovery import Group  # noqa: E402
 from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.records import make_record  # noqa: E402
-from stage_b.dataset import Source, build_rows  # noqa: E402
+from stage_b.dataset import build_rows
+from stage_b.settings import Selection  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
 
 M = "BBU接地线检查"
@@ -62,7 +63,7 @@ def bench_dataset(folder: Path, n_groups: int) -> dict:
                            created_at="2026-01-01T00:00:00+00:00") for k in range(n_groups))
     write_jsonl_atomic(folder / f"{mission.stage_a_stem}.jsonl", records)
     start = time.perf_counter()
-    rows, counts = build_rows(Source(stage_a_dir=str(folder)), M, "all")
+    rows, counts = build_rows(Selection(stage_a_dir=str(folder), missions=M), "all")
     seconds = time.perf_counter() - start
     start = time.perf_counter()
     from datasets import Dataset

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import yaml
 
+from stage_b.settings import ENV_MISSIONS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "missions.yaml"
-CONFIG_ENV = "GROUP_QC_MISSIONS"  # lets an installed package point at a site-specific registry
+CONFIG_ENV = ENV_MISSIONS  # lets an installed package point at a site-specific registry
 LABELS = ("pass", "fail")
 
 

@@ -3,16 +3,16 @@
 Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
 Each row: `messages` (system + user, text only), `solution` (`通过`|`不通过` from `label`), `mission`,
 `group_id`, `summaries`. Split by group-id hash (stage_b.split), the same everywhere.
-ms-swift reaches this through swift_plugins/qc_plugin.py; settings come from the environment so a
-`swift rlhf` YAML can carry them in its `ENV:` block.
+The selection (input, missions, split, balancing) is `stage_b.settings.Selection`; ms-swift reaches this
+through swift_plugins/qc_plugin.py, which reads it from the GROUP_QC_* environment.
 """
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from stage_a.jsonl import iter_jsonl
@@ -20,58 +20,34 @@ from stage_a.missions import Registry, load_registry
 from stage_a.records import RecordError, summaries_of, validate_record
 
 from .prompts import stage_b_messages
-from .split import DEFAULT_VAL_RATIO, check_ratio, in_split
+from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, Selection
+from .split import in_split
 from .verdict import FAIL, PASS
 
 log = logging.getLogger("group_qc.stage_b")
-
-ENV_STAGE_A_DIR = "GROUP_QC_STAGE_A_DIR"      # folder of <mission>_stage_a.jsonl files
-ENV_STAGE_A_FILES = "GROUP_QC_STAGE_A_FILES"  # comma-separated files or globs (wins over the folder)
-ENV_VAL_RATIO = "GROUP_QC_VAL_RATIO"
-ENV_SPLIT_SEED = "GROUP_QC_SPLIT_SEED"
-ENV_BALANCE = "GROUP_QC_BALANCE_LABELS"       # 1: train rows alternate 不通过/通过 (see balance_by_label)
 
 
 class DatasetError(ValueError):
     """A Stage-B selection that cannot be built (names the path or mission and what to do)."""
 
 
-@dataclass(frozen=True)
-class Source:
-    stage_a_dir: str | None = None
-    files: tuple[str, ...] = ()
-    val_ratio: float = DEFAULT_VAL_RATIO
-    seed: int = 0
-    balance_labels: bool = False
-
-    @classmethod
-    def from_env(cls) -> "Source":
-        files = tuple(f.strip() for f in os.environ.get(ENV_STAGE_A_FILES, "").split(",") if f.strip())
-        balance = os.environ.get(ENV_BALANCE, "0").strip().lower()
-        if balance not in ("0", "1", "true", "false", ""):
-            raise DatasetError(f"{ENV_BALANCE}={balance!r}: use 1 (alternate verdicts in training order) or 0")
-        return cls(stage_a_dir=os.environ.get(ENV_STAGE_A_DIR) or None, files=files,
-                   val_ratio=check_ratio(os.environ.get(ENV_VAL_RATIO, DEFAULT_VAL_RATIO)),
-                   seed=int(os.environ.get(ENV_SPLIT_SEED, "0")), balance_labels=balance in ("1", "true"))
-
-
-def stage_a_files(source: Source, missions: list, registry: Registry) -> list[Path]:
+def stage_a_files(source: Selection, missions: list, registry: Registry) -> list[Path]:
     """The Stage-A files a selection reads; every wrong path is an error naming it."""
     if source.files:
         paths = []
         for pattern in source.files:
             matched = sorted(glob.glob(os.path.expanduser(pattern)))
             if not matched:
-                raise DatasetError(f"Stage-A file or glob {pattern!r} matches nothing "
-                                   f"(set {ENV_STAGE_A_FILES} to existing <mission>_stage_a.jsonl files)")
+                raise DatasetError(f"Stage-A file or glob {pattern!r} (from {source.where('files')}) matches "
+                                   f"nothing: name existing <mission>_stage_a.jsonl files")
             paths += [Path(p) for p in matched if p.endswith(".jsonl") and not p.endswith(".errors.jsonl")]
         return paths
     if not source.stage_a_dir:
-        raise DatasetError(f"no Stage-A input: set {ENV_STAGE_A_DIR}=<Stage-A output_dir> "
-                           f"or {ENV_STAGE_A_FILES}=<files or globs>")
+        raise DatasetError(f"no Stage-A input: pass --stage_a_dir (or set {ENV_STAGE_A_DIR}) to the Stage-A "
+                           f"output_dir, or --stage_a_files ({ENV_STAGE_A_FILES}) to files or globs")
     folder = Path(source.stage_a_dir).expanduser()
     if not folder.is_dir():
-        raise DatasetError(f"Stage-A folder {folder} does not exist ({ENV_STAGE_A_DIR})")
+        raise DatasetError(f"Stage-A folder {folder} (from {source.where('stage_a_dir')}) does not exist")
     paths, missing = [], []
     for mission in missions:
         path = folder / f"{mission.stage_a_stem}.jsonl"
@@ -81,17 +57,17 @@ def stage_a_files(source: Source, missions: list, registry: Registry) -> list[Pa
             shards = list(folder.glob(f"{mission.stage_a_stem}.shard-*.jsonl"))
             hint = " (shard parts found: run python -m stage_a.merge first)" if shards else ""
             missing.append(f"{path}{hint}")
-    if missing and (len(missions) < len(registry.missions) or not paths):
+    if missing and (not is_all(source.missions) or not paths):  # a mission asked for by name must be there
         raise DatasetError("missing Stage-A output: " + "; ".join(missing))
     for m in missing:
         log.warning("no Stage-A output for a mission, left out of 'all': %s", m)
     return paths
 
 
-def load_records(source: Source, missions="all", registry: Registry | None = None) -> list[dict]:
+def load_records(source: Selection, registry: Registry | None = None) -> list[dict]:
     """Validated Stage-A records of the selected missions, canonical mission names, file order."""
     registry = registry or load_registry()
-    chosen = registry.select(missions)
+    chosen = registry.select(source.missions)
     wanted = {m.name for m in chosen}
     records, seen = [], {}
     for path in stage_a_files(source, chosen, registry):
@@ -124,27 +100,39 @@ def row_from_record(record: dict, registry: Registry) -> dict:
     }
 
 
-def build_rows(source: Source, missions="all", split: str = "train", registry: Registry | None = None,
+def is_all(missions) -> bool:
+    return isinstance(missions, str) and missions.strip().lower() == "all"
+
+
+def ids_digest(group_ids) -> str:
+    """A short, order-free fingerprint of a set of group ids (logs and group_qc_run.json compare it)."""
+    return hashlib.sha256("\n".join(sorted(group_ids)).encode("utf-8")).hexdigest()[:16]
+
+
+def build_rows(source: Selection, split: str = "train", registry: Registry | None = None,
                allow_empty: bool = False) -> tuple[list[dict], dict]:
-    """Rows of one split and per-mission counts {mission: {"groups", "rows"}}; logs the counts.
-    An empty split is an error (training on nothing is a wiring bug) unless allow_empty."""
+    """Rows of one split and per-mission counts {mission: {"groups", "rows", "ids"}} (ids: the split's
+    group ids); logs the counts. An empty split is an error (training on nothing is a wiring bug)
+    unless allow_empty."""
     registry = registry or load_registry()
-    records = load_records(source, missions, registry)
+    records = load_records(source, registry)
     counts: dict[str, dict] = {}
     rows = []
     for record in records:
-        c = counts.setdefault(record["mission"], {"groups": 0, "rows": 0})
+        c = counts.setdefault(record["mission"], {"groups": 0, "rows": 0, "ids": []})
         c["groups"] += 1
         if in_split(record["group_id"], split, source.val_ratio, source.seed):
             rows.append(row_from_record(record, registry))
             c["rows"] += 1
+            c["ids"].append(record["group_id"])
     for mission, c in counts.items():
-        log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (val_ratio %.2f)",
-                 split, mission, c["groups"], c["rows"], split, c["groups"] - c["rows"], source.val_ratio)
+        log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (%s; ids %s)",
+                 split, mission, c["groups"], c["rows"], split, c["groups"] - c["rows"], source.describe_split(),
+                 ids_digest(c["ids"]))
     if not rows and not allow_empty:
-        raise DatasetError(f"the {split} split of the selection {missions!r} is empty "
+        raise DatasetError(f"the {split} split of the selection {source.missions!r} is empty "
                            f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "
-                           f"val_ratio {source.val_ratio})")
+                           f"{source.describe_split()})")
     if source.balance_labels and split == "train" and rows:
         before = len(rows)
         rows = balance_by_label(rows, source.seed)

@@ -1,11 +1,15 @@
 """`python -m stage_b.evaluate`: held-out verdict quality per mission.
 
-    python -m stage_b.evaluate --model DIR [--adapters CKPT] --stage_a_dir DIR [--mission all]
+    python -m stage_b.evaluate --model DIR [--adapters RUN/checkpoint-N] [--stage_a_dir DIR] [--mission all]
                                [--split val] --output_dir DIR [--overwrite]
     python -m stage_b.evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
 
 Generates greedy verdicts for the split (the same group-id hash split as training) through an ms-swift
 engine, in batches, and writes predictions.jsonl, metrics.json and report.md (stage_b.metrics).
+
+Given an adapter from a GRPO run, the run's group_qc_run.json supplies the Stage-A input, missions and
+split unless a flag or GROUP_QC_* variable says otherwise, and any group the run trained on is refused
+(--allow_train_overlap scores it anyway and the report says so).
 """
 from __future__ import annotations
 
@@ -17,10 +21,11 @@ from pathlib import Path
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
-from .dataset import DatasetError, Source, build_rows
+from .dataset import DatasetError, build_rows, stage_a_files
 from .metrics import compute_metrics
 from .rewards import REWARDS
-from .split import DEFAULT_VAL_RATIO
+from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
+from .settings import Selection, add_selection_args
 from .verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
@@ -76,11 +81,18 @@ def _ci(ci) -> str:
 
 
 def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5) -> str:
-    lines = [f"# Verdict evaluation: {title}", "",
-             "Miss = a defective (审核不通过) group judged 通过; overkill = a good (审核通过) group judged 不通过. "
-             "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
-             "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
-             "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
+    data = metrics.get("data") or {}
+    lines = [f"# Verdict evaluation: {title}", ""]
+    if data:
+        lines += [f"Data: the {data['split']} split, {data['split_settings']}"
+                  + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".", ""]
+    if data.get("train_overlap"):
+        lines += [f"**WARNING: {data['train_overlap']} of these groups were in the training run's train split "
+                  f"(--allow_train_overlap): these numbers overstate held-out quality.**", ""]
+    lines += ["Miss = a defective (审核不通过) group judged 通过; overkill = a good (审核通过) group judged 不通过. "
+              "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
+              "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
+              "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in [*metrics["per_mission"].items(), ("**overall**", metrics["overall"])]:
         lines.append(f"| {name} | {m['n']} | {_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
                      f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
@@ -104,8 +116,11 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str) -> dict:
+def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
+                  data: dict | None = None) -> dict:
     metrics = compute_metrics(predictions, missions)
+    if data:
+        metrics["data"] = data   # which groups were scored, and why these
     write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
     (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
     (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
@@ -120,16 +135,31 @@ def prepare_output_dir(path: Path, overwrite: bool) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
+def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool):
+    """The rows to score and what metrics.json records about them; refuses groups the run trained on."""
+    rows, counts = build_rows(selection, split, allow_empty=True)
+    overlap = train_overlap(run, run_path, rows) if run else []
+    if overlap and not allow_overlap:
+        raise EvaluationError(
+            f"{len(overlap)} of the {len(rows)} groups of the {split} split were in the training run's train split "
+            f"(evaluation: {selection.describe_split()}; training: {run_selection(run, run_path).describe_split()}). "
+            f"Drop --val_ratio/--split_seed and unset GROUP_QC_VAL_RATIO/GROUP_QC_SPLIT_SEED to score the run's "
+            f"validation groups, or pass --allow_train_overlap to score them anyway (the report will say so)")
+    data = {"split": split, "split_settings": selection.describe_split(), "selection": selection.to_record(),
+            "run": str(run_path) if run_path else None, "train_overlap": len(overlap),
+            "groups": {m: c["rows"] for m, c in counts.items()}}
+    return rows, counts, data
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m stage_b.evaluate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="checkpoint folder (base or merged)")
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
-    p.add_argument("--stage_a_dir", help="folder of <mission>_stage_a.jsonl")
-    p.add_argument("--mission", default="all", help="a mission, a comma-separated list, or 'all'")
+    add_selection_args(p)
     p.add_argument("--split", default="val", choices=["train", "val", "all"])
-    p.add_argument("--val_ratio", type=float, default=DEFAULT_VAL_RATIO, help="as in training")
-    p.add_argument("--split_seed", type=int, default=0, help="as in training")
+    p.add_argument("--allow_train_overlap", action="store_true",
+                   help="score groups the adapter's training run trained on (refused otherwise)")
     p.add_argument("--predictions", help="re-score this predictions.jsonl; no model is loaded")
     p.add_argument("--output_dir", required=True)
     p.add_argument("--overwrite", action="store_true")
@@ -138,20 +168,31 @@ def main(argv=None) -> int:
     p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     args = p.parse_args(argv)
     output_dir = Path(args.output_dir)
+    data = None
     try:
         if args.predictions:
             predictions = read_predictions(Path(args.predictions))
             prepare_output_dir(output_dir, args.overwrite)
             missions, title = [], f"re-scored {args.predictions}"
         else:
-            if not args.model or not args.stage_a_dir:
-                raise EvaluationError("--model and --stage_a_dir are required (or --predictions to re-score)")
+            if not args.model:
+                raise EvaluationError("--model is required (or --predictions to re-score)")
             from stage_a.missions import load_registry
             from .generate import VerdictEngine
-            missions = [m.name for m in load_registry().select(args.mission)]
-            rows, counts = build_rows(Source(stage_a_dir=args.stage_a_dir, val_ratio=args.val_ratio,
-                                             seed=args.split_seed), args.mission, args.split, allow_empty=True)
-            missions = [m for m in missions if m in counts]
+            selection, run, run_path, notes = selection_for(args, args.adapters)
+            for note in notes:
+                print(f"note: {note}", file=sys.stderr)
+            rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap)
+            registry = load_registry()
+            chosen = registry.select(selection.missions)
+            if run:
+                changed = stage_a_changes(run, stage_a_files(selection, chosen, registry))
+                if changed:
+                    print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
+                          f"check counts every group the run's split puts in train", file=sys.stderr)
+            print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
+                  + (f" (training run {run_path})" if run else ""))
+            missions = [m.name for m in chosen if m.name in counts]
             prepare_output_dir(output_dir, args.overwrite)
             engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
@@ -161,7 +202,7 @@ def main(argv=None) -> int:
     except (EvaluationError, DatasetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    metrics = write_outputs(output_dir, predictions, missions, title)
+    metrics = write_outputs(output_dir, predictions, missions, title, data)
     o = metrics["overall"]
     print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "
           f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']} -> {output_dir}/report.md")

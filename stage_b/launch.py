@@ -1,10 +1,18 @@
 """The `swift rlhf` command for Stage-B GRPO, built from configs/stage_b_grpo.yaml plus the run's
-choices (scripts/run_grpo.sh calls this). Pure: builds (environment, argv); `main` prints or runs it.
+choices (scripts/run_grpo.sh calls this). `build_command` is pure; `main` checks the data, then prints or runs.
 
-    python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… output_dir=… lora_last_k=4
-                             num_generations=… prompts_per_step=… max_steps=… deepspeed=zero2|zero3|zero3_offload|none
-                             rollout=colocate|server vllm_server=HOST:PORT config=… dry_run=1 extra="--flags"]
+    python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… val_ratio=… split_seed=…
+                             output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
+                             val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
+                             rollout=colocate|server vllm_server=HOST:PORT config=… nproc=N dry_run=1
+                             extra="--flags"]
 
+Settings reach the run in this order of precedence: key=value arguments here, then GROUP_QC_* variables
+exported in your environment, then the YAML's ENV block (its defaults). A variable that overrides the
+YAML is named on stderr.
+
+val=1 (the YAML's default) evaluates group_qc_val greedily every eval_steps and keeps the checkpoint with
+the best qc_val/balanced_accuracy. cuda=cpu nproc=2 trains data-parallel in two CPU processes (gloo).
 rollout=server trains against a separate vLLM rollout server (start it first on other GPUs with the
 `swift rollout` command that dry_run prints); colocate (the YAML default) runs vLLM inside the trainers.
 
@@ -25,40 +33,84 @@ import yaml
 from stage_a.engine import resolve_model
 from stage_a.missions import load_registry
 
+from .dataset import build_rows
 from .lora import target_regex
+from .settings import (ENV_LORA_LAST_K, ENV_SPLIT_SEED, ENV_STAGE_A_DIR, ENV_VAL_RATIO, parse_flag, parse_seed,
+                       selection_from)
+from .training_signal import BEST_METRIC
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "configs" / "stage_b_grpo.yaml"
 GPU_ONLY = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "sleep_level",
             "deepspeed", "offload_model", "offload_optimizer", "vllm_server_host", "vllm_server_port")
 COLOCATE_ONLY = ("vllm_gpu_memory_utilization", "sleep_level")
+# What val=1 adds (and val=0 removes): ms-swift evaluates group_qc_val every eval_steps; the plugin makes
+# that greedy and logs eval_qc_val/*; HF's metric_for_best_model keeps the best checkpoint.
+VAL_ARGS = {"eval_strategy": "steps", "num_generations_eval": 1, "metric_for_best_model": BEST_METRIC,
+            "greater_is_better": True}
+VAL_KEYS = ("val_dataset", "eval_steps", "per_device_eval_batch_size", *VAL_ARGS)
+DEFAULT_EVAL_STEPS = 100
 DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
 ROLLOUTS = ("colocate", "server")
-SETTINGS = ("mission", "cuda", "stage_a_dir", "model", "output_dir", "lora_last_k", "num_generations",
-            "prompts_per_step", "max_steps", "deepspeed", "rollout", "vllm_server", "config", "dry_run", "extra")
+SETTINGS = ("mission", "cuda", "nproc", "stage_a_dir", "val_ratio", "split_seed", "model", "output_dir",
+            "lora_last_k", "num_generations", "prompts_per_step", "max_steps", "val", "eval_steps", "deepspeed",
+            "rollout", "vllm_server", "config", "dry_run", "extra")
+ENV_SETTINGS = {"stage_a_dir": ENV_STAGE_A_DIR, "val_ratio": ENV_VAL_RATIO, "split_seed": ENV_SPLIT_SEED,
+                "lora_last_k": ENV_LORA_LAST_K}
 
 
-def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_dir: str | None = None,
-                  output_dir: str | None = None, lora_last_k: int = 4, num_generations: int | None = None,
-                  prompts_per_step: int | None = None, max_steps: int | None = None,
-                  deepspeed: str | None = None, rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
-                  config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None) -> tuple[dict, list[str]]:
-    """(environment additions, argv after `swift`). Raises ValueError on a bad mission or K."""
+def read_config(config) -> tuple[dict, dict]:
+    """(ENV block, arguments) of a `swift rlhf` YAML."""
+    with open(config, encoding="utf-8") as f:
+        cfg = yaml.safe_load(f) or {}
+    return {k: str(v) for k, v in (cfg.pop("ENV", None) or {}).items()}, cfg
+
+
+def run_environment(yaml_env: dict, environ, explicit: dict) -> tuple[dict, list[str]]:
+    """The variables the run gets on top of `environ`: the YAML's ENV unless exported, then the explicit
+    key=value settings. Notes name every exported variable that overrides the YAML."""
+    env, notes = {}, []
+    for key, value in yaml_env.items():
+        if key in environ:
+            if environ[key] != value:
+                notes.append(f"{key}={environ[key]} from your environment overrides the YAML's {value}")
+            continue
+        env[key] = value
+    for key, value in explicit.items():
+        if key in environ and environ[key] != value:
+            notes.append(f"{key}={value} from the command line overrides your environment's {environ[key]}")
+        env[key] = value
+    return env, notes
+
+
+def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: int | None = None,
+                  stage_a_dir: str | None = None, val_ratio: str | None = None, split_seed: str | None = None,
+                  output_dir: str | None = None, lora_last_k: int | None = None, num_generations: int | None = None,
+                  prompts_per_step: int | None = None, max_steps: int | None = None, val: str | None = None,
+                  eval_steps: int | None = None, val_groups: int | None = None, deepspeed: str | None = None,
+                  rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
+                  config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None,
+                  environ=None) -> tuple[dict, list[str], list[str]]:
+    """(environment additions, argv after `swift`, notes). Raises ValueError on a bad setting.
+    `val_groups`: the validation split's size, to fit the evaluation batch to it."""
+    environ = os.environ if environ is None else environ
     registry = load_registry()
     missions = registry.select(mission)  # unknown mission: error naming the known ones
     selection = "all" if mission.strip().lower() == "all" else "/".join(m.name for m in missions)
-    with open(config, encoding="utf-8") as f:
-        cfg = yaml.safe_load(f) or {}
-    env = {k: str(v) for k, v in (cfg.pop("ENV", None) or {}).items()}
-    env["GROUP_QC_LORA_LAST_K"] = str(lora_last_k)
-    if stage_a_dir:
-        env["GROUP_QC_STAGE_A_DIR"] = str(stage_a_dir)
+    yaml_env, args = read_config(config)
+    explicit = {ENV_SETTINGS[k]: str(v) for k, v in
+                dict(stage_a_dir=stage_a_dir, val_ratio=val_ratio, split_seed=split_seed, lora_last_k=lora_last_k).items()
+                if v is not None}
+    env, notes = run_environment(yaml_env, environ, explicit)
+    merged = {**environ, **env}
+    selection_from(environ=merged)   # a bad GROUP_QC_* value stops here, naming the variable
+    k = merged.get(ENV_LORA_LAST_K, "").strip()
+    k = parse_seed(k, ENV_LORA_LAST_K) if k else 4
+    env[ENV_LORA_LAST_K] = str(k)
     spec = resolve_model(str(model))  # clear error for a wrong path; model_type/template from config.json
-    args = dict(cfg)
     args.setdefault("model_type", spec.model_type)
     args.setdefault("template", spec.template)  # a local Qwen2.5-VL matches two templates: be explicit
-    args.update(model=str(model), target_regex=target_regex(model, int(lora_last_k)),
-                dataset=f"group_qc_train:{selection}")
+    args.update(model=str(model), target_regex=target_regex(model, k), dataset=f"group_qc_train:{selection}")
     if output_dir:
         args["output_dir"] = str(output_dir)
     if num_generations:
@@ -80,8 +132,7 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_d
             for key in COLOCATE_ONLY:
                 args.pop(key, None)
             args.update(vllm_server_host=host, vllm_server_port=int(port))
-    if prompts_per_step and cuda != "cpu":
-        args["per_device_train_batch_size"] = int(args.get("num_generations", 8)) * int(prompts_per_step)
+    processes = 1
     if cuda == "cpu":
         for key in GPU_ONLY:
             args.pop(key, None)
@@ -91,16 +142,49 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", stage_a_d
         args.update(torch_dtype="float32", per_device_train_batch_size=g * int(prompts_per_step or 2),
                     gradient_accumulation_steps=1, report_to="none")
         env["CUDA_VISIBLE_DEVICES"] = ""
+        processes = int(nproc or 1)
+        if processes > 1:  # accelerate runs data-parallel on CPU only when told so (use_cpu), with gloo
+            args.update(use_cpu=True, ddp_backend="gloo")
+            env["NPROC_PER_NODE"] = str(processes)
     else:
+        if nproc:
+            raise ValueError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
+        if prompts_per_step:
+            args["per_device_train_batch_size"] = int(args.get("num_generations", 8)) * int(prompts_per_step)
         devices = [d for d in cuda.split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
-        if len(devices) > 1:
-            env["NPROC_PER_NODE"] = str(len(devices))
+        processes = len(devices)
+        if processes > 1:
+            env["NPROC_PER_NODE"] = str(processes)
+    use_val = parse_flag(val, "val") if val is not None else "val_dataset" in args
+    if use_val:
+        steps = int(eval_steps or args.get("eval_steps") or DEFAULT_EVAL_STEPS)
+        args.update(VAL_ARGS, val_dataset=f"group_qc_val:{selection}", eval_steps=steps, save_steps=steps)
+        batch = int(args.get("per_device_eval_batch_size") or args["per_device_train_batch_size"])
+        if val_groups is not None:  # ms-swift refuses an eval batch larger than the split
+            batch = max(1, min(batch, val_groups // processes))
+        args["per_device_eval_batch_size"] = batch
+    else:
+        for key in VAL_KEYS:
+            args.pop(key, None)
     argv = ["rlhf"]
     for key, value in args.items():
         argv.append(f"--{key}")
         argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
-    return env, argv + list(extra or [])
+    return env, argv + list(extra or []), notes
+
+
+def check_data(env: dict, mission: str, use_val: bool, environ=None) -> int:
+    """Builds the rows the run will read, before any model loads: a missing folder, an unknown mission or an
+    empty split fails here in seconds. Returns the number of validation groups."""
+    environ = os.environ if environ is None else environ
+    selection = selection_from({"mission": mission}, environ={**environ, **env})
+    build_rows(selection, "train")
+    val_rows, _ = build_rows(selection, "val", allow_empty=True)
+    if use_val and not val_rows:
+        raise ValueError(f"val=1 evaluates the validation split during training, but it is empty "
+                         f"({selection.describe_split()}): set val=0, or a val_ratio above 0")
+    return len(val_rows)
 
 
 def parse_settings(tokens: list[str]) -> dict:
@@ -124,10 +208,15 @@ def main(argv=None) -> int:
         s = parse_settings(tokens)
         dry_run = s.pop("dry_run", "0") == "1"
         extra = shlex.split(s.pop("extra", ""))
-        env, swift_argv = build_command(extra=extra, **s)
+        env, swift_argv, notes = build_command(extra=extra, **s)
+        use_val = "--val_dataset" in swift_argv
+        val_groups = check_data(env, s.get("mission", "all"), use_val)
+        env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     swift = shutil.which("swift", path=str(Path(sys.executable).parent)) or "swift"
     if dry_run:
         if s.get("rollout") == "server":
@@ -136,8 +225,7 @@ def main(argv=None) -> int:
                   f"{s.get('vllm_server', '127.0.0.1:8000').rpartition(':')[2]} --vllm_data_parallel_size <n>")
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([swift, *swift_argv]))
         return 0
-    # Explicit settings win over the YAML's ENV defaults; the caller's own environment wins over both
-    # only for keys the run did not set (e.g. NNODES, MASTER_ADDR for multi-node).
+    # key=value settings win over exported variables, which win over the YAML's ENV (run_environment).
     os.execvpe(swift, [swift, *swift_argv], {**os.environ, **env})
     return 0  # not reached
 

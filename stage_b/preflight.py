@@ -13,9 +13,10 @@ import json
 import sys
 from collections import defaultdict
 
-from .dataset import DatasetError, Source, build_rows
+from .dataset import DatasetError, build_rows
 from .rewards import REWARDS
-from .split import DEFAULT_VAL_RATIO
+from .run_record import selection_for
+from .settings import add_selection_args
 
 ZERO_ADVANTAGE_WARN = 0.5
 
@@ -83,10 +84,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="the GRPO starting checkpoint (local folder)")
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA adapter(s) on top of --model")
-    p.add_argument("--stage_a_dir", required=True, help="folder of <mission>_stage_a.jsonl")
-    p.add_argument("--mission", default="all", help="a mission, a comma-separated list, or 'all'")
+    add_selection_args(p)
     p.add_argument("--split", default="train", choices=["train", "val", "all"])
-    p.add_argument("--val_ratio", type=float, default=DEFAULT_VAL_RATIO, help="as in training")
     p.add_argument("--groups", type=int, default=16, help="groups per mission")
     p.add_argument("--num_generations", type=int, default=8, help="samples per group, as in training")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, as in training")
@@ -103,7 +102,10 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     try:
-        rows, _ = build_rows(Source(stage_a_dir=args.stage_a_dir, val_ratio=args.val_ratio), args.mission, args.split)
+        selection, _, _, notes = selection_for(args, args.adapters)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        rows, _ = build_rows(selection, args.split)
         from .generate import VerdictEngine
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,

@@ -1,5 +1,6 @@
 """Stage-B prompts, split and rows, read from JSONL written by Stage-A's writer (all four missions)."""
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -7,7 +8,8 @@ from stage_a.discovery import Group
 from stage_a.jsonl import JsonlAppender
 from stage_a.missions import load_registry
 from stage_a.records import make_record
-from stage_b.dataset import DatasetError, Source, balance_by_label, build_rows
+from stage_b.dataset import DatasetError, balance_by_label, build_rows
+from stage_b.settings import Selection, SettingError, selection_from
 from stage_b.prompts import stage_b_messages
 from stage_b.split import check_ratio, split_of
 
@@ -63,11 +65,11 @@ def test_bad_ratio(ratio):
 
 def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
     folder = write_stage_a(tmp_path / "sa")
-    source = Source(stage_a_dir=str(folder), val_ratio=0.3)
+    source = Selection(stage_a_dir=str(folder), val_ratio=0.3)
     with caplog.at_level(logging.INFO, logger="group_qc.stage_b"):
-        train, counts = build_rows(source, "all", "train")
-        val, _ = build_rows(source, "all", "val")
-        everything, _ = build_rows(source, "all", "all")
+        train, counts = build_rows(source, "train")
+        val, _ = build_rows(source, "val")
+        everything, _ = build_rows(source, "all")
     assert set(counts) == set(MISSIONS) and all(c["groups"] == 10 for c in counts.values())
     assert len(train) + len(val) == len(everything) == 40
     assert not {(r["mission"], r["group_id"]) for r in train} & {(r["mission"], r["group_id"]) for r in val}
@@ -80,51 +82,52 @@ def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
 
 def test_one_mission_by_alias_and_explicit_globs(tmp_path):
     folder = write_stage_a(tmp_path / "sa")
-    rows, counts = build_rows(Source(stage_a_dir=str(folder)), "BBU线缆布放", "all")
+    rows, counts = build_rows(Selection(stage_a_dir=str(folder), missions="BBU线缆布放"), "all")
     assert set(counts) == {"BBU线缆布放要求"} and len(rows) == 10
-    rows, counts = build_rows(Source(files=(str(folder / "BBU*_stage_a.jsonl"),)), "all", "all")
+    rows, counts = build_rows(Selection(files=(str(folder / "BBU*_stage_a.jsonl"),)), "all")
     assert set(counts) == {"BBU安装方式检查（正装）", "BBU接地线检查", "BBU线缆布放要求"}
 
 
 def test_alias_in_older_records_is_canonicalised(tmp_path):
     folder = write_stage_a(tmp_path / "sa", mission_field="BBU线缆布放")
-    rows, counts = build_rows(Source(files=(str(folder / "挡风板安装检查_stage_a.jsonl"),)), "all", "all")
+    rows, counts = build_rows(Selection(files=(str(folder / "挡风板安装检查_stage_a.jsonl"),)), "all")
     assert set(counts) == {"BBU线缆布放要求"}
 
 
 @pytest.mark.parametrize("setup, missions, message", [
-    (lambda d: Source(stage_a_dir=str(d / "nope")), "all", "does not exist"),
-    (lambda d: Source(), "all", "no Stage-A input"),
-    (lambda d: Source(files=(str(d / "*.jsonlx"),)), "all", "matches nothing"),
-    (lambda d: Source(stage_a_dir=str(d)), "RRU安装检查", "unknown mission 'RRU安装检查'; known missions"),
-    (lambda d: Source(stage_a_dir=str(d)), "BBU接地线检查", "missing Stage-A output: .*BBU接地线检查_stage_a.jsonl"),
+    (lambda d: Selection(stage_a_dir=str(d / "nope")), "all", "does not exist"),
+    (lambda d: Selection(), "all", "no Stage-A input"),
+    (lambda d: Selection(files=(str(d / "*.jsonlx"),)), "all", "matches nothing"),
+    (lambda d: Selection(stage_a_dir=str(d)), "RRU安装检查", "unknown mission 'RRU安装检查'; known missions"),
+    (lambda d: Selection(stage_a_dir=str(d)), "BBU接地线检查", "missing Stage-A output: .*BBU接地线检查_stage_a.jsonl"),
 ])
 def test_wrong_selection_is_a_clear_error(tmp_path, setup, missions, message):
     with pytest.raises(ValueError, match=message):
-        build_rows(setup(tmp_path), missions, "all")
+        build_rows(replace(setup(tmp_path), missions=missions), "all")
 
 
 def test_unmerged_shards_are_pointed_out(tmp_path):
     (tmp_path / "BBU接地线检查_stage_a.shard-00000-of-00002.jsonl").write_text("")
     with pytest.raises(DatasetError, match="run python -m stage_a.merge first"):
-        build_rows(Source(stage_a_dir=str(tmp_path)), "BBU接地线检查", "all")
+        build_rows(Selection(stage_a_dir=str(tmp_path), missions="BBU接地线检查"), "all")
 
 
 def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_path):
     folder = write_stage_a(tmp_path / "sa")
     path = folder / "BBU接地线检查_stage_a.jsonl"
+    one = Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
     with path.open("a", encoding="utf-8") as f:
         f.write('{"group_id": "torn", "mission": "BBU接')
-    rows, _ = build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+    rows, _ = build_rows(one, "all")
     assert len(rows) == 10
     lines = path.read_text(encoding="utf-8").splitlines()
     path.write_text("\n".join(lines[:3] + [lines[3].replace('"label": "fail"', '"label": "bad"')] + lines[4:10]) + "\n",
                     encoding="utf-8")
     with pytest.raises(DatasetError, match=r"BBU接地线检查_stage_a.jsonl:4: .*label must be"):
-        build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+        build_rows(one, "all")
     path.write_text("\n".join(lines[:10] + lines[:1]) + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="appears twice"):
-        build_rows(Source(stage_a_dir=str(folder)), "BBU接地线检查", "all")
+        build_rows(one, "all")
 
 
 def _labelled_rows(fails, passes):
@@ -151,17 +154,14 @@ def test_balanced_order_alternates_verdicts_so_every_even_window_is_half_fails(f
         assert balance_by_label(rows, seed=4) != out
 
 
-def test_balance_applies_to_the_train_split_only_and_bad_setting_is_refused(tmp_path, monkeypatch):
+def test_balance_applies_to_the_train_split_only_and_bad_setting_is_refused(tmp_path):
     folder = write_stage_a(tmp_path / "sa", groups_per_mission=12)
-    monkeypatch.setenv("GROUP_QC_STAGE_A_DIR", str(folder))
-    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "1")
-    source = Source.from_env()
+    source = selection_from(environ={"GROUP_QC_STAGE_A_DIR": str(folder), "GROUP_QC_BALANCE_LABELS": "1"})
     assert source.balance_labels
-    train, _ = build_rows(source, "all", "train")
-    val, _ = build_rows(source, "all", "val")
-    plain_val, _ = build_rows(Source(stage_a_dir=str(folder)), "all", "val")
+    train, _ = build_rows(source, "train")
+    val, _ = build_rows(source, "val")
+    plain_val, _ = build_rows(Selection(stage_a_dir=str(folder)), "val")
     assert [r["solution"] for r in train[:6]] == ["不通过", "通过"] * 3
     assert val == plain_val  # evaluation sees every held-out group once, in file order
-    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "yes please")
-    with pytest.raises(DatasetError, match="GROUP_QC_BALANCE_LABELS"):
-        Source.from_env()
+    with pytest.raises(SettingError, match="GROUP_QC_BALANCE_LABELS='yes please'"):
+        selection_from(environ={"GROUP_QC_BALANCE_LABELS": "yes please"})

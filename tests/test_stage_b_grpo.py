@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stage_b.dataset import Source, build_rows
+from stage_b.dataset import build_rows
+from stage_b.settings import Selection
 from stage_b.launch import build_command
 from stage_b.lora import layer_of
 
@@ -57,7 +58,7 @@ def _rewards(samples):
 
 
 def test_rewards_through_ms_swift_reward_path_follow_each_row(plugin, stage_a_dir):
-    rows, _ = build_rows(Source(stage_a_dir=str(stage_a_dir)), "all", "all")
+    rows, _ = build_rows(Selection(stage_a_dir=str(stage_a_dir)), "all")
     num_generations = 4
     rows = [r for r in rows for _ in range(num_generations)]  # as the trainer repeats each prompt
     right = [f"{r['solution']}\n理由: 图片_1 依据摘要判定" for r in rows]

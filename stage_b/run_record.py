@@ -1,0 +1,172 @@
+"""`group_qc_run.json`: what a GRPO run trained on, so evaluation and preflight can obey it. Pure (no
+torch/swift; the plugin collects the facts inside `swift rlhf` and calls `write_run_record`).
+
+The plugin writes it at train start on the main rank, next to ms-swift's `args.json`, and updates it at
+train end. Evaluation finds it from an adapter (`<run>/checkpoint-N` -> `<run>/group_qc_run.json`), takes the
+run's selection as its default and refuses to score groups the run trained on.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .dataset import ids_digest
+from .settings import Selection
+from .split import split_of
+
+RUN_FILE = "group_qc_run.json"
+# Bump when a field changes meaning; a reader refuses any other format and says which.
+RUN_FORMAT = 1
+REPO = Path(__file__).resolve().parent.parent
+
+
+class RunRecordError(ValueError):
+    """A run file that cannot be used (names the file and what happens instead)."""
+
+
+def file_facts(path) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"path": str(Path(path).resolve()), "bytes": os.path.getsize(path), "sha256": digest.hexdigest()}
+
+
+def code_version() -> dict:
+    """The package version and, from a git checkout, the commit and whether the tree had changes."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        package = version("group-qc")
+    except PackageNotFoundError:
+        package = None
+    commit = dirty = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+        if commit:
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                        capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"package": package, "git_commit": commit, "git_dirty": dirty}
+
+
+def build_run_record(selection: Selection, train_counts: dict, val_counts: dict, stage_a_files, *,
+                     rewards: list[str], reward_weights: list[float], lora: dict, world_size: int,
+                     output_dir: str) -> dict:
+    """The record's content; counts are `stage_b.dataset.build_rows` counts (with the split's ids)."""
+    missions = {}
+    for mission in dict.fromkeys([*train_counts, *val_counts]):
+        train = train_counts.get(mission, {"rows": 0, "ids": []})
+        missions[mission] = {"train_groups": train["rows"], "val_groups": val_counts.get(mission, {}).get("rows", 0),
+                             "train_ids_sha256": ids_digest(train["ids"])}
+    return {
+        "format": RUN_FORMAT,
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "output_dir": str(output_dir),
+        "selection": selection.to_record(),
+        "selection_origin": {name: selection.where(name) for name in selection.to_record()},
+        "missions": missions,
+        "stage_a_files": [file_facts(p) for p in stage_a_files],
+        "rewards": {"names": list(rewards), "weights": [float(w) for w in reward_weights]},
+        "lora": lora,
+        "world_size": world_size,
+        "code": code_version(),
+    }
+
+
+def write_run_record(folder, record: dict) -> Path:
+    """Atomic write (a reader never sees half a file)."""
+    path = Path(folder) / RUN_FILE
+    tmp = path.with_name(f".{RUN_FILE}.tmp")
+    tmp.write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_run_record(path) -> dict:
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunRecordError(f"{path} cannot be read ({exc})") from None
+    if not isinstance(record, dict) or record.get("format") != RUN_FORMAT:
+        found = record.get("format") if isinstance(record, dict) else None
+        raise RunRecordError(f"{path} has format {found!r}, this group-qc reads format {RUN_FORMAT} (written by "
+                             f"another version)")
+    for key in ("selection", "missions"):
+        if not isinstance(record.get(key), dict):
+            raise RunRecordError(f"{path} lacks {key!r}")
+    return record
+
+
+def run_file_of(adapter) -> Path | None:
+    """`<run>/group_qc_run.json` for an adapter folder `<run>/checkpoint-N` (or the run folder itself)."""
+    adapter = Path(adapter).expanduser()
+    for folder in (adapter, adapter.parent):
+        if (folder / RUN_FILE).is_file():
+            return folder / RUN_FILE
+    return None
+
+
+def is_training_output(adapter) -> bool:
+    """An ms-swift training folder (args.json beside or above it): one that should have a run file."""
+    adapter = Path(adapter).expanduser()
+    return (adapter / "args.json").is_file() or (adapter.parent / "args.json").is_file()
+
+
+def find_run(adapters) -> tuple[dict | None, Path | None, list[str]]:
+    """(record, its path, notes) for the first adapter inside a recorded run. A missing or unreadable run
+    file is a note, never an error: the caller falls back to its flags and says so."""
+    notes = []
+    for adapter in adapters:
+        path = run_file_of(adapter)
+        if path is None:
+            if is_training_output(adapter):
+                notes.append(f"no {RUN_FILE} beside {adapter} (trained by an older group-qc or without the "
+                             f"plugin): the split comes from flags and GROUP_QC_* variables; pass the training "
+                             f"run's --val_ratio and --split_seed")
+            continue
+        try:
+            return read_run_record(path), path, notes
+        except RunRecordError as exc:
+            notes.append(f"{exc}: the split comes from flags and GROUP_QC_* variables instead; pass the training "
+                         f"run's --val_ratio and --split_seed")
+    return None, None, notes
+
+
+def run_selection(record: dict, path) -> Selection:
+    return Selection.from_record(record["selection"], f"run {path}")
+
+
+def train_overlap(record: dict, path, rows: list[dict]) -> list[dict]:
+    """The rows whose group the run trained on: its mission was in the run and the run's split put the
+    group id in 'train'. (Whether the group was in the run's Stage-A files is not known here, so a group
+    added since counts too: the check errs towards refusing.)"""
+    selection = run_selection(record, path)
+    return [r for r in rows if r["mission"] in record["missions"]
+            and split_of(r["group_id"], selection.val_ratio, selection.seed) == "train"]
+
+
+def stage_a_changes(record: dict, stage_a_files) -> list[str]:
+    """Stage-A files read now whose content differs from the run's (by sha256), or that the run did not read."""
+    recorded = {f["path"]: f["sha256"] for f in record.get("stage_a_files", [])}
+    changes = []
+    for path in stage_a_files:
+        facts = file_facts(path)
+        if recorded.get(facts["path"]) != facts["sha256"]:
+            changes.append(facts["path"])
+    return changes
+
+
+def selection_for(flags, adapters, environ=None) -> tuple[Selection, dict | None, Path | None, list[str]]:
+    """A command's selection when it is given adapters: flags > GROUP_QC_* variables > the run's record >
+    defaults. Returns (selection, run record or None, its path, notes to print)."""
+    from .settings import selection_from
+    record, path, notes = find_run(adapters or [])
+    selection = selection_from(flags, environ, base=run_selection(record, path) if record else None)
+    return selection, record, path, notes
