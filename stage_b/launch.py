@@ -137,9 +137,10 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
         for key in GPU_ONLY:
             args.pop(key, None)
         g = int(args.get("num_generations", 4))
-        # One process: a step sees prompts_per_step prompts x g samples (default 2, the fewest that can
-        # hold one fail and one pass under GROUP_QC_BALANCE_LABELS).
-        args.update(torch_dtype="float32", per_device_train_batch_size=g * int(prompts_per_step or 2),
+        # A process's step sees prompts_per_step prompts x g samples: given here, else the YAML's batch,
+        # and at least 2, the fewest that can hold one fail and one pass under GROUP_QC_BALANCE_LABELS.
+        per_step = int(prompts_per_step or max(2, int(args.get("per_device_train_batch_size", 0)) // g))
+        args.update(torch_dtype="float32", per_device_train_batch_size=g * per_step,
                     gradient_accumulation_steps=1, report_to="none")
         env["CUDA_VISIBLE_DEVICES"] = ""
         processes = int(nproc or 1)

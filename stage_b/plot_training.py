@@ -1,5 +1,11 @@
 """`python -m stage_b.plot_training <run_dir> [--out training.png]`: a PNG of a GRPO run from ms-swift's
-logging.jsonl: total reward, each reward's mean, frac_reward_zero_std, KL and completion length per step."""
+logging.jsonl: total reward, each reward's mean, frac_reward_zero_std, KL and completion length per step,
+and, one curve per mission, the label reward, the zero-advantage share and (with validation during
+training) the greedy validation balanced accuracy, with the best step marked.
+
+Mission names are Chinese: the plot uses a CJK font when one is installed (Debian: fonts-wqy-microhei) and
+otherwise labels missions M1, M2, … (printed with their names) rather than drawing empty boxes.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +13,16 @@ import json
 import sys
 from pathlib import Path
 
+from .training_signal import BEST_METRIC, TRAIN_PREFIX, VAL_PREFIX
+
 PANELS = (("reward", "total reward"), ("rewards/*/mean", "reward means"), ("frac_reward_zero_std",
           "groups with zero reward spread"), ("kl", "KL to reference"), ("completions/mean_length",
           "completion length (tokens)"))
+MISSION_PANELS = ((f"{TRAIN_PREFIX}/label_reward/", "label reward\nper mission"),
+                  (f"{TRAIN_PREFIX}/zero_advantage/", "zero-advantage share\nper mission"),
+                  (f"eval_{VAL_PREFIX}/balanced_accuracy/", "validation balanced\naccuracy per mission"))
+CJK_FONTS = ("WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK SC", "Source Han Sans SC", "SimHei",
+             "Microsoft YaHei", "PingFang SC")
 
 
 def find_log(run_dir: Path) -> Path:
@@ -21,34 +34,73 @@ def find_log(run_dir: Path) -> Path:
     raise FileNotFoundError(f"no logging.jsonl in {run_dir} or its v*/ folders; pass the GRPO --output_dir")
 
 
-def read_steps(path: Path) -> list[dict]:
-    steps = []
+def _step(row: dict, default: int) -> int:
+    done = str(row.get("global_step/max_steps", "")).partition("/")[0]
+    return int(done) if done.isdigit() else default
+
+
+def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
+    """(training rows, evaluation rows), each with its global step under `step`."""
+    train, evals = [], []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             row = json.loads(line)
         except ValueError:
             continue  # a line being written right now
         if "reward" in row:
-            steps.append(row)
-    if not steps:
+            train.append({**row, "step": _step(row, len(train) + 1)})
+        elif any(k.startswith("eval_") for k in row):
+            evals.append({**row, "step": _step(row, len(evals) + 1)})
+    if not train:
         raise ValueError(f"{path} has no GRPO training steps yet (no 'reward' entries)")
-    return steps
+    return train, evals
 
 
-def plot(steps: list[dict], out: Path, title: str) -> Path:
+def cjk_font() -> str | None:
+    from matplotlib import font_manager
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = None,
+         best_step: int | None = None) -> dict[str, str]:
+    """Writes the PNG; returns the legend name of each mission (itself, or M1… without a CJK font)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    x = list(range(1, len(steps) + 1))
-    fig, axes = plt.subplots(len(PANELS), 1, figsize=(8, 2.2 * len(PANELS)), sharex=True)
-    for ax, (key, label) in zip(axes, PANELS):
-        if "*" in key:
-            names = sorted({k for s in steps for k in s if k.startswith("rewards/") and k.endswith("/mean")})
-            for name in names:
-                ax.plot(x, [s.get(name) for s in steps], marker=".", label=name.split("/")[1])
-            ax.legend(fontsize=7, loc="best")
+    evals = evals or []
+    font = cjk_font()
+    if font:
+        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
+    missions = sorted({k[len(prefix):] for prefix, _ in MISSION_PANELS for r in [*steps, *evals] for k in r
+                       if k.startswith(prefix)})
+    names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+    panels = [*PANELS, *(p for p in MISSION_PANELS if any(k.startswith(p[0]) for r in [*steps, *evals] for k in r))]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
+    for ax, (key, label) in zip(axes, panels):
+        rows = evals if key.startswith("eval_") else steps
+        if key == "rewards/*/mean":
+            series = sorted({k for s in rows for k in s if k.startswith("rewards/") and k.endswith("/mean")})
+            labels = [k.split("/")[1] for k in series]
+        elif key.endswith("/"):
+            series = [key + m for m in missions]
+            labels = [names[m] for m in missions]
         else:
-            ax.plot(x, [s.get(key) for s in steps], marker=".")
+            series, labels = [key], [None]
+        for name, legend in zip(series, labels):
+            x, y = _series(rows, name)
+            if x:
+                ax.plot(x, y, marker=".", label=legend)
+        if any(labels):
+            ax.legend(fontsize=7, loc="best")
+        if best_step is not None and key.startswith("eval_"):
+            ax.axvline(best_step, color="grey", linestyle="--", linewidth=1)
+            ax.annotate(f"best step {best_step}", (best_step, 0.02), xycoords=("data", "axes fraction"), fontsize=7)
         ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
@@ -56,22 +108,37 @@ def plot(steps: list[dict], out: Path, title: str) -> Path:
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
-    return out
+    return names
+
+
+def best_step_of(run_folder: Path) -> int | None:
+    """The best step group_qc_run.json recorded (validation during training), if any."""
+    try:
+        return json.loads((run_folder / "group_qc_run.json").read_text(encoding="utf-8"))["validation"]["best_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.plot_training", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m stage_b.plot_training", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the GRPO --output_dir (or one of its v*/ run folders)")
     p.add_argument("--out", help="PNG path (default: <run folder>/training.png)")
     args = p.parse_args(argv)
     try:
         log = find_log(Path(args.run_dir))
-        steps = read_steps(log)
+        steps, evals = read_steps(log)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = plot(steps, Path(args.out) if args.out else log.parent / "training.png", str(log.parent))
-    print(f"{len(steps)} steps -> {out}")
+    best = best_step_of(log.parent)
+    out = Path(args.out) if args.out else log.parent / "training.png"
+    names = plot(steps, out, str(log.parent), evals, best)
+    for mission, name in names.items():
+        if name != mission:
+            print(f"{name} = {mission}  (no CJK font: install fonts-wqy-microhei for the names in the plot)")
+    print(f"{len(steps)} steps, {len(evals)} evaluations"
+          + (f", best step {best} by {BEST_METRIC}" if best is not None else "") + f" -> {out}")
     return 0
 
 

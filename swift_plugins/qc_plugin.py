@@ -65,7 +65,10 @@ class QCDatasetLoader(DatasetLoader):
         from datasets import Dataset
         subsets = list(dataset_syntax.subsets) if dataset_syntax and dataset_syntax.subsets else ["all"]
         selection = selection_from()   # GROUP_QC_* variables; bad values stop here, naming the variable
+        # Absolute paths: the run record must still point at these files from another folder.
         selection = replace(selection, missions=",".join(subsets),
+                            stage_a_dir=selection.stage_a_dir and os.path.abspath(selection.stage_a_dir),
+                            files=tuple(os.path.abspath(os.path.expanduser(f)) for f in selection.files),
                             origin={**selection.origin, "missions": f"dataset group_qc_{self.split}"})
         rows, counts = qc_dataset.build_rows(selection, self.split)
         registry = load_registry()

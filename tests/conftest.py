@@ -47,3 +47,36 @@ def tiny_qwen3_vl(tiny_model_factory) -> Path:
 @pytest.fixture(scope="session")
 def synthetic():
     return load_script("make_synthetic_qc")
+
+
+def run_command(argv, log: Path, env=None, timeout=900) -> str:
+    """Runs a command from the repository root, offline, CPU only; its output goes to `log`; it must succeed."""
+    import subprocess
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
+                                 "PYTHON": sys.executable, **(env or {})})
+    log.write_text(result.stdout + result.stderr, encoding="utf-8")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result.stdout + result.stderr
+
+
+START_POINT_SFT_STEPS = 100
+
+
+@pytest.fixture(scope="session")
+def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
+    """The demo's Stage-B start point, trained by `swift sft` with the demo's recipe (configs/demo/sft.yaml)
+    on a small workshop set: it writes the two-line format, and its verdict is a coin (both verdicts seen
+    for every group), so GRPO from here has reward spread to learn from."""
+    import json
+    root = tmp_path_factory.mktemp("start_point")
+    synthetic.generate(root / "workshop", seed=0, groups_per_label=12)
+    rows = load_script("make_sft_data").stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
+    data = root / "start.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    swift = str(Path(sys.executable).parent / "swift")
+    run_command([swift, "sft", "configs/demo/sft.yaml", "--model", str(tiny_qwen2_5_vl), "--dataset", str(data),
+                 "--max_steps", str(START_POINT_SFT_STEPS), "--save_steps", str(START_POINT_SFT_STEPS),
+                 "--output_dir", str(root / "sft")], root / "sft.log")
+    (checkpoint,) = (root / "sft").glob(f"v*/checkpoint-{START_POINT_SFT_STEPS}")
+    return checkpoint

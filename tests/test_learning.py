@@ -4,10 +4,11 @@ A wiring bug (rewards scored against another row, zero advantage, the adapter no
 config value that never reaches the trainer, the label-balanced order shuffled away) leaves every unit
 test green and the model not learning. This test catches that class:
 
-1. `swift sft` turns the tiny random model into the demo's start point (both verdicts for every
-   workshop group, grounded reasons, the reading task): it writes the format, its verdict is a coin.
-2. `swift rlhf` + our plugin (scripts/run_grpo.sh, the demo's recipe) on 8 fixed held-out groups,
-   4 fail and 4 pass: the label reward must climb from chance to >= 0.9.
+1. `swift sft` with the demo's recipe (configs/demo/sft.yaml) turns the tiny random model into the demo's
+   start point (both verdicts for every workshop group, grounded reasons, the reading task): it writes the
+   format, its verdict is a coin. (The `start_point` fixture, tests/conftest.py.)
+2. `swift rlhf` + our plugin (scripts/run_grpo.sh with the demo's recipe, configs/demo/grpo.yaml) on 8
+   fixed held-out groups, 4 fail and 4 pass: the label reward must climb from chance to >= 0.9.
 3. The same run where every prompt appears twice, once with each label, must not reach 0.9: a reward
    that follows its row cannot average more than 0.5 there, while one that ignores the row (a favourite
    verdict, the format) would climb just the same.
@@ -17,9 +18,6 @@ test green and the model not learning. This test catches that class:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,41 +26,11 @@ from stage_a.discovery import Group
 from stage_a.jsonl import write_jsonl_atomic
 from stage_a.missions import load_registry
 from stage_a.records import make_record
-from tests.conftest import load_script
+from tests.conftest import run_command
 
 REPO = Path(__file__).resolve().parent.parent
-SFT_STEPS = 100
 GRPO_STEPS = 30
 pytestmark = pytest.mark.slow
-
-
-def _run(argv, log: Path, env=None, timeout=900):
-    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
-                                 "PYTHON": sys.executable, **(env or {})})
-    log.write_text(result.stdout + result.stderr, encoding="utf-8")
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    return result.stdout + result.stderr
-
-
-@pytest.fixture(scope="module")
-def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
-    """The demo's Stage-B start point, trained by swift sft on a small workshop set."""
-    root = tmp_path_factory.mktemp("learning")
-    synthetic.generate(root / "workshop", seed=0, groups_per_label=12)
-    rows = load_script("make_sft_data").stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
-    data = root / "start.jsonl"
-    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    swift = str(Path(sys.executable).parent / "swift")
-    _run([swift, "sft", "--model", str(tiny_qwen2_5_vl), "--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl",
-          "--dataset", str(data), "--split_dataset_ratio", "0", "--tuner_type", "full", "--torch_dtype", "float32",
-          "--learning_rate", "5e-3", "--warmup_ratio", "0.05", "--lr_scheduler_type", "cosine",
-          "--per_device_train_batch_size", "8", "--max_steps", str(SFT_STEPS), "--padding_side", "left",
-          "--save_steps", str(SFT_STEPS), "--save_only_model", "true", "--report_to", "none",
-          "--check_model", "false", "--dataloader_num_workers", "0", "--output_dir", str(root / "sft")],
-         root / "sft.log")
-    (checkpoint,) = (root / "sft").glob(f"v*/checkpoint-{SFT_STEPS}")
-    return checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +61,10 @@ def _stage_a_dir(folder: Path, groups, labels) -> Path:
 
 
 def _grpo_label_rewards(model: Path, stage_a_dir: Path, out: Path) -> list[float]:
-    _run(["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={model}", f"stage_a_dir={stage_a_dir}",
-          "lora_last_k=4", "num_generations=8", "prompts_per_step=4", f"max_steps={GRPO_STEPS}",
-          f"output_dir={out}",
-          "extra=--learning_rate 2e-3 --lr_scheduler_type constant --warmup_ratio 0 --max_completion_length 3 "
-          "--reward_funcs qc_label --reward_weights 1.0 --dynamic_sample false --save_strategy no"],
-         out.parent / f"{out.name}.log", env={"GROUP_QC_VAL_RATIO": "0"})
+    """The demo's GRPO recipe, on every group (no validation split: these 8 groups are the test)."""
+    run_command(["bash", "scripts/run_grpo.sh", "config=configs/demo/grpo.yaml", "mission=all", "cuda=cpu",
+                 f"model={model}", f"stage_a_dir={stage_a_dir}", f"max_steps={GRPO_STEPS}", f"output_dir={out}",
+                 "val=0", "extra=--save_strategy no"], out.parent / f"{out.name}.log", env={"GROUP_QC_VAL_RATIO": "0"})
     (log,) = out.glob("v*/logging.jsonl")
     return [r["rewards/qc_label/mean"] for r in map(json.loads, log.read_text().splitlines())
             if "rewards/qc_label/mean" in r]

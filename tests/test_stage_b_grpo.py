@@ -83,10 +83,10 @@ def _parse_with_ms_swift(argv):
     return parser.parse_args(argv)  # argparse: an unknown flag or a bad value exits here
 
 
-@pytest.mark.parametrize("cuda", ["cpu", "0", "0,1,2,3"])
-def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda):
-    env, argv = build_command(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda, lora_last_k=3,
-                              num_generations=6, max_steps=5)
+@pytest.mark.parametrize("cuda, nproc", [("cpu", None), ("cpu", "2"), ("0", None), ("0,1,2,3", None)])
+def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda, nproc):
+    env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda, nproc=nproc,
+                                 lora_last_k=3, num_generations=6, max_steps=5, val_groups=10, environ={})
     assert argv[0] == "rlhf"
     ns = _parse_with_ms_swift(argv[1:])
     assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
@@ -97,9 +97,17 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
     assert ns.dataset_shuffle is False and env["GROUP_QC_BALANCE_LABELS"] == "1" and ns.padding_side == "left"
     assert ns.target_regex.startswith(r"^model\.language_model\.layers\.(3|4|5)\.")
     assert env["GROUP_QC_LORA_LAST_K"] == "3"
+    # validation during training (the YAML's default): greedy group_qc_val, best checkpoint by balanced accuracy
+    assert ns.val_dataset == ["group_qc_val:BBU线缆布放要求/挡风板安装检查"] and ns.num_generations_eval == 1
+    assert ns.metric_for_best_model == "qc_val/balanced_accuracy" and ns.greater_is_better is True
+    assert ns.eval_strategy == "steps" and ns.eval_steps == ns.save_steps == 100
+    processes = int(nproc or 1) if cuda == "cpu" else len(cuda.split(","))
+    assert ns.per_device_eval_batch_size == min(16, 10 // processes)   # never more than the split holds
     if cuda == "cpu":
         assert not ns.use_vllm and ns.vllm_mode is None and not ns.deepspeed and ns.torch_dtype == "float32"
         assert ns.per_device_train_batch_size == 6 * 2
+        assert (ns.use_cpu, ns.ddp_backend, env.get("NPROC_PER_NODE")) == (
+            (True, "gloo", "2") if nproc else (False, None, None))
     else:
         assert ns.use_vllm and ns.vllm_mode == "colocate" and ns.deepspeed == "zero2"
         assert env.get("NPROC_PER_NODE") == ("4" if cuda == "0,1,2,3" else None)
@@ -110,9 +118,11 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
      dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001])),
     (dict(deepspeed="none", rollout="colocate"), dict(deepspeed="", vllm_mode="colocate", sleep_level=1)),
     (dict(num_generations=4, prompts_per_step=8), dict(per_device_train_batch_size=32, num_generations=4)),
+    (dict(val="0"), dict(val_dataset=[], eval_strategy=None, metric_for_best_model=None, num_generations_eval=None)),
+    (dict(eval_steps=20), dict(eval_steps=20, save_steps=20)),
 ])
 def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expected):
-    _, argv = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", **settings)
+    _, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", environ={}, **settings)
     ns = _parse_with_ms_swift(argv[1:])
     for key, value in expected.items():
         assert getattr(ns, key) == value, key
@@ -125,10 +135,54 @@ def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expec
     (dict(lora_last_k=7), "lora_last_k 7 is out of range: the language model has 6 layers"),
     (dict(lora_last_k=0), "lora_last_k 0 is out of range"),
     (dict(mission="RRU"), "unknown mission 'RRU'"),
+    (dict(val="maybe"), "val='maybe': use 1"),
+    (dict(val_ratio="1.5"), "GROUP_QC_VAL_RATIO='1.5' is out of range"),
+    (dict(split_seed="abc"), "GROUP_QC_SPLIT_SEED='abc' is not an integer"),
+    (dict(cuda="0", nproc="2"), "nproc= is for cuda=cpu"),
 ])
 def test_launcher_refuses_bad_settings(tiny_qwen2_5_vl, bad, message):
     with pytest.raises(ValueError, match=message):
-        build_command(str(tiny_qwen2_5_vl), **bad)
+        build_command(str(tiny_qwen2_5_vl), environ={}, **bad)
+
+
+@pytest.mark.parametrize("environ, explicit, expected, note", [
+    # the YAML's ENV is a default: an exported variable wins, and the launcher says so
+    ({"GROUP_QC_VAL_RATIO": "0.5"}, {}, {"GROUP_QC_VAL_RATIO": None}, "GROUP_QC_VAL_RATIO=0.5 from your environment "
+                                                                     "overrides the YAML's 0.2"),
+    ({"GROUP_QC_STAGE_A_DIR": "/data/sa"}, {}, {"GROUP_QC_STAGE_A_DIR": None}, "overrides the YAML's output/stage_a"),
+    # a key=value setting wins over both
+    ({"GROUP_QC_SPLIT_SEED": "3"}, {"split_seed": "7"}, {"GROUP_QC_SPLIT_SEED": "7"},
+     "GROUP_QC_SPLIT_SEED=7 from the command line overrides your environment's 3"),
+    ({}, {"stage_a_dir": "/x"}, {"GROUP_QC_STAGE_A_DIR": "/x", "GROUP_QC_VAL_RATIO": "0.2"}, None),
+    ({"GROUP_QC_LORA_LAST_K": "2"}, {}, {"GROUP_QC_LORA_LAST_K": "2"}, None),  # and it sizes the LoRA regex
+])
+def test_exported_variables_win_over_the_yaml_and_settings_over_both(tiny_qwen2_5_vl, environ, explicit, expected,
+                                                                     note):
+    env, argv, notes = build_command(str(tiny_qwen2_5_vl), environ=environ, **explicit)
+    for key, value in expected.items():
+        assert env.get(key) == value, key   # None: not set by the launcher, so the exported value stands
+    if note:
+        assert any(note in n for n in notes), notes
+    if environ.get("GROUP_QC_LORA_LAST_K"):
+        assert r"layers\.(4|5)\." in argv[argv.index("--target_regex") + 1]
+
+
+def test_run_grpo_sh_keeps_an_exported_stage_a_dir_and_checks_data_before_the_model(tiny_qwen2_5_vl, stage_a_dir,
+                                                                                   tmp_path):
+    """The user's export reaches the command (it used to be replaced by the YAML's output/stage_a), and a bad
+    data setting fails in seconds, before any model loads."""
+    base = ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={tiny_qwen2_5_vl}", "dry_run=1"]
+    env = {**os.environ, "PYTHON": sys.executable, "GROUP_QC_STAGE_A_DIR": str(stage_a_dir)}
+    out = subprocess.run(base, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"GROUP_QC_STAGE_A_DIR={stage_a_dir}" not in out.stdout   # not re-set: the exported value stands
+    assert "GROUP_QC_STAGE_A_DIR=output/stage_a" not in out.stdout
+    assert f"GROUP_QC_STAGE_A_DIR={stage_a_dir} from your environment overrides the YAML's output/stage_a" in out.stderr
+    for setting, message in [(f"stage_a_dir={tmp_path / 'nope'}", "does not exist"),
+                             ("val_ratio=0", "val=1 evaluates the validation split during training, but it is empty"),
+                             ("mission=RRU", "unknown mission 'RRU'")]:
+        out = subprocess.run([*base, setting], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
 
 
 def _run_swift(env, argv, timeout=600):
@@ -145,7 +199,7 @@ def test_swift_rlhf_grpo_two_steps_trains_exactly_the_last_k_llm_layers(arch, ti
     out = tmp_path / "grpo"
     result = subprocess.run(
         ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={model}", f"stage_a_dir={stage_a_dir}",
-         "lora_last_k=2", "num_generations=4", "max_steps=2", f"output_dir={out}",
+         "lora_last_k=2", "num_generations=4", "max_steps=2", f"output_dir={out}", "val=0",
          "extra=--max_completion_length 12 --save_steps 2 --dynamic_sample false"],
         cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHON": sys.executable})
     log = result.stdout + result.stderr
@@ -171,8 +225,9 @@ def test_swift_rlhf_grpo_two_steps_trains_exactly_the_last_k_llm_layers(arch, ti
 
 @pytest.mark.slow
 def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
-    env, argv = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
-                              lora_last_k=2, num_generations=2, max_steps=1, output_dir=str(tmp_path / "o"))
+    env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
+                                 lora_last_k=2, num_generations=2, max_steps=1, output_dir=str(tmp_path / "o"),
+                                 val="0", environ={})
     env["GROUP_QC_LORA_LAST_K"] = "3"   # the K the user asked for never reached the regex
     result = _run_swift(env, argv + ["--max_completion_length", "4"])
     assert result.returncode != 0
@@ -234,7 +289,8 @@ def test_left_padding_keeps_log_probs_and_cuts_logits_to_the_completions(arch, t
 ])
 def test_order_guard_stops_runs_that_would_undo_label_balance(plugin, monkeypatch, settings, message):
     from types import SimpleNamespace
-    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "1")
+    from swift_plugins import qc_callbacks
+    monkeypatch.setitem(qc_callbacks.LOADED, "train", (Selection(balance_labels=True), {}, []))
     args = SimpleNamespace(generation_batch_size=None, **settings)
     guard = plugin.callbacks_map["qc_order_guard"](args, None)
     if message is None:
@@ -242,5 +298,5 @@ def test_order_guard_stops_runs_that_would_undo_label_balance(plugin, monkeypatc
     else:
         with pytest.raises(RuntimeError, match=message):
             guard.on_init_end(args, None, None)
-    monkeypatch.setenv("GROUP_QC_BALANCE_LABELS", "0")  # balance off: nothing to guard
-    guard.on_init_end(SimpleNamespace(dataset_shuffle=True), None, None)
+    monkeypatch.setitem(qc_callbacks.LOADED, "train", (Selection(balance_labels=False), {}, []))
+    guard.on_init_end(SimpleNamespace(dataset_shuffle=True), None, None)   # balance off: nothing to guard
