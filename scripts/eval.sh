@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
 # Held-out verdict quality per mission (miss rate, overkill rate, ...), optionally against a baseline.
 #
-#   bash scripts/eval.sh model=<dir> stage_a_dir=<dir> output_dir=<dir> [adapters=<ckpt>] [mission=all]
-#        [split=val] [baseline=<metrics.json to compare with>] [overwrite=1] [cuda=<ids|cpu>]
+#   bash scripts/eval.sh model=<dir> output_dir=<dir> [adapters=<run>/checkpoint-N] [stage_a_dir=<dir>]
+#        [mission=…] [split=val] [val_ratio=…] [split_seed=…] [allow_train_overlap=1]
+#        [baseline=<metrics.json to compare with>] [overwrite=1] [cuda=<ids|cpu>]
+# With adapters from a GRPO run, its group_qc_run.json supplies the Stage-A input, missions and split; a
+# setting given here (or exported as GROUP_QC_*) overrides it, and groups the run trained on are refused.
 # Writes <output_dir>/predictions.jsonl, metrics.json, report.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=""; stage_a_dir=output/stage_a; output_dir=output/eval; adapters=""; mission=all; split=val
-baseline=""; overwrite=0; cuda=cpu
+cuda=cpu; baseline=""
+args=()
 for arg in "$@"; do
+  value=${arg#*=}
   case "$arg" in
-    model=*|stage_a_dir=*|output_dir=*|adapters=*|mission=*|split=*|baseline=*|overwrite=*|cuda=*)
-      declare "${arg%%=*}=${arg#*=}" ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    model=*|output_dir=*|stage_a_dir=*|mission=*|split=*|val_ratio=*|split_seed=*) args+=("--${arg%%=*}" "$value") ;;
+    adapters=*) [ -n "$value" ] && args+=(--adapters $value) ;;
+    overwrite=1|allow_train_overlap=1) args+=("--${arg%%=*}") ;;
+    overwrite=*|allow_train_overlap=*) ;;
+    baseline=*) baseline=$value ;;
+    cuda=*) cuda=$value ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
   esac
 done
-[ -n "$model" ] || { echo "error: model=<checkpoint folder> is required" >&2; exit 2; }
 PY=${PYTHON:-python}
 [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"
 export HF_HUB_OFFLINE=1
-args=(--model "$model" --stage_a_dir "$stage_a_dir" --output_dir "$output_dir" --mission "$mission" --split "$split")
-[ -n "$adapters" ] && args+=(--adapters $adapters)
-[ "$overwrite" = "1" ] && args+=(--overwrite)
 "$PY" -m stage_b.evaluate "${args[@]}"
 if [ -n "$baseline" ]; then
+  output_dir=$(printf '%s\n' "$@" | sed -n 's/^output_dir=//p' | tail -1)
   "$PY" -m stage_b.compare "$baseline" "$output_dir/metrics.json" --names baseline candidate
 fi

@@ -1,0 +1,236 @@
+"""A GRPO run records itself, trains what we meant, and evaluation obeys it (issue 12), on the real trainer:
+
+- `swift rlhf` by hand with the plugin (no --callbacks, no launcher), split settings exported as GROUP_QC_*,
+  writes group_qc_run.json with what it trained on, logs per-mission signal, and changes exactly the LoRA
+  matrices of the last K layers while the vision tower and aligner stay bit-identical;
+- `scripts/eval.sh` with no split flags then scores exactly the run's validation groups, and evaluation
+  refuses groups the run trained on unless told to score them;
+- data-parallel GRPO in two CPU processes (torchrun, gloo) through run_grpo.sh.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stage_a.discovery import Group
+from stage_a.jsonl import write_jsonl_atomic
+from stage_a.missions import load_registry
+from stage_a.records import make_record
+from stage_b.dataset import build_rows, ids_digest
+from stage_b.lora import target_regex
+from stage_b.run_record import RUN_FILE, file_facts
+from stage_b.settings import Selection
+from stage_b.split import split_of
+from tests.conftest import run_command
+
+REPO = Path(__file__).resolve().parent.parent
+VAL_RATIO, SEED, LAST_K = 0.5, 7, 2
+pytestmark = pytest.mark.slow
+
+
+def clean_env(**extra) -> dict:
+    """The environment without any GROUP_QC_* variable, plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "", "PYTHON": sys.executable, **extra}
+
+
+def stage_a_from_truth(folder: Path, synthetic, seed: int, groups_per_label: int) -> Path:
+    """Stage-A JSONL whose summaries are the synthetic photos' ground truth (Stage-A's own record builder)."""
+    truth = synthetic.generate(folder.parent / f"{folder.name}_photos", seed=seed, groups_per_label=groups_per_label)
+    registry = load_registry()
+    by_mission: dict[str, list] = {}
+    for g in synthetic.groups_of(truth):
+        record = make_record(Group(g["group_id"], g["mission"], g["label"], tuple(g["images"])), g["summaries"],
+                             model="truth")
+        by_mission.setdefault(registry.resolve(g["mission"]).stage_a_stem, []).append(record)
+    folder.mkdir(parents=True)
+    for stem, records in by_mission.items():
+        write_jsonl_atomic(folder / f"{stem}.jsonl", records)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory, synthetic, start_point):
+    """2 GRPO steps from the demo's start point (a coin on the verdict, so rewards spread and LoRA moves),
+    launched the way a user types it: swift rlhf by hand, the split exported."""
+    root = tmp_path_factory.mktemp("recorded")
+    stage_a = stage_a_from_truth(root / "stage_a", synthetic, seed=5, groups_per_label=3)
+    swift = str(Path(sys.executable).parent / "swift")
+    env = clean_env(GROUP_QC_STAGE_A_DIR=str(stage_a), GROUP_QC_VAL_RATIO=str(VAL_RATIO),
+                    GROUP_QC_SPLIT_SEED=str(SEED), GROUP_QC_BALANCE_LABELS="1", GROUP_QC_LORA_LAST_K=str(LAST_K))
+    result = subprocess.run(
+        [swift, "rlhf", "--rlhf_type", "grpo", "--model", str(start_point), "--model_type", "qwen2_5_vl",
+         "--template", "qwen2_5_vl", "--external_plugins", "swift_plugins/qc_plugin.py",
+         "--dataset", "group_qc_train:all", "--split_dataset_ratio", "0", "--reward_funcs", "qc_label",
+         "--tuner_type", "lora", "--target_regex", target_regex(start_point, LAST_K), "--torch_dtype", "float32",
+         "--num_generations", "8", "--per_device_train_batch_size", "16", "--max_completion_length", "3",
+         "--temperature", "1.0", "--learning_rate", "1e-3", "--max_steps", "2", "--save_steps", "2",
+         "--logging_steps", "1", "--dataset_shuffle", "false", "--dynamic_sample", "false", "--report_to", "none",
+         "--check_model", "false", "--output_dir", str(root / "grpo")],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    (root / "grpo.log").write_text(result.stdout + result.stderr, encoding="utf-8")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    (run_dir,) = (root / "grpo").glob("v*")
+    return {"root": root, "stage_a": stage_a, "run_dir": run_dir, "checkpoint": run_dir / "checkpoint-2",
+            "model": start_point, "log": result.stdout + result.stderr}
+
+
+def _record(run) -> dict:
+    return json.loads((run["run_dir"] / RUN_FILE).read_text(encoding="utf-8"))
+
+
+def test_a_run_by_hand_records_what_it_trained_on(recorded_run):
+    assert [p.name for p in recorded_run["root"].rglob(RUN_FILE)] == [RUN_FILE]
+    record = _record(recorded_run)
+    selection = Selection(stage_a_dir=str(recorded_run["stage_a"]), val_ratio=VAL_RATIO, seed=SEED)
+    assert record["selection"] == {**selection.to_record(), "balance_labels": True}
+    assert record["selection_origin"]["val_ratio"] == "GROUP_QC_VAL_RATIO"
+    assert record["selection_origin"]["seed"] == "GROUP_QC_SPLIT_SEED"
+    _, train = build_rows(selection, "train")
+    _, val = build_rows(selection, "val")
+    for mission, facts in record["missions"].items():
+        assert facts["train_groups"] == train[mission]["rows"] and facts["val_groups"] == val[mission]["rows"]
+        expected_ids = {gid for gid in train[mission]["ids"] if split_of(gid, VAL_RATIO, SEED) == "train"}
+        assert facts["train_ids_sha256"] == ids_digest(expected_ids)
+    assert sorted(f["path"] for f in record["stage_a_files"]) == sorted(
+        str(p.resolve()) for p in recorded_run["stage_a"].glob("*.jsonl"))
+    assert all(f == file_facts(f["path"]) for f in record["stage_a_files"])
+    assert record["rewards"] == {"names": ["qc_label"], "weights": [1.0]}
+    assert record["lora"]["last_k"] == LAST_K and set(record["lora"]["trained_layers"]) == {"4", "5"}
+    assert record["lora"]["target_modules"] == target_regex(recorded_run["model"], LAST_K)
+    assert record["world_size"] == 1 and record["format"] == 1
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert record["code"]["git_commit"] == head and record["code"]["package"]
+
+
+def test_each_step_logs_the_signal_per_mission(recorded_run):
+    steps = [json.loads(line) for line in (recorded_run["run_dir"] / "logging.jsonl").read_text().splitlines()]
+    steps = [s for s in steps if "reward" in s]
+    assert len(steps) == 2
+    for step in steps:
+        missions = {k.split("/", 2)[2] for k in step if k.startswith("qc/label_reward/")}
+        assert missions and missions <= set(load_registry().names)
+        assert {k.split("/", 2)[2] for k in step if k.startswith("qc/zero_advantage/")} == missions
+        assert step["qc/prompts/fail"] == step["qc/prompts/pass"] == 1   # label-balanced: 2 prompts per step
+    # the per-mission label means average back to ms-swift's own qc_label mean (each prompt has 8 samples)
+    step = steps[0]
+    per_mission = [step[k] for k in step if k.startswith("qc/label_reward/")]
+    if len(per_mission) == 2:
+        assert sum(per_mission) / 2 == pytest.approx(step["rewards/qc_label/mean"], abs=1e-6)
+
+
+def test_the_run_trained_exactly_the_last_k_lora_matrices_and_nothing_else(recorded_run):
+    from safetensors import safe_open
+    from swift_plugins.qc_callbacks import tensor_digest
+    record = _record(recorded_run)
+    at_start = {name.replace(".default", ""): digest
+                for name, digest in record["lora"]["trainable_sha256_at_start"].items()}
+    with safe_open(str(recorded_run["checkpoint"] / "adapter_model.safetensors"), "pt") as f:
+        saved = {key: f.get_tensor(key) for key in f.keys()}
+    assert set(saved) == set(at_start)   # nothing else was saved, and nothing trained went unsaved
+    layers = {int(k.split(".layers.")[1].split(".")[0]) for k in saved}
+    assert layers == {4, 5} and all(".lora_A." in k or ".lora_B." in k for k in saved)
+    unchanged = [k for k, tensor in saved.items() if tensor_digest([(k, tensor)]) == at_start[k]]
+    assert not unchanged, f"LoRA matrices that never moved: {unchanged}"
+    assert not list(recorded_run["checkpoint"].glob("model*.safetensors"))
+    # vision tower + aligner of the model that trained == the checkpoint's, bit for bit, at start and at end
+    with safe_open(str(recorded_run["model"] / "model.safetensors"), "pt") as f:
+        checkpoint = [(k[k.index("visual."):], f.get_tensor(k)) for k in f.keys() if "visual." in k]
+    assert checkpoint
+    frozen = record["frozen_parts_sha256"]
+    assert frozen["at_start"] == frozen["at_end"] == tensor_digest(checkpoint)
+
+
+def test_eval_sh_without_split_flags_scores_exactly_the_runs_validation_groups(recorded_run, tmp_path):
+    out = run_command(["bash", "scripts/eval.sh", f"model={recorded_run['model']}",
+                       f"adapters={recorded_run['checkpoint']}", f"output_dir={tmp_path / 'eval'}"],
+                      tmp_path / "eval.log", env=clean_env())
+    predictions = [json.loads(line) for line in (tmp_path / "eval" / "predictions.jsonl").read_text().splitlines()]
+    everything, _ = build_rows(Selection(stage_a_dir=str(recorded_run["stage_a"])), "all")
+    expected = {(r["mission"], r["group_id"]) for r in everything if split_of(r["group_id"], VAL_RATIO, SEED) == "val"}
+    assert {(p["mission"], p["group_id"]) for p in predictions} == expected and len(predictions) == len(expected)
+    assert f"val_ratio 0.5 (run {recorded_run['run_dir'] / RUN_FILE})" in out
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["data"]["run"] == str(recorded_run["run_dir"] / RUN_FILE) and metrics["data"]["train_overlap"] == 0
+
+
+def _evaluate(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "stage_b.evaluate", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=env or clean_env())
+
+
+def test_evaluate_refuses_groups_the_run_trained_on(recorded_run, tmp_path):
+    everything, _ = build_rows(Selection(stage_a_dir=str(recorded_run["stage_a"])), "all")
+    asked = [r for r in everything if split_of(r["group_id"], VAL_RATIO, 1) == "val"]
+    overlap = [r for r in asked if split_of(r["group_id"], VAL_RATIO, SEED) == "train"]
+    assert overlap
+    common = ["--model", str(recorded_run["model"]), "--adapters", str(recorded_run["checkpoint"]),
+              "--max_new_tokens", "4"]
+    for how, env, source in [("flag", None, "--split_seed"), ("variable", clean_env(GROUP_QC_SPLIT_SEED="1"),
+                                                                "GROUP_QC_SPLIT_SEED")]:
+        flags = ["--split_seed", "1"] if how == "flag" else []
+        result = _evaluate(*common, *flags, "--output_dir", str(tmp_path / how), env=env)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert f"{len(overlap)} of the {len(asked)} groups of the val split were in the training run's train split" \
+            in result.stderr
+        assert f"split_seed 1 ({source})" in result.stderr and "split_seed 7 (run " in result.stderr
+        assert "--allow_train_overlap" in result.stderr
+    result = _evaluate(*common, "--split_seed", "1", "--allow_train_overlap", "--output_dir", str(tmp_path / "anyway"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "anyway" / "metrics.json").read_text())["data"]["train_overlap"] == len(overlap)
+    assert f"WARNING: {len(overlap)} of these groups were in the training run's train split" in \
+        (tmp_path / "anyway" / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("damage, note", [
+    ("missing", "no group_qc_run.json beside"),
+    ("old", "has format 0, this group-qc reads format 1"),
+])
+def test_evaluate_falls_back_to_flags_when_the_run_file_is_missing_or_old(recorded_run, tmp_path, damage, note):
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run["run_dir"], run, ignore=shutil.ignore_patterns("checkpoint-*", "last-checkpoint"))
+    shutil.copytree(recorded_run["checkpoint"], run / "checkpoint-2")
+    if damage == "missing":
+        (run / RUN_FILE).unlink()
+    else:
+        (run / RUN_FILE).write_text(json.dumps({**_record(recorded_run), "format": 0}), encoding="utf-8")
+    result = _evaluate("--model", str(recorded_run["model"]), "--adapters", str(run / "checkpoint-2"),
+                       "--stage_a_dir", str(recorded_run["stage_a"]), "--val_ratio", "0.5", "--split_seed", "7",
+                       "--max_new_tokens", "4", "--output_dir", str(tmp_path / "eval"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert note in result.stderr and "pass the training run's --val_ratio and --split_seed" in result.stderr
+    assert "no training run recorded" in (tmp_path / "eval" / "report.md").read_text(encoding="utf-8")
+
+
+def test_data_parallel_grpo_in_two_cpu_processes(tiny_qwen2_5_vl, synthetic, tmp_path):
+    """run_grpo.sh cuda=cpu nproc=2: torchrun starts two ranks (gloo); both import the plugin and build the same
+    rows, every step holds as many fails as passes across the ranks, validation scores every group once,
+    and the adapter and the run record are written once."""
+    stage_a = stage_a_from_truth(tmp_path / "stage_a", synthetic, seed=9, groups_per_label=3)
+    out = tmp_path / "grpo"
+    log = run_command(["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", "nproc=2", f"model={tiny_qwen2_5_vl}",
+                       f"stage_a_dir={stage_a}", "lora_last_k=2", "num_generations=4", "max_steps=2", "eval_steps=1",
+                       f"output_dir={out}", "extra=--max_completion_length 4 --dynamic_sample false"],
+                      tmp_path / "ddp.log", env=clean_env())
+    for rank in (0, 1):
+        assert f"[INFO:group_qc.stage_b rank {rank}] group_qc train:" in log
+    rows_by_rank = [sorted(line.split("] ", 1)[1] for line in log.splitlines()
+                           if f"[INFO:group_qc.stage_b rank {rank}] group_qc " in line) for rank in (0, 1)]
+    assert rows_by_rank[0] == rows_by_rank[1] and len(rows_by_rank[0]) >= 8   # same counts and id digests
+    (run_dir,) = out.glob("v*")
+    steps = [json.loads(line) for line in (run_dir / "logging.jsonl").read_text().splitlines()]
+    train = [s for s in steps if "reward" in s]
+    assert len(train) == 2 and all(s["qc/prompts/fail"] == s["qc/prompts/pass"] == 2 for s in train)
+    val_groups = len(build_rows(Selection(stage_a_dir=str(stage_a)), "val")[0])
+    evals = [s for s in steps if "eval_qc_val/groups" in s]
+    assert len(evals) == 2 and all(s["eval_qc_val/groups"] == val_groups for s in evals)
+    assert log.count(f"wrote {run_dir / RUN_FILE}") == 1
+    record = json.loads((run_dir / RUN_FILE).read_text())
+    assert record["world_size"] == 2 and record["validation"]["best_step"] in (1, 2)
+    assert len(list(out.rglob("adapter_model.safetensors"))) == len(list(run_dir.glob("checkpoint-*")))
