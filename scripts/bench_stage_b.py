@@ -112,8 +112,8 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
             marks["train_end"] = time.perf_counter()
     callbacks_map["bench_marks"] = Marks
 
-    env, argv = build_command(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k=2, num_generations=4,
-                              max_steps=steps, output_dir=str(out))
+    env, argv, _ = build_command(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k=2, num_generations=4,
+                                 max_steps=steps, output_dir=str(out), val="0")
     os.environ.update(env)
     argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
                        "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,

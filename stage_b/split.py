@@ -10,14 +10,6 @@ DEFAULT_VAL_RATIO = 0.2
 SPLITS = ("train", "val", "all")
 
 
-def check_ratio(val_ratio: float) -> float:
-    val_ratio = float(val_ratio)
-    if not 0.0 <= val_ratio < 1.0:
-        raise ValueError(f"validation ratio {val_ratio} is out of range: use 0 <= ratio < 1 "
-                         f"(GROUP_QC_VAL_RATIO / --val_ratio)")
-    return val_ratio
-
-
 def split_of(group_id: str, val_ratio: float = DEFAULT_VAL_RATIO, seed: int = 0) -> str:
     digest = hashlib.sha1(f"{seed}:{group_id}".encode("utf-8")).digest()
     position = int.from_bytes(digest[:8], "big") / 2**64   # uniform in [0, 1)

@@ -46,7 +46,8 @@ def num_llm_layers(model) -> int:
 
 def tensor_digest(named_tensors) -> str | None:
     """sha256 over (name, float32 bytes) in name order; None when a tensor is partitioned (ZeRO-3).
-    float32 so a bf16/fp16 checkpoint and its upcast copy give the same digest."""
+    float32 so a bf16/fp16 checkpoint and its upcast copy give the same digest. A single tensor's value
+    alone: `tensor_digest([("", tensor)])`."""
     import torch
     digest = hashlib.sha256()
     for name, tensor in sorted(named_tensors, key=lambda kv: kv[0]):
@@ -55,6 +56,11 @@ def tensor_digest(named_tensors) -> str | None:
         digest.update(name.encode("utf-8"))
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def adapter_key(name: str) -> str:
+    """A trainable LoRA parameter's key in the saved adapter (PEFT drops the adapter name)."""
+    return name.replace(".default.", ".")
 
 
 def target_modules(model):
@@ -202,7 +208,10 @@ class QCRunCallback(TrainerCallback):
         metrics = validation_metrics(unique)
         for key, value in metrics.items():
             trainer._metrics["eval"][key].append(value)
-        self.history.append({"step": trainer.state.global_step, **metrics})
+        # A fingerprint of the replies: with unchanged weights, greedy evaluations must repeat it exactly.
+        replies = sorted((r["mission"], r["group_id"], r["completion"]) for r in unique)
+        self.history.append({"step": trainer.state.global_step, **metrics,
+                             "completions_sha256": hashlib.sha256(repr(replies).encode("utf-8")).hexdigest()[:16]})
         return output
 
     # ------------------------------------------------------------ group_qc_run.json
@@ -215,7 +224,8 @@ class QCRunCallback(TrainerCallback):
         per_layer, problems = audit_trainable([(n, p.numel()) for n, p in trainable], num_layers, lora_last_k())
         lora = {"last_k": lora_last_k(), "num_llm_layers": num_layers, "trained_layers": per_layer,
                 "target_modules": target_modules(model), "problems": problems,
-                "trainable_sha256_at_start": {n: tensor_digest([(n, p)]) for n, p in trainable}}
+                # each tensor's value, keyed as in the saved adapter: a test checks every one of them moved
+                "trainable_sha256_at_start": {adapter_key(n): tensor_digest([("", p)]) for n, p in trainable}}
         record = build_run_record(selection, train_counts, val_counts, files,
                                   rewards=list(self.trainer.reward_func_names),
                                   reward_weights=self.trainer.reward_weights.tolist(), lora=lora,
