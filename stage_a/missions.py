@@ -62,11 +62,10 @@ class Registry:
 
     def select(self, spec: str | list[str]) -> list[Mission]:
         """`all`, one name, a comma-separated list or a list of names -> missions, registry order."""
-        items = spec if isinstance(spec, list) else [s for s in str(spec).split(",")]
-        items = [s.strip() for s in items if s and s.strip()]
+        items = spec_items(spec)
         if not items:
             raise MissionError(f"no mission given; use 'all' or one of: {', '.join(self.names)}")
-        if any(s.lower() == "all" for s in items):
+        if is_all(items):
             return list(self.missions)
         chosen = {self.resolve(s).name for s in items}
         return [m for m in self.missions if m.name in chosen]
@@ -77,6 +76,17 @@ class Registry:
     def folders_of(self, mission: Mission) -> list[str]:
         """Every spelling a mission's folder may have on disk."""
         return [mission.name, *mission.aliases]
+
+
+def spec_items(spec: str | list[str]) -> list[str]:
+    """The names in a mission selection: a comma-separated string or a list."""
+    items = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    return [s.strip() for s in items if s and s.strip()]
+
+
+def is_all(spec: str | list[str]) -> bool:
+    """Whether a mission selection means every mission (then a missing one is left out, not an error)."""
+    return any(s.lower() == "all" for s in spec_items(spec))
 
 
 def _normalize(name: str) -> str:

@@ -24,7 +24,7 @@ from .discovery import Group, discover_mission, mission_folders
 from .engine import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
 from .jsonl import JsonlAppender, exclusive_lock, write_jsonl_atomic
-from .missions import Mission, load_registry
+from .missions import Mission, is_all, load_registry
 from .outputs import MissionOutputs, existing_error_keys, existing_group_ids, shard_from_env, shard_of
 from .prompts import stage_a_messages
 from .records import RecordError, error_record, image_key, make_record, normalize_summary
@@ -300,7 +300,7 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     registry = load_registry(opts.missions_config)
     missions = registry.select(opts.mission)
     input_dir, output_dir = Path(opts.input_dir), Path(opts.output_dir)
-    folders = mission_folders(input_dir, registry, missions, strict_unknown=_is_all(opts.mission))
+    folders = mission_folders(input_dir, registry, missions, strict_unknown=is_all(opts.mission))
     spec = resolve_model(opts.model, opts.adapters, opts.model_type, opts.template) if engine is None else None
     ensure_writable(output_dir)
     num_shards, shard_index = shard_from_env(opts.num_shards, opts.shard_index)
@@ -309,7 +309,7 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
         plans = []
         for mission in missions:
             if not folders[mission.name]:
-                if not _is_all(opts.mission):
+                if not is_all(opts.mission):
                     raise FileNotFoundError(f"no folder for mission {mission.name!r} under {input_dir} "
                                             f"(looked for: {', '.join(registry.folders_of(mission))})")
                 log.warning("no photos for mission %s under %s; nothing to do for it", mission.name, input_dir)
@@ -341,7 +341,3 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
                     report.truncated, opts.max_new_tokens)
     return report
 
-
-def _is_all(spec) -> bool:
-    items = spec if isinstance(spec, list) else str(spec).split(",")
-    return any(s.strip().lower() == "all" for s in items)

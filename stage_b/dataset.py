@@ -16,7 +16,7 @@ import random
 from pathlib import Path
 
 from stage_a.jsonl import iter_jsonl
-from stage_a.missions import Registry, load_registry
+from stage_a.missions import Registry, is_all, load_registry
 from stage_a.records import RecordError, summaries_of, validate_record
 
 from .prompts import stage_b_messages
@@ -98,10 +98,6 @@ def row_from_record(record: dict, registry: Registry) -> dict:
         "group_id": record["group_id"],
         "summaries": summaries,
     }
-
-
-def is_all(missions) -> bool:
-    return isinstance(missions, str) and missions.strip().lower() == "all"
 
 
 def ids_digest(group_ids) -> str:

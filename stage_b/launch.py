@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from stage_a.engine import resolve_model
-from stage_a.missions import load_registry
+from stage_a.missions import is_all, load_registry
 
 from .dataset import build_rows
 from .lora import target_regex
@@ -96,7 +96,7 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     environ = os.environ if environ is None else environ
     registry = load_registry()
     missions = registry.select(mission)  # unknown mission: error naming the known ones
-    selection = "all" if mission.strip().lower() == "all" else "/".join(m.name for m in missions)
+    selection = "all" if is_all(mission) else "/".join(m.name for m in missions)
     yaml_env, args = read_config(config)
     explicit = {ENV_SETTINGS[k]: str(v) for k, v in
                 dict(stage_a_dir=stage_a_dir, val_ratio=val_ratio, split_seed=split_seed, lora_last_k=lora_last_k).items()
