@@ -63,6 +63,27 @@ def adapter_key(name: str) -> str:
     return name.replace(".default.", ".")
 
 
+def rng_states() -> tuple:
+    import random
+
+    import numpy as np
+    import torch
+    return (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+
+def restore_rng_states(states: tuple) -> None:
+    import random
+
+    import numpy as np
+    import torch
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+    if states[3] is not None:
+        torch.cuda.set_rng_state_all(states[3])
+
+
 def target_modules(model):
     """What LoRA was told to target (the anchored regex run_grpo.sh builds), from the PEFT config."""
     config = getattr(model, "peft_config", {}).get("default")
@@ -190,16 +211,20 @@ class QCRunCallback(TrainerCallback):
         return self.trainer.processing_class.decode(ids, skip_special_tokens=True)
 
     def _greedy_evaluation(self, original_loop, *args, **kwargs):
-        """ms-swift's evaluation loop with greedy decoding; then the QC metrics of its verdicts, once per group."""
+        """ms-swift's evaluation loop with greedy decoding; then the QC metrics of its verdicts, once per group.
+        The random generators are put back afterwards, so validating does not change what training samples
+        next (measured on the demo: without this, the rollouts after the first evaluation differed)."""
         trainer = self.trainer
         sampling = trainer.request_config
         trainer.request_config = copy.copy(sampling)
         trainer.request_config.temperature = 0.0
         self.val_rows = []
+        rng = rng_states()
         try:
             output = original_loop(*args, **kwargs)
         finally:
             trainer.request_config = sampling
+            restore_rng_states(rng)
         unique = list({(r["mission"], r["group_id"]): r for r in self.val_rows}.values())
         expected = sum(c["rows"] for c in LOADED["val"][1].values())
         if len(unique) != expected and trainer.state.is_world_process_zero:

@@ -238,3 +238,23 @@ def test_data_parallel_grpo_in_two_cpu_processes(tiny_qwen2_5_vl, synthetic, tmp
     assert [h["step"] for h in history] == [1, 2]
     assert history[0]["completions_sha256"] == history[1]["completions_sha256"]
     assert len(list(out.rglob("adapter_model.safetensors"))) == len(list(run_dir.glob("checkpoint-*")))
+
+
+def test_validation_does_not_change_what_training_samples(recorded_run, tmp_path):
+    """The same 4 steps from the coin-verdict start point, with greedy validation every 2 steps and without:
+    identical rewards at every step (evaluation used to advance the random generators, so the rollouts after
+    the first evaluation differed, and the demo's 30-step result with it)."""
+    curves = {}
+    for val in ("0", "1"):
+        out = tmp_path / f"val{val}"
+        run_command(["bash", "scripts/run_grpo.sh", "config=configs/demo/grpo.yaml", "mission=all", "cuda=cpu",
+                     f"model={recorded_run['model']}", f"stage_a_dir={recorded_run['stage_a']}", "max_steps=4",
+                     f"val={val}", "eval_steps=2", f"output_dir={out}", "extra=--save_strategy no"],
+                    tmp_path / f"val{val}.log", env=clean_env())
+        (log,) = out.glob("v*/logging.jsonl")
+        steps = [json.loads(line) for line in log.read_text().splitlines()]
+        curves[val] = [s["rewards/qc_label/mean"] for s in steps if "reward" in s]
+        if val == "1":
+            assert len([s for s in steps if "eval_qc_val/groups" in s]) == 2
+    assert len(curves["0"]) == 4 and curves["0"] == curves["1"]
+    assert len(set(curves["0"])) > 1   # a coin: rewards vary, so a shifted random stream would show
