@@ -96,11 +96,16 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
             x, y = _series(rows, name)
             if x:
                 ax.plot(x, y, marker=".", label=legend)
+        if key.startswith("eval_"):   # the overall number the best checkpoint is picked by
+            x, y = _series(rows, f"eval_{BEST_METRIC}")
+            ax.plot(x, y, color="black", linestyle="--", marker="o", label="overall")
         if any(labels):
             ax.legend(fontsize=7, loc="best")
         if best_step is not None and key.startswith("eval_"):
-            ax.axvline(best_step, color="grey", linestyle="--", linewidth=1)
-            ax.annotate(f"best step {best_step}", (best_step, 0.02), xycoords=("data", "axes fraction"), fontsize=7)
+            ax.axvline(best_step, color="grey", linestyle=":", linewidth=1)
+            right = best_step > (steps[0]["step"] + steps[-1]["step"]) / 2
+            ax.annotate(f"best step {best_step} ", (best_step, 0.02), xycoords=("data", "axes fraction"), fontsize=7,
+                        ha="right" if right else "left")
         ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
