@@ -210,12 +210,12 @@ def test_evaluate_falls_back_to_flags_when_the_run_file_is_missing_or_old(record
 def test_data_parallel_grpo_in_two_cpu_processes(tiny_qwen2_5_vl, synthetic, tmp_path):
     """run_grpo.sh cuda=cpu nproc=2: torchrun starts two ranks (gloo); both import the plugin and build the same
     rows, every step holds as many fails as passes across the ranks, validation scores every group once,
-    and the adapter and the run record are written once."""
+    the adapter and the run record are written once, and the per-mission signal reaches TensorBoard."""
     stage_a = stage_a_from_truth(tmp_path / "stage_a", synthetic, seed=9, groups_per_label=3)
     out = tmp_path / "grpo"
     log = run_command(["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", "nproc=2", f"model={tiny_qwen2_5_vl}",
                        f"stage_a_dir={stage_a}", "lora_last_k=2", "num_generations=4", "max_steps=2", "eval_steps=1",
-                       f"output_dir={out}", "extra=--max_completion_length 4 --dynamic_sample false"],
+                       f"output_dir={out}", "extra=--max_completion_length 4 --dynamic_sample false --report_to tensorboard"],
                       tmp_path / "ddp.log", env=clean_env())
     for rank in (0, 1):
         assert f"[INFO:group_qc.stage_b rank {rank}] group_qc train:" in log
@@ -238,6 +238,13 @@ def test_data_parallel_grpo_in_two_cpu_processes(tiny_qwen2_5_vl, synthetic, tmp
     assert [h["step"] for h in history] == [1, 2]
     assert history[0]["completions_sha256"] == history[1]["completions_sha256"]
     assert len(list(out.rglob("adapter_model.safetensors"))) == len(list(run_dir.glob("checkpoint-*")))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    (events,) = run_dir.rglob("events.out.tfevents.*")
+    board = EventAccumulator(str(events))
+    board.Reload()
+    tags = set(board.Tags()["scalars"])
+    assert {"train/qc/prompts/fail", "eval/qc_val/balanced_accuracy"} <= tags
+    assert any(t.startswith("train/qc/zero_advantage/") for t in tags)
 
 
 def test_validation_does_not_change_what_training_samples(recorded_run, tmp_path):
