@@ -1,4 +1,5 @@
-"""Photo loading: validate, apply EXIF orientation, bound memory, resize to max_pixels. PIL only.
+"""Photo loading: validate, apply EXIF orientation, decode to 8-bit RGB as a viewer shows it (to_rgb8),
+bound memory, resize to max_pixels. PIL only.
 
 Every failure is a PhotoError whose message names the file, so the group lands in the errors
 file with a reason a person can act on, and the run goes on.
@@ -54,7 +55,7 @@ def load_photo(path: str | Path, *, max_pixels: int | None, max_image_pixels: in
                     im.draft("RGB", (max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))))
                 im.load()
                 im = ImageOps.exif_transpose(im)
-                im = _to_rgb(im)
+                im = to_rgb8(im)
     except PhotoError:
         raise
     except Image.DecompressionBombError as exc:
@@ -70,13 +71,56 @@ def load_photo(path: str | Path, *, max_pixels: int | None, max_image_pixels: in
     return im
 
 
-def _to_rgb(im: Image.Image) -> Image.Image:
-    if im.mode == "RGB":
+# Photo modes whose values go beyond 8 bits: scaled, never clipped (convert("RGB") clips 16-bit grey to white).
+HIGH_DEPTH = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+WHITE = (255, 255, 255)
+
+
+def to_rgb8(im: Image.Image) -> Image.Image:
+    """8-bit RGB as a person sees the photo in a viewer:
+    - transparency (an alpha channel, or a transparent colour or palette entry in any mode) is composited on
+      white, the same for every mode: black would read as a dark cabinet to a VLM;
+    - 16-bit grey (I;16*) is scaled by 255/65535; 32-bit integer (I) the same when its values fit 16 bits,
+      as 8-bit when they fit 8 bits, else stretched from its minimum to its maximum; float (F) as 0..1 when
+      its values lie there, as 0..255 when they lie there, else stretched likewise;
+    - bilevel, grey, palette, CMYK and the rest through PIL's own conversion."""
+    transparent = im.info.get("transparency")
+    if im.mode in HIGH_DEPTH:
+        mask = _value_mask(im, transparent) if isinstance(transparent, (int, float)) else None
+        im = _scale_to_l(im)
+        if mask is not None:
+            im = Image.merge("LA", (im, mask))
+        transparent = None
+    if im.mode == "RGB" and transparent is None:
         return im
-    if im.mode in ("RGBA", "LA") or (im.mode == "P" and "transparency" in im.info):
-        # Transparent areas become white, not black: black reads as "dark cabinet" to a VLM.
+    if im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or transparent is not None:
         rgba = im.convert("RGBA")
-        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background = Image.new("RGB", rgba.size, WHITE)
         background.paste(rgba, mask=rgba.getchannel("A"))
         return background
     return im.convert("RGB")
+
+
+def _scale_to_l(im: Image.Image) -> Image.Image:
+    """A high-depth single-channel image as 8-bit grey (see to_rgb8 for the rule)."""
+    if im.mode.startswith("I;16"):
+        low, high = 0, 65535
+    else:
+        lo, hi = im.getextrema()
+        if im.mode == "F" and lo >= 0 and hi <= 1:
+            low, high = 0.0, 1.0
+        elif lo >= 0 and hi <= 255:
+            low, high = 0, 255
+        elif im.mode == "I" and lo >= 0 and hi <= 65535:
+            low, high = 0, 65535
+        else:
+            low, high = lo, (hi if hi > lo else lo + 1)
+    scale = 255.0 / (high - low)
+    return im.convert("F").point(lambda v: (v - low) * scale + 0.5).convert("L")
+
+
+def _value_mask(im: Image.Image, value) -> Image.Image:
+    """An L mask: 0 where a pixel is the transparent value, 255 elsewhere (PIL's point() on 32-bit modes
+    takes linear maps only, so this rare case uses numpy)."""
+    import numpy as np
+    return Image.fromarray(np.where(np.asarray(im) == value, 0, 255).astype(np.uint8), "L")
