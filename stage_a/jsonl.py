@@ -7,13 +7,14 @@ that names the file and line.
 """
 from __future__ import annotations
 
+import codecs
 import errno
 import fcntl
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 class JsonlError(ValueError):
@@ -29,12 +30,16 @@ def dumps_line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
+               on_torn: Callable[[str], None] | None = None) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object). A final line without "\n" that does not parse is a torn write
-    from a killed run: skipped when allow_torn_tail, else an error. Blank lines are skipped."""
+    from a killed run: skipped when allow_torn_tail (and reported to `on_torn`, with file and line, for
+    readers of finished files), else an error. Blank lines and a leading UTF-8 BOM are skipped."""
     path = Path(path)
     with path.open("rb") as f:
         data = f.read()
+    if data.startswith(codecs.BOM_UTF8):   # an editor's BOM is no part of the first record
+        data = data[len(codecs.BOM_UTF8):]
     lines = data.split(b"\n")
     last = len(lines) - 1  # the segment after the final "\n" ("" when the file ends cleanly)
     for i, raw in enumerate(lines):
@@ -46,6 +51,9 @@ def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True) -> Iter
                 raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
             if i == last and allow_torn_tail:
+                if on_torn:
+                    on_torn(f"{path}:{i + 1}: torn last line skipped ({exc}); a Stage-A run was killed while "
+                            f"writing it: rerun that Stage-A command to resume, which repairs the file")
                 continue
             where = "torn last line (killed writer?)" if i == last else "malformed line"
             raise JsonlError(f"{path}:{i + 1}: {where}: {exc}. Fix or remove that line, "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from stage_a.jsonl import iter_jsonl
 from stage_a.missions import Registry, is_all, load_registry
+from stage_a.outputs import MissionOutputs, existing_group_ids
 from stage_a.records import RecordError, summaries_of, validate_record
 
 from .prompts import stage_b_messages
@@ -50,18 +51,31 @@ def stage_a_files(source: Selection, missions: list, registry: Registry) -> list
         raise DatasetError(f"Stage-A folder {folder} (from {source.where('stage_a_dir')}) does not exist")
     paths, missing = [], []
     for mission in missions:
-        path = folder / f"{mission.stage_a_stem}.jsonl"
+        outputs = MissionOutputs(folder, mission.stage_a_stem)
+        path = outputs.merged_main
         if path.is_file():
+            check_merged(outputs)
             paths.append(path)
         else:
-            shards = list(folder.glob(f"{mission.stage_a_stem}.shard-*.jsonl"))
-            hint = " (shard parts found: run python -m stage_a.merge first)" if shards else ""
+            hint = " (shard parts found: run python -m stage_a.merge first)" if outputs.part_files() else ""
             missing.append(f"{path}{hint}")
     if missing and (not is_all(source.missions) or not paths):  # a mission asked for by name must be there
         raise DatasetError("missing Stage-A output: " + "; ".join(missing))
     for m in missing:
         log.warning("no Stage-A output for a mission, left out of 'all': %s", m)
     return paths
+
+
+def check_merged(outputs: MissionOutputs) -> None:
+    """Shard parts beside a merged file must all be in it: a part written after the merge would otherwise be
+    left out of training without a word."""
+    merged = existing_group_ids(outputs.merged_main)
+    unmerged = {path: len(existing_group_ids(path) - merged) for _, _, path in outputs.part_files()}
+    unmerged = {path: n for path, n in unmerged.items() if n}
+    if unmerged:
+        raise DatasetError(f"shard parts hold groups that {outputs.merged_main} lacks ("
+                           + ", ".join(f"{path}: {n}" for path, n in unmerged.items())
+                           + f"): run python -m stage_a.merge --output_dir {outputs.output_dir} first")
 
 
 def load_records(source: Selection, registry: Registry | None = None) -> list[dict]:
@@ -71,7 +85,8 @@ def load_records(source: Selection, registry: Registry | None = None) -> list[di
     wanted = {m.name for m in chosen}
     records, seen = [], {}
     for path in stage_a_files(source, chosen, registry):
-        for line_no, record in iter_jsonl(path):  # a torn last line (killed Stage-A) is skipped
+        before = len(records)
+        for line_no, record in iter_jsonl(path, on_torn=log.warning):  # a killed Stage-A's torn line: skipped, said
             try:
                 record = dict(record, mission=registry.resolve(record.get("mission", "")).name)
                 validate_record(record)
@@ -85,6 +100,9 @@ def load_records(source: Selection, registry: Registry | None = None) -> list[di
                                    f"{seen[key]} and {path}:{line_no}; merge or deduplicate the Stage-A files")
             seen[key] = f"{path}:{line_no}"
             records.append(record)
+        if len(records) == before:
+            log.warning("%s holds no group of the selected missions (%s)", path,
+                        "an empty file" if path.stat().st_size == 0 else "records of other missions only")
     return records
 
 

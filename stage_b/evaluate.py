@@ -59,7 +59,7 @@ def read_predictions(path: Path) -> list[dict]:
     except JsonlError as exc:
         raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
                               f"evaluate with the model)") from None
-    out = []
+    out, seen = [], {}
     for line_no, rec in records:
         missing = [f for f in PREDICTION_FIELDS if f not in rec]
         if missing:
@@ -67,6 +67,11 @@ def read_predictions(path: Path) -> list[dict]:
                                   f"{', '.join(PREDICTION_FIELDS)}")
         if rec["expected"] not in (PASS, FAIL):
             raise EvaluationError(f"{path}:{line_no}: expected must be 通过 or 不通过, got {rec['expected']!r}")
+        key = (rec["mission"], rec["group_id"])
+        if key in seen:   # counted twice, it would weigh twice in every rate
+            raise EvaluationError(f"{path}:{line_no}: group {rec['group_id']} of {rec['mission']} already at line "
+                                  f"{seen[key]}; keep one prediction per group")
+        seen[key] = line_no
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
                                     rec["summaries"]))
     return out

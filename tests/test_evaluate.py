@@ -153,3 +153,10 @@ def test_evaluate_bad_inputs(tiny_qwen2_5_vl, tmp_path):
     (tmp_path / "o2" / "report.md").write_text("old")
     result = _evaluate("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o2"))
     assert result.returncode == 2 and "--overwrite" in result.stderr
+
+
+def test_a_group_predicted_twice_is_refused_not_counted_twice(tmp_path):
+    preds = predictions_from_rows(ROWS, COMPLETIONS)
+    write_predictions(tmp_path / "p.jsonl", preds + preds[1:2])
+    with pytest.raises(EvaluationError, match=r"p.jsonl:4: group g2 of BBU接地线检查 already at line 2"):
+        read_predictions(tmp_path / "p.jsonl")

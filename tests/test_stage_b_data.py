@@ -165,3 +165,44 @@ def test_balance_applies_to_the_train_split_only_and_bad_setting_is_refused(tmp_
     assert val == plain_val  # evaluation sees every held-out group once, in file order
     with pytest.raises(SettingError, match="GROUP_QC_BALANCE_LABELS='yes please'"):
         selection_from(environ={"GROUP_QC_BALANCE_LABELS": "yes please"})
+
+
+# ------------------------------------------------------------------ a reader that skips anything says so (issue 13)
+def _one_mission(folder):
+    return Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
+
+
+@pytest.mark.parametrize("damage, rows, warning", [
+    # a killed Stage-A's torn last line: skipped, with the file and line
+    (lambda p: p.write_bytes(p.read_bytes() + b'{"group_id": "torn", "mission": "BBU'), 10,
+     "BBU接地线检查_stage_a.jsonl:11: torn last line skipped"),
+    # a complete but unparseable last line without its newline: the same
+    (lambda p: p.write_bytes(p.read_bytes() + b'{"group_id": oops}'), 10, "BBU接地线检查_stage_a.jsonl:11: torn last line"),
+    # one record, an editor's BOM and no final newline: read, not dropped
+    (lambda p: p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes().split(b"\n")[0]), 1, None),
+    # a zero-byte mission file: no rows, and a warning naming it
+    (lambda p: p.write_bytes(b""), 0, "BBU接地线检查_stage_a.jsonl holds no group of the selected missions (an empty file)"),
+])
+def test_partial_stage_a_files_are_read_or_reported(tmp_path, caplog, damage, rows, warning):
+    folder = write_stage_a(tmp_path / "sa")
+    damage(folder / "BBU接地线检查_stage_a.jsonl")
+    with caplog.at_level(logging.WARNING, logger="group_qc.stage_b"):
+        got, _ = build_rows(_one_mission(folder), "all", allow_empty=True)
+    assert len(got) == rows
+    if warning:
+        assert warning in caplog.text
+    else:
+        assert not caplog.text
+
+
+def test_shard_parts_beside_a_merged_file_must_be_merged(tmp_path):
+    folder = write_stage_a(tmp_path / "sa")
+    merged = folder / "BBU接地线检查_stage_a.jsonl"
+    lines = merged.read_text(encoding="utf-8").splitlines(keepends=True)
+    part = folder / "BBU接地线检查_stage_a.shard-00001-of-00002.jsonl"
+    part.write_text("".join(lines[5:]), encoding="utf-8")   # every group of this part is in the merged file
+    assert len(build_rows(_one_mission(folder), "all")[0]) == 10
+    merged.write_text("".join(lines[:8]), encoding="utf-8")  # a merge older than the part
+    with pytest.raises(DatasetError, match=r"shard parts hold groups that .*BBU接地线检查_stage_a.jsonl lacks "
+                                           r"\(.*shard-00001-of-00002.jsonl: 2\): run python -m stage_a.merge"):
+        build_rows(_one_mission(folder), "all")
