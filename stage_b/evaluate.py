@@ -36,18 +36,21 @@ class EvaluationError(ValueError):
     pass
 
 
-def score_prediction(group_id, mission, expected, completion, summaries) -> dict:
-    """One predictions.jsonl record: the verdict read from the completion and every reward."""
+def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None) -> dict:
+    """One predictions.jsonl record: the verdict read from the completion and every reward. A group the model
+    could not be asked about has an empty completion and its `error`: no verdict, counted wrong."""
     kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}
-    return {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
-            "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
-                                                  for name, func in REWARDS.items()},
-            "summaries": summaries}
+    record = {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
+              "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
+                                                    for name, func in REWARDS.items()},
+              "summaries": summaries}
+    return {**record, "error": error} if error else record
 
 
-def predictions_from_rows(rows: list[dict], completions: list[str]) -> list[dict]:
-    return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"])
-            for r, c in zip(rows, completions)]
+def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict[int, str] | None = None) -> list[dict]:
+    errors = errors or {}
+    return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"], errors.get(i))
+            for i, (r, c) in enumerate(zip(rows, completions))]
 
 
 def read_predictions(path: Path) -> list[dict]:
@@ -73,7 +76,7 @@ def read_predictions(path: Path) -> list[dict]:
                                   f"{seen[key]}; keep one prediction per group")
         seen[key] = line_no
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
-                                    rec["summaries"]))
+                                    rec["summaries"], rec.get("error")))
     return out
 
 
@@ -103,6 +106,10 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
                      f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
                      f"{_ci(m['overkill_rate_ci95'])} | {_pct(m['balanced_accuracy'])} | {_pct(m['fail_recall'])} | "
                      f"{_pct(m['fail_precision'])} | {_pct(m['format_compliance'])} | {m['invalid_verdicts']} |")
+    not_judged = [p for p in predictions if p.get("error")]
+    if not_judged:
+        lines += ["", f"**{len(not_judged)} group(s) could not be put to the model** (counted wrong, as invalid):", ""]
+        lines += [f"- {p['error']}" for p in not_judged]
     for name, m in metrics["per_mission"].items():
         c = m["confusion"]
         lines += ["", f"## {name}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
@@ -201,8 +208,10 @@ def main(argv=None) -> int:
             prepare_output_dir(output_dir, args.overwrite)
             engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
-            completions = [c[0] for c in engine.generate(rows)] if rows else []
-            predictions = predictions_from_rows(rows, completions)
+            generated, failed = engine.generate(rows) if rows else ([], {})
+            for why in failed.values():
+                print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
+            predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed)
             title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     except (EvaluationError, DatasetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -114,7 +114,12 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     chosen = select_groups(rows, args.groups)
-    report = score(chosen, engine.generate(chosen, n=args.num_generations), args.reward_weights)
+    generated, failed = engine.generate(chosen, n=args.num_generations)
+    for why in failed.values():
+        print(f"WARNING: left out: {why}", file=sys.stderr)
+    kept = [i for i in range(len(chosen)) if i not in failed]
+    chosen, generated = [chosen[i] for i in kept], [generated[i] for i in kept]
+    report = score(chosen, generated, args.reward_weights)
     names = list(REWARDS)
     print(f"\npreflight: {args.model} on {len(chosen)} groups x {args.num_generations} samples "
           f"(temperature {args.temperature})")

@@ -160,3 +160,33 @@ def test_a_group_predicted_twice_is_refused_not_counted_twice(tmp_path):
     write_predictions(tmp_path / "p.jsonl", preds + preds[1:2])
     with pytest.raises(EvaluationError, match=r"p.jsonl:4: group g2 of BBU接地线检查 already at line 2"):
         read_predictions(tmp_path / "p.jsonl")
+
+
+@pytest.mark.slow
+def test_a_group_the_model_cannot_take_fails_alone_and_is_named(tiny_qwen2_5_vl, tmp_path):
+    """A 10 MB row used to stop evaluation after minutes of tokenising, naming no group. Now: a prompt that
+    cannot fit is refused at once, one that ms-swift refuses fails alone; both are named, counted wrong,
+    listed in the report, and every other group is judged."""
+    from stage_b.generate import VerdictEngine
+    rows = [{**r, "messages": [{"role": "user", "content": f"图片_1: {s}"}]} for r, s in
+            zip(ROWS, ["接地线×1/未捆扎", "接地线×1/已捆扎" * 400, "接地线×1" * 20_000])]
+    engine = VerdictEngine(str(tiny_qwen2_5_vl), batch_size=4, max_new_tokens=4)
+    engine.engine.template.max_length = 1_000   # row 2: 3,206 characters (under 4 x 1,000) but over 1,000 tokens
+    completions, errors = engine.generate(rows)
+    assert set(errors) == {1, 2} and completions[0] and not completions[1] and not completions[2]
+    assert errors[1].startswith("group g2 of BBU接地线检查: ") and "max_length" in errors[1]
+    assert errors[2].startswith(f"group g3 of BBU接地线检查: its prompt has {len(rows[2]['messages'][0]['content']):,} "
+                                f"characters")
+    stage_a = _stage_a(tmp_path / "sa", n=4)
+    path = stage_a / f"{M}_stage_a.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    big = json.loads(lines[2])
+    big["per_image"]["图片_1"] = "接地线×1/已捆扎" * 700_000   # ~15 MB
+    path.write_text("\n".join(lines[:2] + [json.dumps(big, ensure_ascii=False)] + lines[3:]) + "\n", encoding="utf-8")
+    result = _evaluate("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--split", "all",
+                       "--max_new_tokens", "4", "--output_dir", str(tmp_path / "o"), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "not judged, counted wrong: group QC-EV-20250101-2 of BBU接地线检查: its prompt has" in result.stderr
+    predictions = [json.loads(line) for line in (tmp_path / "o" / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 4 and [bool(p.get("error")) for p in predictions] == [False, False, True, False]
+    assert "1 group(s) could not be put to the model" in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")

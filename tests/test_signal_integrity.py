@@ -148,7 +148,7 @@ def test_evaluate_pairs_each_completion_with_its_own_row(tiny_qwen2_5_vl, tmp_pa
     rows = {(r["mission"], r["group_id"]): r for r in build_rows(Selection(stage_a_dir=str(folder)), "all")[0]}
     assert len(predictions) == len(rows) == 12
     engine = VerdictEngine(str(tiny_qwen2_5_vl), batch_size=1, max_new_tokens=6, temperature=0.0)
-    alone = {key: engine.generate([row])[0][0] for key, row in rows.items()}
+    alone = {key: engine.generate([row])[0][0][0] for key, row in rows.items()}
     for p in predictions:
         key = (p["mission"], p["group_id"])
         assert p["completion"] == alone[key], key
