@@ -1,13 +1,15 @@
 """Discovery of photo groups on disk. Pure (os/re only).
 
 Layout: <input_dir>/<mission or alias>/<label folder>/<group folder>/<images>.
-Problems that concern one group or folder (empty group, unknown label folder, duplicate group
-id) become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on.
+Problems that concern one group or folder (empty group, unknown label folder, a group id found twice,
+an unreadable folder, a dangling photo link, a file where a folder belongs) become `DiscoveryIssue`s that
+the caller writes to the errors file; the rest goes on.
 """
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -65,6 +67,20 @@ def _scandir(path: Path) -> list[os.DirEntry]:
         return sorted(_visible(it), key=lambda e: natural_key(e.name))
 
 
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:   # a symlink loop raises (ELOOP) instead of answering False
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def mission_folders(input_dir: Path, registry: Registry, missions: list[Mission],
                     strict_unknown: bool) -> dict[str, list[Path]]:
     """Folders under input_dir per selected mission (canonical name and aliases).
@@ -78,7 +94,7 @@ def mission_folders(input_dir: Path, registry: Registry, missions: list[Mission]
     found: dict[str, list[Path]] = {m.name: [] for m in missions}
     unknown = []
     for entry in _scandir(input_dir):
-        if not entry.is_dir():
+        if not _is_dir(entry):
             continue
         try:
             mission = registry.resolve(entry.name)
@@ -95,45 +111,89 @@ def mission_folders(input_dir: Path, registry: Registry, missions: list[Mission]
     return found
 
 
+def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
+    """(photo names in natural order, why the group cannot be written whole, or None)."""
+    try:
+        entries = _scandir(path)
+    except OSError as exc:
+        return [], f"cannot read group folder {rel_group}: {exc.strerror or exc}"
+    photos, unreadable = [], []
+    for e in entries:
+        if os.path.splitext(e.name)[1].lower() not in IMAGE_EXTENSIONS:
+            continue  # other files and sub-folders are no photos (README)
+        (photos if _is_file(e) else unreadable).append(e.name)
+    if unreadable:   # a dangling or looping symlink, or a folder named like a photo: never a group without it
+        return photos, (f"photo(s) {', '.join(unreadable)} in {rel_group} cannot be read as files (a dangling or "
+                        f"looping symlink, or a folder); fix them, then rerun with --retry_errors")
+    if not photos:
+        return photos, f"empty group: no .jpg/.jpeg/.png file in {rel_group}"
+    return photos, None
+
+
+def _not_a_folder(entry: os.DirEntry, rel: str, expected: str) -> str:
+    if entry.is_symlink() and not _is_dir(entry):
+        return f"{rel} is a symlink that does not resolve (dangling or a loop), not a {expected} (skipped)"
+    if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
+        return f"photo {rel} lies loose outside a group folder (skipped); move it into its group's folder"
+    return f"{rel} is a file, not a {expected} (skipped)"
+
+
 def discover_mission(input_dir: Path, mission: Mission, folders: list[Path],
                      registry: Registry) -> tuple[list[Group], list[DiscoveryIssue]]:
-    """All groups of one mission in discovery order, plus the issues found on the way."""
+    """All groups of one mission in discovery order, plus the issues found on the way. Nothing on disk is
+    passed over without an issue: a file where a folder belongs, a loose photo, an unreadable folder, a
+    dangling photo link. Group ids are NFC-normalised first; an id found twice (two folders, two labels,
+    or two spellings of the mission folder) fails every copy, naming them all, since no label can be trusted."""
     input_dir = Path(input_dir)
-    candidates = []  # (order key, label, folder relative path, image names)
+    candidates = []  # (order key, label, folder relative path, group id, image names, problem)
     issues: list[DiscoveryIssue] = []
     for mission_dir in folders:
-        for label_entry in _scandir(mission_dir):
-            if not label_entry.is_dir():
+        rel_mission = mission_dir.relative_to(input_dir).as_posix()
+        try:
+            label_entries = _scandir(mission_dir)
+        except OSError as exc:
+            issues.append(DiscoveryIssue(mission.name, rel_mission, f"cannot read mission folder {rel_mission}: "
+                                         f"{exc.strerror or exc} (skipped)"))
+            continue
+        for label_entry in label_entries:
+            rel_label = f"{rel_mission}/{label_entry.name}"
+            if not _is_dir(label_entry):
+                issues.append(DiscoveryIssue(mission.name, rel_label, _not_a_folder(label_entry, rel_label,
+                                                                                    "label folder")))
                 continue
-            rel_label = Path(label_entry.path).relative_to(input_dir).as_posix()
             label = registry.label_of_folder(label_entry.name)
             if label is None:
                 issues.append(DiscoveryIssue(mission.name, rel_label,
                               f"unknown label folder {label_entry.name!r} in {rel_label}; expected one of "
                               f"{', '.join(registry.label_folders)} (skipped)"))
                 continue
-            for group_entry in _scandir(Path(label_entry.path)):
-                if not group_entry.is_dir():
-                    continue
+            try:
+                group_entries = _scandir(Path(label_entry.path))
+            except OSError as exc:
+                issues.append(DiscoveryIssue(mission.name, rel_label, f"cannot read label folder {rel_label}: "
+                                             f"{exc.strerror or exc} (skipped)"))
+                continue
+            for group_entry in group_entries:
                 rel_group = f"{rel_label}/{group_entry.name}"
-                images = [e.name for e in _scandir(Path(group_entry.path))
-                          if e.is_file() and os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS]
-                candidates.append((path_order_key(rel_group), label, rel_group, group_entry.name, images))
+                if not _is_dir(group_entry):
+                    issues.append(DiscoveryIssue(mission.name, rel_group, _not_a_folder(group_entry, rel_group,
+                                                                                        "group folder")))
+                    continue
+                images, problem = _scan_group(Path(group_entry.path), rel_group)
+                gid = unicodedata.normalize("NFC", group_id_for(group_entry.name, images[0] if images else ""))
+                candidates.append((path_order_key(rel_group), label, rel_group, gid, images, problem))
     candidates.sort(key=lambda c: c[0])
 
+    places: dict[str, list[str]] = {}
+    for _, label, rel_group, gid, _, _ in candidates:
+        places.setdefault(gid, []).append(f"{rel_group} ({label})")
     groups: list[Group] = []
-    first_seen: dict[str, str] = {}
-    for _, label, rel_group, folder_name, images in candidates:
-        if not images:
-            issues.append(DiscoveryIssue(mission.name, rel_group,
-                          f"empty group: no .jpg/.jpeg/.png file in {rel_group}", group_id=folder_name))
+    for _, label, rel_group, gid, images, problem in candidates:
+        if len(places[gid]) > 1:
+            problem = (f"group id {gid!r} is found {len(places[gid])} times: {'; '.join(places[gid])}; which one "
+                       f"is right cannot be told, so none is written: rename or remove the copies")
+        if problem:
+            issues.append(DiscoveryIssue(mission.name, rel_group, problem, group_id=gid))
             continue
-        gid = group_id_for(folder_name, images[0])
-        if gid in first_seen:
-            issues.append(DiscoveryIssue(mission.name, rel_group,
-                          f"duplicate group id {gid!r}: {rel_group} repeats {first_seen[gid]} (kept the first)",
-                          group_id=gid))
-            continue
-        first_seen[gid] = rel_group
         groups.append(Group(gid, mission.name, label, tuple(f"{rel_group}/{n}" for n in images)))
     return groups, issues

@@ -59,11 +59,10 @@ def test_issues_empty_group_duplicate_id_unknown_label_and_the_rest_goes_on(tmp_
     touch(tmp_path / M / "审核不通过" / "中文组" / "照片1.jpg")
     groups, issues = discover(tmp_path)
     # Discovery order is natural order of <label>/<group>: 审核不通过 sorts before 审核通过.
-    assert [(g.group_id, g.folder) for g in groups] == [
-        ("QC-X-20250101-1", f"{M}/审核不通过/b"), ("中文组", f"{M}/审核不通过/中文组")]
+    assert [(g.group_id, g.folder) for g in groups] == [("中文组", f"{M}/审核不通过/中文组")]
     errors = sorted(i.error.split(":")[0].split(";")[0] for i in issues)
-    assert errors == ["duplicate group id 'QC-X-20250101-1'", "empty group", "empty group",
-                      "unknown label folder '待审核' in BBU接地线检查/待审核"]
+    assert errors == ["empty group", "empty group", "group id 'QC-X-20250101-1' is found 2 times",
+                      "group id 'QC-X-20250101-1' is found 2 times", "unknown label folder '待审核' in BBU接地线检查/待审核"]
 
 
 def test_alias_folder_is_the_same_mission(tmp_path):
@@ -84,3 +83,100 @@ def test_missing_input_dir_is_named(tmp_path):
     registry = load_registry()
     with pytest.raises(FileNotFoundError, match="nope"):
         mission_folders(tmp_path / "nope", registry, list(registry.missions), strict_unknown=True)
+
+
+# ------------------------------------------------------------------ nothing passed over without a trace (issue 13)
+G = f"{M}/审核通过/QC-AB-20250101-1"
+
+
+def _dangling(root):
+    touch(root / G / "1.jpg")
+    (root / G / "2.jpg").symlink_to(root / "nowhere.jpg")
+
+
+def _looping(root):
+    touch(root / G / "1.jpg")
+    (root / G / "2.jpg").symlink_to(root / G / "3.jpg")
+    (root / G / "3.jpg").symlink_to(root / G / "2.jpg")
+
+
+def _group_is_a_file(root):
+    touch(root / f"{M}/审核通过/QC-AB-20250101-1")
+
+
+def _loose_photo(root):
+    touch(root / f"{M}/审核通过/QC-AB-20250101-1_1.jpg")
+
+
+def _group_link_loop(root):
+    (root / f"{M}/审核通过").mkdir(parents=True)
+    (root / G).symlink_to(root / G)
+
+
+def _file_for_label(root):
+    touch(root / f"{M}/审核通过")
+
+
+@pytest.mark.parametrize("make, path, message", [
+    (_dangling, G, "photo(s) 2.jpg in BBU接地线检查/审核通过/QC-AB-20250101-1 cannot be read as files"),
+    (_looping, G, "photo(s) 2.jpg, 3.jpg in BBU接地线检查/审核通过/QC-AB-20250101-1 cannot be read as files"),
+    (_group_is_a_file, G, f"{G} is a file, not a group folder (skipped)"),
+    (_loose_photo, f"{M}/审核通过/QC-AB-20250101-1_1.jpg", "lies loose outside a group folder"),
+    (_group_link_loop, G, f"{G} is a symlink that does not resolve (dangling or a loop), not a group folder"),
+    (_file_for_label, f"{M}/审核通过", f"{M}/审核通过 is a file, not a label folder (skipped)"),
+])
+def test_what_cannot_be_a_whole_group_is_an_issue_naming_it(tmp_path, make, path, message):
+    """A dangling photo link used to shrink its group silently; a file or a loose photo where a folder
+    belongs, and a symlink loop, were passed over or crashed the run."""
+    make(tmp_path)
+    touch(tmp_path / M / "审核不通过" / "QC-AB-20250101-2" / "1.jpg")   # the rest goes on
+    groups, issues = discover(tmp_path)
+    assert [g.group_id for g in groups] == ["QC-AB-20250101-2"]
+    assert [(i.path, message in i.error) for i in issues] == [(path, True)], [i.error for i in issues]
+
+
+def test_an_unreadable_group_folder_fails_that_group_only(tmp_path, monkeypatch):
+    """Root reads any folder, so the refusal the OS would give another user is raised for that one path."""
+    import os
+    touch(tmp_path / G / "1.jpg")
+    touch(tmp_path / M / "审核不通过" / "QC-AB-20250101-2" / "1.jpg")
+    real = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("QC-AB-20250101-1"):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    groups, issues = discover(tmp_path)
+    assert [g.group_id for g in groups] == ["QC-AB-20250101-2"]
+    assert [(i.group_id, i.error) for i in issues] == [
+        ("QC-AB-20250101-1", f"cannot read group folder {G}: Permission denied")]
+
+
+@pytest.mark.parametrize("layout", [
+    # one folder name in two Unicode normalisations (macOS writes NFD): one NFC id, found twice
+    [f"{M}/审核通过/组\u0041\u030a/1.jpg", f"{M}/审核通过/组\u00c5/1.jpg"],
+    # the same id under both labels
+    [f"{M}/审核通过/QC-AB-20250101-1/1.jpg", f"{M}/审核不通过/QC-AB-20250101-1/1.jpg"],
+    # the same id in both spellings of one mission folder
+    ["BBU线缆布放/审核通过/g/1.jpg", "BBU线缆布放要求/审核通过/g/1.jpg"],
+])
+def test_a_group_id_found_twice_fails_every_copy_naming_all(tmp_path, layout):
+    import unicodedata
+    mission = layout[0].split("/")[0]
+    for rel in layout:
+        touch(tmp_path / rel.encode().decode("unicode_escape").encode("latin-1").decode("utf-8"))
+    groups, issues = discover(tmp_path, mission)
+    assert groups == [] and len(issues) == 2
+    ids = {i.group_id for i in issues}
+    assert len(ids) == 1 and unicodedata.is_normalized("NFC", ids.pop())
+    for issue in issues:
+        assert "is found 2 times" in issue.error and all(i.path in issue.error for i in issues)
+
+
+def test_group_ids_are_nfc(tmp_path):
+    import unicodedata
+    touch(tmp_path / M / "审核通过" / unicodedata.normalize("NFD", "组Å") / "1.jpg")
+    (group,) = discover(tmp_path)[0]
+    assert group.group_id == unicodedata.normalize("NFC", "组Å") != unicodedata.normalize("NFD", "组Å")
+    assert (tmp_path / group.images[0]).is_file()   # the photo's own path is kept for reading it
