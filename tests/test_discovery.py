@@ -180,3 +180,87 @@ def test_group_ids_are_nfc(tmp_path):
     (group,) = discover(tmp_path)[0]
     assert group.group_id == unicodedata.normalize("NFC", "组Å") != unicodedata.normalize("NFD", "组Å")
     assert (tmp_path / group.images[0]).is_file()   # the photo's own path is kept for reading it
+
+
+# ------------------------------------------------------------------ property: every photo is accounted for
+def _fuzz_name():
+    from hypothesis import strategies as st
+    pieces = st.sampled_from(["a", "B", "7", "组", " ", ".", "-", "Å", "A\u030a", "_1", "QC-AB-20250101-"])
+    return st.lists(pieces, min_size=1, max_size=4).map("".join).filter(lambda n: n.strip(". ") != "")
+
+
+def _tree():
+    from hypothesis import strategies as st
+    kinds = st.sampled_from(["photo", "photo", "photo", "text", "dir_named_photo", "dangling", "loop", "empty_dir"])
+    group = st.tuples(_fuzz_name(), st.lists(st.tuples(_fuzz_name(), kinds), max_size=4),
+                      st.sampled_from(["dir", "dir", "dir", "file", "loop"]))
+    label = st.tuples(st.sampled_from(["审核通过", "审核不通过", "待审核"]), st.lists(group, max_size=4),
+                      st.booleans())   # booleans: a loose photo in the label folder
+    return st.tuples(st.lists(label, max_size=3), st.sampled_from([M, "BBU接地线检查"]))
+
+
+def _build(root: Path, tree) -> set[str]:
+    """Writes the tree; returns the relative paths of the photo files a person would expect to be handled."""
+    import os
+    labels, mission = tree
+    photos = set()
+    for label, groups, loose in labels:
+        label_dir = root / mission / label
+        label_dir.mkdir(parents=True, exist_ok=True)
+        if loose:
+            touch(label_dir / "loose.jpg")
+            photos.add(f"{mission}/{label}/loose.jpg")
+        for name, entries, kind in groups:
+            group_dir = label_dir / name
+            if os.path.lexists(group_dir):
+                continue
+            if kind == "file":
+                touch(group_dir)
+                continue
+            if kind == "loop":
+                group_dir.symlink_to(group_dir)
+                continue
+            group_dir.mkdir()
+            for entry, what in entries:
+                path = group_dir / (entry + (".txt" if what == "text" else ".jpg"))
+                if os.path.lexists(path) or what == "empty_dir":
+                    continue
+                if what == "photo":
+                    touch(path)
+                elif what == "dir_named_photo":
+                    path.mkdir()
+                elif what == "dangling":
+                    path.symlink_to(root / "missing.jpg")
+                elif what == "loop":
+                    path.symlink_to(path)
+                if what != "text" and not path.name.startswith("."):
+                    photos.add(path.relative_to(root).as_posix())
+    return photos
+
+
+def test_every_photo_ends_in_one_written_group_or_an_issue():
+    """Random trees (NFD and NFC names, dots, spaces, symlinks, loops, empty folders, files where folders
+    belong): discovery never raises, and every photo file is in exactly one written group or under a path
+    that an issue names."""
+    import shutil
+    import tempfile
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_tree())
+    def check(tree):
+        root = Path(tempfile.mkdtemp())
+        try:
+            photos = _build(root, tree)
+            groups, issues = discover(root)
+            written = [p for g in groups for p in g.images]
+            assert len(written) == len(set(written))
+            named = {i.path for i in issues}
+            for photo in photos:
+                in_groups = written.count(photo)
+                covered = any(photo == n or photo.startswith(n + "/") for n in named)
+                assert in_groups + covered == 1, (photo, written, [i.error for i in issues])
+            assert set(written) <= photos
+        finally:
+            shutil.rmtree(root)
+    check()
