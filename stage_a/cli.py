@@ -9,7 +9,9 @@ import argparse
 import logging
 import sys
 
+from .exits import run_cli
 from .images import DEFAULT_MAX_IMAGE_PIXELS
+from .jsonl import RESUME
 from .runner import DEFAULT_MAX_PIXELS, StageAOptions, run_stage_a
 
 
@@ -67,15 +69,11 @@ def options_from_args(args: argparse.Namespace) -> StageAOptions:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .jsonl import JsonlError, LockedError
-    try:
-        report = run_stage_a(options_from_args(args))
-    except LockedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except (ValueError, FileNotFoundError, PermissionError, JsonlError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _run(args), on_interrupt=f"interrupted: {RESUME}")
+
+
+def _run(args) -> int:
+    report = run_stage_a(options_from_args(args))
     for mission in sorted(set(report.written) | set(report.skipped)):
         print(f"{mission}: wrote {report.written.get(mission, 0)} groups, "
               f"{report.failed.get(mission, 0)} failed (see errors file), "

@@ -25,6 +25,13 @@ class LockedError(RuntimeError):
     """Another process holds the output lock."""
 
 
+class OutputError(OSError):
+    """An output file that cannot be written, or that vanished under the writer (names the file and what to do)."""
+
+
+RESUME = "rerun the same command to resume (every group already in the file is kept)"
+
+
 def dumps_line(record: dict) -> str:
     # ensure_ascii=False: Chinese stays readable in `tail -f` and editors.
     return json.dumps(record, ensure_ascii=False) + "\n"
@@ -100,22 +107,44 @@ def repair_torn_tail(path: str | os.PathLike) -> int:
 
 
 class JsonlAppender:
-    """Append whole lines; each `write` is flushed before it returns (visible to `tail -f`)."""
+    """Append whole lines; each `write` is flushed before it returns (visible to `tail -f`). After each write
+    the path must still be the file this writer opened: deleted or replaced by another program, the lines
+    would go to an unlinked file and be lost while the run reported them written."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         repair_torn_tail(self.path)
         self._f = self.path.open("a", encoding="utf-8")
+        st = os.fstat(self._f.fileno())
+        self._identity = (st.st_dev, st.st_ino)
 
     def write(self, record: dict) -> None:
-        self._f.write(dumps_line(record))
-        self._f.flush()
+        try:
+            self._f.write(dumps_line(record))
+            self._f.flush()
+        except OSError as exc:
+            raise OutputError(exc.errno, f"cannot write to {self.path}: {exc.strerror or exc}; free space or fix "
+                                         f"the folder, then {RESUME}") from None
+        self._check_still_there()
+
+    def _check_still_there(self) -> None:
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._identity
+        except FileNotFoundError:
+            same = False
+        if not same:
+            raise OutputError(errno.ENOENT, f"{self.path} was deleted or replaced while this run was writing it, so "
+                                            f"the groups written since are not in it (another program did this: "
+                                            f"group-qc's own writers exclude each other); {RESUME}")
 
     def close(self) -> None:
         if not self._f.closed:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
+            try:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+            finally:
+                self._f.close()
 
     def __enter__(self):
         return self
@@ -129,34 +158,42 @@ def write_jsonl_atomic(path: str | os.PathLike, records) -> int:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     n = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for record in records:
-            f.write(dumps_line(record))
-            n += 1
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            for record in records:
+                f.write(dumps_line(record))
+                n += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)   # the old file stays whole; no half-written copy is left behind
+        raise OutputError(exc.errno, f"cannot write {path}: {exc.strerror or exc}; it is unchanged: free space or "
+                                     f"fix the folder, then {RESUME}") from None
     return n
 
 
 @contextmanager
-def exclusive_lock(target: str | os.PathLike):
-    """Hold `<target>.lock` for the duration; a second holder is refused at once, not queued,
-    so two writers of the same output can never interleave lines."""
+def output_lock(target: str | os.PathLike, *, shared: bool = False):
+    """Hold `<target>.lock` for the duration, refusing at once (never queueing) when another process holds it
+    in a conflicting way: any number of shared holders (the shards of one mission) or one exclusive holder
+    (an unsharded run, a merge, one shard's part file)."""
     lock_path = Path(f"{target}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
             raise LockedError(
-                f"{target} is being written by another process (pid {holder}); wait for it to finish "
-                f"or stop it. Different shards must use --num_shards/--shard_index.") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+                f"{target} is being written by another process ({f'pid {holder}' if holder else 'sharded runs'}); "
+                f"wait for it to finish or stop it. Sharded and unsharded runs of one mission, and a merge, never "
+                f"overlap; different shards must use --num_shards/--shard_index.") from None
+        if not shared:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
         os.close(fd)  # closing releases the flock; the file itself stays (harmless, reusable)

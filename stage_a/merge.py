@@ -1,7 +1,7 @@
 """`python -m stage_a.merge --output_dir DIR [--mission all]`: join shard part files into
 <mission>_stage_a.jsonl (and .errors.jsonl) in discovery order, each group once.
 
-Refuses while a shard still holds its lock, or when a shard of the set is missing.
+Refuses while any run of the mission holds its lock, or when a shard of the set is missing.
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from .discovery import path_order_key
-from .jsonl import JsonlError, LockedError, exclusive_lock, iter_jsonl, write_jsonl_atomic
-from .missions import MissionError, load_registry
+from .exits import run_cli
+from .jsonl import iter_jsonl, output_lock, write_jsonl_atomic
+from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import RecordError, validate_record
 
@@ -30,13 +31,11 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
     missing = sorted(set(range(n)) - {i for i, _, _ in parts})
     if missing:
         raise ValueError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
-    with exclusive_lock(outputs.merged_main):
-        for _, _, path in parts:
-            with exclusive_lock(path):  # refused (LockedError) while that shard is still running
-                pass
+    with output_lock(outputs.mission_lock):  # refused (LockedError) while any shard or unsharded run writes
         records = {}
-        sources = [outputs.merged_main] if outputs.merged_main.exists() else []
-        for source in sources + [p for _, _, p in parts]:
+        # Parts first: they are newer than a merged file (a shard rerun with --overwrite redoes its groups).
+        sources = [p for _, _, p in parts] + ([outputs.merged_main] if outputs.merged_main.exists() else [])
+        for source in sources:
             for line_no, rec in iter_jsonl(source):
                 try:
                     validate_record(rec, known_missions)
@@ -65,25 +64,20 @@ def main(argv=None) -> int:
     p.add_argument("--mission", default="all", help="a mission name or alias, a list, or 'all'")
     p.add_argument("--missions_config", default=None, help="mission registry YAML")
     args = p.parse_args(argv)
-    try:
-        registry = load_registry(args.missions_config)
-        missions = registry.select(args.mission)
-        merged_any = False
-        for mission in missions:
-            result = merge_mission(Path(args.output_dir), mission.stage_a_stem, registry.names)
-            if result is not None:
-                merged_any = True
-                print(f"{mission.name}: {result[0]} groups, {result[1]} errors -> "
-                      f"{Path(args.output_dir) / (mission.stage_a_stem + '.jsonl')}")
-        if not merged_any:
-            print(f"error: no shard part files under {args.output_dir}", file=sys.stderr)
-            return 2
-    except LockedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except (MissionError, ValueError, JsonlError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _merge(Path(args.output_dir), args.mission, args.missions_config))
+
+
+def _merge(output_dir: Path, mission_spec: str, missions_config) -> int:
+    registry = load_registry(missions_config)
+    merged_any = False
+    for mission in registry.select(mission_spec):
+        result = merge_mission(output_dir, mission.stage_a_stem, registry.names)
+        if result is not None:
+            merged_any = True
+            print(f"{mission.name}: {result[0]} groups, {result[1]} errors -> "
+                  f"{output_dir / (mission.stage_a_stem + '.jsonl')}")
+    if not merged_any:
+        raise ValueError(f"no shard part files under {output_dir}")
     return 0
 
 

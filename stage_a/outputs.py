@@ -47,6 +47,12 @@ class MissionOutputs:
         return self.num_shards > 1
 
     @property
+    def mission_lock(self) -> Path:
+        """One lock per mission over all its files: shards hold it shared, an unsharded run and a merge
+        exclusively, so no run removes or rewrites a file another run may hold."""
+        return self.output_dir / self.stem
+
+    @property
     def merged_main(self) -> Path:
         return self.output_dir / f"{self.stem}.jsonl"
 
@@ -62,7 +68,12 @@ class MissionOutputs:
 
     @property
     def errors(self) -> Path:
-        return self.main.with_name(self.main.name[: -len(".jsonl")] + ".errors.jsonl")
+        return errors_of(self.main)
+
+    def every_file(self) -> list[Path]:
+        """All files of this mission's output: merged and shard parts, main and errors."""
+        mains = [self.merged_main, *(p for _, _, p in self.part_files())]
+        return [f for m in mains for f in (m, errors_of(m))]
 
     def part_files(self) -> list[tuple[int, int, Path]]:
         """Existing shard part files of this mission: (shard index, num shards, path)."""
@@ -72,6 +83,11 @@ class MissionOutputs:
             if m and path.name.startswith(self.stem + ".shard-"):
                 parts.append((int(m.group(1)), int(m.group(2)), path))
         return parts
+
+
+def errors_of(main: Path) -> Path:
+    """`<x>.jsonl` -> `<x>.errors.jsonl`: each main file's errors file beside it."""
+    return main.with_name(main.name[: -len(".jsonl")] + ".errors.jsonl")
 
 
 def glob_escape(text: str) -> str:

@@ -7,10 +7,12 @@ Groups finish in discovery order and each is written, flushed, the moment its la
 """
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
 import queue
+import shutil
 import tempfile
 import threading
 import time
@@ -23,7 +25,7 @@ from pathlib import Path
 from .discovery import Group, discover_mission, mission_folders
 from .engine import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
-from .jsonl import JsonlAppender, exclusive_lock, write_jsonl_atomic
+from .jsonl import JsonlAppender, output_lock, write_jsonl_atomic
 from .missions import Mission, is_all, load_registry
 from .outputs import MissionOutputs, existing_error_keys, existing_group_ids, shard_from_env, shard_of
 from .prompts import stage_a_messages
@@ -101,6 +103,10 @@ class RunReport:
     model_loaded: bool = False
 
 
+# Below this much free space a run would fail at its first writes, after minutes of loading the model.
+MIN_FREE_BYTES = 16 * 1024 * 1024
+
+
 def ensure_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -109,17 +115,25 @@ def ensure_writable(folder: Path) -> None:
     except OSError as exc:
         raise PermissionError(f"output_dir {folder} is not writable ({exc.strerror or exc}); "
                               f"choose another --output_dir or fix its permissions") from None
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"output_dir {folder} has {free / 2**20:.1f} MiB free, less than the "
+                                    f"{MIN_FREE_BYTES / 2**20:.0f} MiB a run needs; free space first (the model "
+                                    f"is not loaded until there is room)")
 
 
 def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, outputs: MissionOutputs,
           input_dir: Path) -> MissionPlan:
     groups, issues = discover_mission(input_dir, mission, folders, registry)
     if opts.overwrite:
-        for path in {outputs.main, outputs.errors, outputs.merged_main, outputs.merged_errors}:
+        # A shard removes its own part only (other shards may be running, holding the mission lock shared; a
+        # merge prefers parts over the older merged file). An unsharded run holds the mission lock
+        # exclusively, so no other run holds any of the mission's files: it removes them all.
+        for path in ([outputs.main, outputs.errors] if outputs.sharded else outputs.every_file()):
             path.unlink(missing_ok=True)
+    done = existing_group_ids(outputs.main)   # read (and checked) before the errors file is touched
     if opts.retry_errors:
         write_jsonl_atomic(outputs.errors, [])  # failed groups are retried; issues are re-found below
-    done = existing_group_ids(outputs.main)
     failed, known_issues = existing_error_keys(outputs.errors)
     if outputs.sharded and not opts.overwrite:
         done |= existing_group_ids(outputs.merged_main)
@@ -315,7 +329,9 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
                 log.warning("no photos for mission %s under %s; nothing to do for it", mission.name, input_dir)
                 continue
             outputs = MissionOutputs(output_dir, mission.stage_a_stem, num_shards, shard_index)
-            stack.enter_context(exclusive_lock(outputs.main))
+            stack.enter_context(output_lock(outputs.mission_lock, shared=outputs.sharded))
+            if outputs.sharded:   # two processes never run the same shard
+                stack.enter_context(output_lock(outputs.main))
             plan = _plan(mission, folders[mission.name], opts, registry, outputs, input_dir)
             log.info("%s: %d groups discovered; shard %d/%d: %d already written, %d failed before%s, %d to do",
                      mission.name, plan.discovered, shard_index, num_shards, plan.skipped_done, plan.skipped_errors,

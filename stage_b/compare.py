@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from stage_a.exits import run_cli
+
 ROWS = (("accuracy", "accuracy_ci95", True), ("miss_rate", "miss_rate_ci95", False),
         ("overkill_rate", "overkill_rate_ci95", False), ("balanced_accuracy", None, True),
         ("fail_recall", None, True), ("fail_precision", None, True), ("format_compliance", None, True),
@@ -61,13 +63,11 @@ def main(argv=None) -> int:
     p.add_argument("metrics_b", help="metrics.json of the candidate (e.g. after GRPO)")
     p.add_argument("--names", nargs=2, default=["A", "B"], help="column names")
     args = p.parse_args(argv)
-    try:
-        a, b = load(args.metrics_a), load(args.metrics_b)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(render(a, b, *args.names))
-    return 0
+
+    def body() -> int:
+        print(render(load(args.metrics_a), load(args.metrics_b), *args.names))
+        return 0
+    return run_cli(body)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ import json
 import sys
 from pathlib import Path
 
+from stage_a.exits import run_cli
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
-from .dataset import DatasetError, build_rows, stage_a_files
+from .dataset import build_rows, stage_a_files
 from .metrics import compute_metrics
 from .rewards import REWARDS
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
@@ -179,43 +180,43 @@ def main(argv=None) -> int:
     p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     args = p.parse_args(argv)
+    return run_cli(lambda: _evaluate(args))
+
+
+def _evaluate(args) -> int:
     output_dir = Path(args.output_dir)
     data = None
-    try:
-        if args.predictions:
-            predictions = read_predictions(Path(args.predictions))
-            prepare_output_dir(output_dir, args.overwrite)
-            missions, title = [], f"re-scored {args.predictions}"
-        else:
-            if not args.model:
-                raise EvaluationError("--model is required (or --predictions to re-score)")
-            from stage_a.missions import load_registry
-            from .generate import VerdictEngine
-            selection, run, run_path, notes = selection_for(args, args.adapters)
-            for note in notes:
-                print(f"note: {note}", file=sys.stderr)
-            rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap)
-            registry = load_registry()
-            chosen = registry.select(selection.missions)
-            if run:
-                changed = stage_a_changes(run, stage_a_files(selection, chosen, registry))
-                if changed:
-                    print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
-                          f"check counts every group the run's split puts in train", file=sys.stderr)
-            print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
-                  + (f" (training run {run_path})" if run else ""))
-            missions = [m.name for m in chosen if m.name in counts]
-            prepare_output_dir(output_dir, args.overwrite)
-            engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
-                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
-            generated, failed = engine.generate(rows) if rows else ([], {})
-            for why in failed.values():
-                print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
-            predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed)
-            title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
-    except (EvaluationError, DatasetError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.predictions:
+        predictions = read_predictions(Path(args.predictions))
+        prepare_output_dir(output_dir, args.overwrite)
+        missions, title = [], f"re-scored {args.predictions}"
+    else:
+        if not args.model:
+            raise EvaluationError("--model is required (or --predictions to re-score)")
+        from stage_a.missions import load_registry
+        from .generate import VerdictEngine
+        selection, run, run_path, notes = selection_for(args, args.adapters)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap)
+        registry = load_registry()
+        chosen = registry.select(selection.missions)
+        if run:
+            changed = stage_a_changes(run, stage_a_files(selection, chosen, registry))
+            if changed:
+                print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
+                      f"check counts every group the run's split puts in train", file=sys.stderr)
+        print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
+              + (f" (training run {run_path})" if run else ""))
+        missions = [m.name for m in chosen if m.name in counts]
+        prepare_output_dir(output_dir, args.overwrite)
+        engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                               batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
+        generated, failed = engine.generate(rows) if rows else ([], {})
+        for why in failed.values():
+            print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
+        predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed)
+        title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     metrics = write_outputs(output_dir, predictions, missions, title, data)
     o = metrics["overall"]
     print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from stage_a.engine import resolve_model
+from stage_a.exits import run_cli
 from stage_a.missions import is_all, load_registry
 
 from .dataset import build_rows
@@ -205,17 +206,16 @@ def main(argv=None) -> int:
     if any(t in ("-h", "--help") for t in tokens):
         print(__doc__)
         return 0
-    try:
-        s = parse_settings(tokens)
-        dry_run = s.pop("dry_run", "0") == "1"
-        extra = shlex.split(s.pop("extra", ""))
-        env, swift_argv, notes = build_command(extra=extra, **s)
-        use_val = "--val_dataset" in swift_argv
-        val_groups = check_data(env, s.get("mission", "all"), use_val)
-        env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _launch(tokens))
+
+
+def _launch(tokens: list[str]) -> int:
+    s = parse_settings(tokens)
+    dry_run = s.pop("dry_run", "0") == "1"
+    extra = shlex.split(s.pop("extra", ""))
+    env, swift_argv, notes = build_command(extra=extra, **s)
+    val_groups = check_data(env, s.get("mission", "all"), "--val_dataset" in swift_argv)
+    env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     swift = shutil.which("swift", path=str(Path(sys.executable).parent)) or "swift"

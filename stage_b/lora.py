@@ -14,9 +14,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from stage_a.exits import run_cli
+
 LLM_LAYER = re.compile(r"(?:^|\.)language_model\.layers\.(\d+)\.")
 FROZEN_PARTS = ("visual.",)  # vision tower and aligner (merger, deepstack mergers) live under it
 PROJECTIONS = r"(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
+
 
 
 def num_llm_layers(model_dir) -> int:
@@ -79,12 +82,11 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help="checkpoint folder (reads config.json)")
     p.add_argument("--last_k", type=int, required=True, help="number of final LLM blocks to adapt")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         print(target_regex(args.model, args.last_k))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+    return run_cli(body)
 
 
 if __name__ == "__main__":

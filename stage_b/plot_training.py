@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from stage_a.exits import run_cli
+
 from .training_signal import BEST_METRIC, TRAIN_PREFIX, VAL_PREFIX
 
 PANELS = (("reward", "total reward"), ("rewards/*/mean", "reward means"), ("frac_reward_zero_std",
@@ -130,12 +132,12 @@ def main(argv=None) -> int:
     p.add_argument("run_dir", help="the GRPO --output_dir (or one of its v*/ run folders)")
     p.add_argument("--out", help="PNG path (default: <run folder>/training.png)")
     args = p.parse_args(argv)
-    try:
-        log = find_log(Path(args.run_dir))
-        steps, evals = read_steps(log)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _plot_run(args))
+
+
+def _plot_run(args) -> int:
+    log = find_log(Path(args.run_dir))
+    steps, evals = read_steps(log)
     best = best_step_of(log.parent)
     out = Path(args.out) if args.out else log.parent / "training.png"
     names = plot(steps, out, str(log.parent), evals, best)

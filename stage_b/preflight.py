@@ -13,7 +13,9 @@ import json
 import sys
 from collections import defaultdict
 
-from .dataset import DatasetError, build_rows
+from stage_a.exits import run_cli
+
+from .dataset import build_rows
 from .rewards import REWARDS
 from .run_record import selection_for
 from .settings import add_selection_args
@@ -97,22 +99,20 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_json", help="also write the statistics here")
     args = p.parse_args(argv)
+    return run_cli(lambda: _preflight(args))
+
+
+def _preflight(args) -> int:
     if args.groups < 1 or args.num_generations < 2:
-        print("error: --groups must be >= 1 and --num_generations >= 2 (advantages need two samples)",
-              file=sys.stderr)
-        return 2
-    try:
-        selection, _, _, notes = selection_for(args, args.adapters)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-        rows, _ = build_rows(selection, args.split)
-        from .generate import VerdictEngine
-        engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
-                               batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                               temperature=args.temperature, seed=args.seed)
-    except (DatasetError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise ValueError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
+    selection, _, _, notes = selection_for(args, args.adapters)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    rows, _ = build_rows(selection, args.split)
+    from .generate import VerdictEngine
+    engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                           batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                           temperature=args.temperature, seed=args.seed)
     chosen = select_groups(rows, args.groups)
     generated, failed = engine.generate(chosen, n=args.num_generations)
     for why in failed.values():

@@ -233,8 +233,8 @@ def _build(root: Path, tree) -> set[str]:
                     path.symlink_to(root / "missing.jpg")
                 elif what == "loop":
                     path.symlink_to(path)
-                if what != "text" and not path.name.startswith("."):
-                    photos.add(path.relative_to(root).as_posix())
+                if what != "text" and not path.name.startswith(".") and not name.startswith("."):
+                    photos.add(path.relative_to(root).as_posix())   # hidden files and folders: ignored (README)
     return photos
 
 

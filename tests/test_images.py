@@ -68,7 +68,6 @@ def _ramp(dtype, top, shape=(4, 8)):
 
 def _composite(values, alpha):
     """grey or RGB values composited on white by alpha (0..255), rounded as PIL pastes."""
-    import numpy as np
     a = alpha.astype(float)[..., None] / 255 if values.ndim == 3 else alpha.astype(float) / 255
     return values * a + 255 * (1 - a)
 

@@ -4,7 +4,7 @@ import multiprocessing
 
 import pytest
 
-from stage_a.jsonl import (JsonlAppender, JsonlError, LockedError, exclusive_lock, iter_jsonl,
+from stage_a.jsonl import (JsonlAppender, JsonlError, LockedError, output_lock, iter_jsonl,
                            repair_torn_tail, write_jsonl_atomic)
 
 A = {"group_id": "a", "text": "螺丝×4"}
@@ -64,7 +64,7 @@ def test_atomic_replace(tmp_path):
 
 def _try_lock(target, queue):
     try:
-        with exclusive_lock(target):
+        with output_lock(target):
             queue.put("acquired")
     except LockedError as exc:
         queue.put(str(exc))
@@ -73,7 +73,7 @@ def _try_lock(target, queue):
 def test_second_process_is_refused_with_a_clear_message(tmp_path):
     target = tmp_path / "m_stage_a.jsonl"
     queue = multiprocessing.get_context("fork").Queue()
-    with exclusive_lock(target):
+    with output_lock(target):
         p = multiprocessing.get_context("fork").Process(target=_try_lock, args=(target, queue))
         p.start()
         p.join(10)

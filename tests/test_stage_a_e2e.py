@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stage_a.engine import SwiftSummaryEngine, resolve_model
-from stage_a.jsonl import exclusive_lock, iter_jsonl
+from stage_a.jsonl import iter_jsonl, output_lock
 from stage_a.records import validate_record
 from stage_a.runner import StageAOptions, run_stage_a
 from tests.photos import broken, jpeg
@@ -303,7 +303,7 @@ def test_output_folder_that_is_not_writable(photos, tiny_qwen2_5_vl, tmp_path):
 def test_second_writer_is_refused(photos, tiny_qwen2_5_vl, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    with exclusive_lock(out / f"{M}_stage_a.jsonl"):
+    with output_lock(out / f"{M}_stage_a"):   # the mission lock an unsharded run holds
         result = cli("--input_dir", str(photos), "--output_dir", str(out), "--model", str(tiny_qwen2_5_vl),
                      "--mission", M, timeout=60)
     assert result.returncode == 3 and "being written by another process" in result.stderr
