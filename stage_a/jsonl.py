@@ -12,6 +12,7 @@ import errno
 import fcntl
 import json
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -139,12 +140,20 @@ class JsonlAppender:
                                             f"group-qc's own writers exclude each other); {RESUME}")
 
     def close(self) -> None:
-        if not self._f.closed:
+        if self._f.closed:
+            return
+        try:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as exc:
+            if sys.exc_info()[0] is None:   # not already failing: say which file
+                raise OutputError(exc.errno, f"cannot write to {self.path}: {exc.strerror or exc}; free space or "
+                                             f"fix the folder, then {RESUME}") from None
+        finally:
             try:
-                self._f.flush()
-                os.fsync(self._f.fileno())
-            finally:
                 self._f.close()
+            except OSError:
+                pass   # the failed flush is reported above (or by the write that failed first)
 
     def __enter__(self):
         return self

@@ -1,0 +1,210 @@
+"""Stage-A under concurrent runs, vanishing files, full disks and signals (issue 13), with real processes and
+real files. The rule: a file on disk is never removed or emptied while another process may hold it, and a
+write that did not reach the disk is never reported as done."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stage_a.jsonl import JsonlAppender, LockedError, OutputError, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.outputs import MissionOutputs
+
+REPO = Path(__file__).resolve().parent.parent
+M = "BBU接地线检查"
+STEM = f"{M}_stage_a"
+
+
+# ------------------------------------------------------------------ one lock per mission
+def _hold(target, shared, ready, release):
+    with output_lock(target, shared=shared):
+        ready.set()
+        release.wait(30)
+
+
+def _try(target, shared, queue):
+    try:
+        with output_lock(target, shared=shared):
+            queue.put("acquired")
+    except LockedError as exc:
+        queue.put(str(exc))
+
+
+@pytest.mark.parametrize("holder, contender, outcome", [
+    ("shard", "shard", "acquired"),        # the shards of one mission run side by side
+    ("shard", "unsharded", "refused"),     # an unsharded run (or a merge) never overlaps a shard ...
+    ("unsharded", "shard", "refused"),     # ... nor the other way round
+    ("unsharded", "unsharded", "refused"),
+])
+def test_the_mission_lock_keeps_sharded_and_unsharded_writers_apart(tmp_path, holder, contender, outcome):
+    ctx = multiprocessing.get_context("fork")
+    target = MissionOutputs(tmp_path, STEM).mission_lock
+    ready, release, queue = ctx.Event(), ctx.Event(), ctx.Queue()
+    keeper = ctx.Process(target=_hold, args=(target, holder == "shard", ready, release))
+    keeper.start()
+    assert ready.wait(10)
+    other = ctx.Process(target=_try, args=(target, contender == "shard", queue))
+    other.start()
+    other.join(10)
+    got = queue.get(timeout=5)
+    release.set()
+    keeper.join(10)
+    assert ("acquired" if got == "acquired" else "refused") == outcome, got
+    if outcome == "refused":
+        assert "being written by another process" in got
+
+
+def _cli(*args, timeout=300, **kwargs):
+    return subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"}, **kwargs)
+
+
+def _unloaded_model(tmp_path: Path) -> str:
+    """A checkpoint folder that passes the path check; these runs stop before any model would load."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen2_5_vl"}', encoding="utf-8")
+    return str(folder)
+
+
+def _merged_outputs(folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    main, errors = folder / f"{STEM}.jsonl", folder / f"{STEM}.errors.jsonl"
+    main.write_text('{"group_id": "kept"}\n', encoding="utf-8")
+    errors.write_text('{"group_id": "history"}\n', encoding="utf-8")
+    return main, errors
+
+
+@pytest.mark.parametrize("held_by, args, exit_code", [
+    # item 1: a shard with --overwrite while an unsharded run writes the merged files: refused, nothing deleted
+    ("unsharded", ["--num_shards", "2", "--shard_index", "1", "--overwrite"], 3),
+    # item 14: an unsharded run while a shard runs: refused instead of doing the work twice
+    ("shard", [], 3),
+    ("shard", ["--overwrite"], 3),
+])
+def test_a_run_that_would_overlap_another_is_refused_and_touches_nothing(tmp_path, synthetic, held_by, args,
+                                                                         exit_code):
+    photos = tmp_path / "photos"
+    synthetic.generate(photos, seed=1, groups_per_label=1, missions=M)
+    out = tmp_path / "out"
+    main, errors = _merged_outputs(out)
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    keeper = ctx.Process(target=_hold, args=(MissionOutputs(out, STEM).mission_lock, held_by == "shard", ready,
+                                             release))
+    keeper.start()
+    assert ready.wait(10)
+    try:
+        result = _cli("--input_dir", str(photos), "--output_dir", str(out), "--model", _unloaded_model(tmp_path),
+                      "--mission", M, *args, timeout=120)
+    finally:
+        release.set()
+        keeper.join(10)
+    assert result.returncode == exit_code, result.stderr[-2000:]
+    assert "being written by another process" in result.stderr
+    assert main.read_text(encoding="utf-8") == '{"group_id": "kept"}\n'
+    assert errors.read_text(encoding="utf-8") == '{"group_id": "history"}\n'
+
+
+# ------------------------------------------------------------------ a write that did not land is never "done"
+@pytest.mark.parametrize("vanish", ["deleted", "replaced"])
+def test_a_writer_whose_file_vanishes_stops_naming_it(tmp_path, vanish):
+    path = tmp_path / f"{STEM}.jsonl"
+    with JsonlAppender(path) as out:
+        out.write({"group_id": "g1"})
+        if vanish == "deleted":
+            path.unlink()
+        else:
+            write_jsonl_atomic(path, [{"group_id": "other"}])
+        with pytest.raises(OutputError, match=rf"{STEM}.jsonl was deleted or replaced while this run was writing "
+                                              r"it.*rerun the same command to resume"):
+            out.write({"group_id": "g2"})
+
+
+def _small_file_limit(limit):
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails (EFBIG) like a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path):
+    code = ("from stage_a.jsonl import JsonlAppender\n"
+            "from stage_a.exits import run_cli\n"
+            "import sys\n"
+            "def body():\n"
+            f"    with JsonlAppender({str(tmp_path / 'out.jsonl')!r}) as out:\n"
+            "        for k in range(1000):\n"
+            "            out.write({'group_id': f'g{k}', 'text': 'x' * 100})\n"
+            "    return 0\n"
+            "sys.exit(run_cli(body))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            preexec_fn=_small_file_limit(4096))
+    assert result.returncode == 2
+    assert "cannot write to" in result.stderr and "out.jsonl" in result.stderr and "rerun the same command" in result.stderr
+    assert "Traceback" not in result.stderr
+    lines = (tmp_path / "out.jsonl").read_bytes().split(b"\n")
+    assert all(json.loads(line) for line in lines[:-1])   # whole lines, at most a torn last one
+
+
+def test_a_full_disk_is_found_before_the_model_loads(tmp_path, monkeypatch):
+    """The rerun after a full disk used to load the model for minutes, then fail at the first write."""
+    import shutil
+    from stage_a.runner import ensure_writable
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
+    with pytest.raises(OSError, match=r"has 1.0 MiB free, less than the 16 MiB a run needs"):
+        ensure_writable(tmp_path)
+
+
+def test_retry_errors_keeps_the_error_history_when_the_main_file_is_refused(tmp_path, synthetic):
+    photos = tmp_path / "photos"
+    synthetic.generate(photos, seed=1, groups_per_label=1, missions=M)
+    out = tmp_path / "out"
+    main, errors = _merged_outputs(out)
+    main.write_text('{"group_id": "kept"}\nnot json\n{"group_id": "x"}\n', encoding="utf-8")
+    result = _cli("--input_dir", str(photos), "--output_dir", str(out), "--model", _unloaded_model(tmp_path),
+                  "--mission", M, "--retry_errors", timeout=120)
+    assert result.returncode == 2 and f"{STEM}.jsonl:2: malformed line" in result.stderr
+    assert errors.read_text(encoding="utf-8") == '{"group_id": "history"}\n'
+
+
+# ------------------------------------------------------------------ signals: every group exactly once after resume
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, after_lines", [(signal.SIGKILL, 1), (signal.SIGKILL, 4), (signal.SIGINT, 1),
+                                              (signal.SIGINT, 4), (signal.SIGTERM, 2)])
+def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_qwen2_5_vl, synthetic, tmp_path,
+                                                                          sig, after_lines):
+    photos = tmp_path / "photos"
+    synthetic.generate(photos, seed=5, groups_per_label=5, missions=M)
+    n_groups = len({json.loads(line)["group_id"] for line in (photos / "ground_truth.jsonl").read_text().splitlines()})
+    out = tmp_path / "out"
+    args = ["--input_dir", str(photos), "--output_dir", str(out), "--model", str(tiny_qwen2_5_vl), "--mission", M,
+            "--batch_size", "1", "--max_new_tokens", "8", "--max_pixels", "12544", "--no_progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    main = out / f"{STEM}.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and (not main.exists() or main.read_bytes().count(b"\n") < after_lines):
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    written = main.read_bytes().count(b"\n")
+    assert after_lines <= written < n_groups, "the signal must land mid-run"
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 130, stderr[-2000:]
+        assert "interrupted: rerun the same command to resume" in stderr and "Traceback" not in stderr
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    ids = [r["group_id"] for _, r in iter_jsonl(main, allow_torn_tail=False)]
+    assert len(ids) == len(set(ids)) == n_groups
