@@ -22,6 +22,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .batching import GroupBatcher
 from .discovery import Group, discover_mission, mission_folders
 from .engine import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
@@ -154,16 +155,6 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
                        new_issues=new_issues)
 
 
-class _GroupInFlight:
-    __slots__ = ("group", "photos", "summaries", "remaining", "error")
-
-    def __init__(self, group: Group, photos: list):
-        self.group, self.photos = group, photos  # what prepare() made of each photo, until summarised
-        self.summaries: list[str | None] = [None] * len(photos)
-        self.remaining = len(photos)
-        self.error: str | None = None
-
-
 _DONE = object()
 
 
@@ -249,11 +240,10 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
 
         producer.start()
         try:
-            in_flight: deque[_GroupInFlight] = deque()
-            pending: deque[tuple[_GroupInFlight, int]] = deque()
+            batcher = GroupBatcher(opts.batch_size)
             exhausted = False
             while True:
-                while not exhausted and len(pending) < opts.batch_size:
+                while not exhausted and batcher.wants_more():
                     item = prepared.get()
                     if item is _DONE:
                         exhausted = True
@@ -265,37 +255,32 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
                         fail(group, err, "image")
                         pbar.update(len(group.images))
                         continue
-                    state = _GroupInFlight(group, photos)
-                    in_flight.append(state)
-                    pending.extend((state, k) for k in range(len(photos)))
-                if not pending:
+                    batcher.add(group, photos)
+                batch = batcher.next_batch()
+                if not batch:
                     break
-                batch = [pending.popleft() for _ in range(min(opts.batch_size, len(pending)))]
-                results = engine.summarize([state.photos[k] for state, k in batch])
-                for (state, k), result in zip(batch, results):
-                    state.photos[k] = None  # free the prepared photo now
-                    state.remaining -= 1
-                    photo = state.group.images[k]
+                results = engine.summarize([slot.photo for slot in batch])
+                for slot, result in zip(batch, results):
                     if result.error is not None:
-                        state.error = state.error or f"inference failed on {photo}: {result.error}"
+                        batcher.record(slot, error=f"inference failed on {slot.path}: {result.error}")
                         continue
                     if result.finish_reason == "length":
                         report.truncated += 1
                     try:
-                        state.summaries[k] = normalize_summary(result.text)
+                        batcher.record(slot, summary=normalize_summary(result.text))
                     except RecordError as exc:
-                        state.error = state.error or f"summary of {photo} ({image_key(k + 1)}) is invalid: {exc}"
+                        batcher.record(slot, error=f"summary of {slot.path} ({image_key(slot.index + 1)}) is "
+                                                   f"invalid: {exc}")
                 report.photos += len(batch)
                 pbar.update(len(batch))
-                while in_flight and in_flight[0].remaining == 0:
-                    state = in_flight.popleft()
-                    if state.error:
-                        fail(state.group, state.error, "summary")
+                for done in batcher.finished():
+                    if done.error:
+                        fail(done.group, done.error, "summary")
                         continue
                     try:
-                        record = make_record(state.group, state.summaries, model_name, opts.adapters)
+                        record = make_record(done.group, done.summaries, model_name, opts.adapters)
                     except RecordError as exc:
-                        fail(state.group, str(exc), "summary")
+                        fail(done.group, str(exc), "summary")
                         continue
                     main.write(record)
                     written += 1

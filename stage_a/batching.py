@@ -1,0 +1,95 @@
+"""The writer's bookkeeping, apart from threads and models. Pure.
+
+Photos of whole groups go into batches of `batch_size` that cross group boundaries (a batch is never short
+because a group ended); each photo's summary or error is recorded against its group; groups come out
+complete, in the order they went in, so the output file keeps discovery order; a group with any error comes
+out as failed, never with fewer summaries. `stage_a.runner` feeds it from the preparation threads and the
+engine.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class GroupInFlight:
+    group: object                      # stage_a.discovery.Group (anything with .images)
+    photos: list                       # what prepare() made of each photo, until summarised (then None)
+    summaries: list = field(init=False)
+    remaining: int = field(init=False)
+    error: str | None = None
+
+    def __post_init__(self):
+        self.summaries = [None] * len(self.photos)
+        self.remaining = len(self.photos)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One photo of one group in a batch."""
+    state: GroupInFlight
+    index: int
+
+    @property
+    def photo(self):
+        return self.state.photos[self.index]
+
+    @property
+    def path(self) -> str:
+        return self.state.group.images[self.index]
+
+
+@dataclass(frozen=True)
+class Finished:
+    group: object
+    summaries: list[str] | None        # every photo's, in order; None when the group failed
+    error: str | None
+
+
+class GroupBatcher:
+    def __init__(self, batch_size: int):
+        if batch_size < 1:
+            raise ValueError(f"batch_size {batch_size} must be at least 1")
+        self.batch_size = batch_size
+        self._in_flight: deque[GroupInFlight] = deque()
+        self._pending: deque[Slot] = deque()
+
+    def wants_more(self) -> bool:
+        """True while the next batch is not full yet: add another group first."""
+        return len(self._pending) < self.batch_size
+
+    def add(self, group, photos: list) -> None:
+        if not photos:
+            raise ValueError(f"group {getattr(group, 'group_id', group)} has no photo")
+        state = GroupInFlight(group, list(photos))
+        self._in_flight.append(state)
+        self._pending.extend(Slot(state, k) for k in range(len(photos)))
+
+    def next_batch(self) -> list[Slot]:
+        """Up to batch_size photos, oldest first; empty when nothing is pending."""
+        return [self._pending.popleft() for _ in range(min(self.batch_size, len(self._pending)))]
+
+    def record(self, slot: Slot, summary: str | None = None, error: str | None = None) -> None:
+        """A photo's outcome: its summary, or an error (the group's first error is the one reported)."""
+        state = slot.state
+        if state.photos[slot.index] is None:
+            raise ValueError(f"{slot.path} was recorded twice")
+        state.photos[slot.index] = None   # free the prepared photo now
+        state.remaining -= 1
+        if error is not None:
+            state.error = state.error or error
+        else:
+            state.summaries[slot.index] = summary
+
+    def finished(self) -> list[Finished]:
+        """Groups whose every photo is recorded, from the oldest on, stopping at the first unfinished one."""
+        out = []
+        while self._in_flight and self._in_flight[0].remaining == 0:
+            state = self._in_flight.popleft()
+            out.append(Finished(state.group, None if state.error else state.summaries, state.error))
+        return out
+
+    @property
+    def idle(self) -> bool:
+        return not self._in_flight and not self._pending
