@@ -6,6 +6,7 @@ Refuses while any run of the mission holds its lock, or when a shard of the set 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from .jsonl import iter_jsonl, output_lock, write_jsonl_atomic
 from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import RecordError, validate_record
+
+log = logging.getLogger("group_qc.stage_a.merge")
 
 
 def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int, int] | None:
@@ -36,7 +39,7 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
         # Parts first: they are newer than a merged file (a shard rerun with --overwrite redoes its groups).
         sources = [p for _, _, p in parts] + ([outputs.merged_main] if outputs.merged_main.exists() else [])
         for source in sources:
-            for line_no, rec in iter_jsonl(source):
+            for line_no, rec in iter_jsonl(source, on_torn=log.warning):   # finished parts: say what is skipped
                 try:
                     validate_record(rec, known_missions)
                 except RecordError as exc:
@@ -48,7 +51,7 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
         error_sources = [outputs.merged_errors] if outputs.merged_errors.exists() else []
         for source in error_sources + [MissionOutputs(output_dir, stem, n, i).errors for i in range(n)]:
             if source.exists():
-                for _, rec in iter_jsonl(source):
+                for _, rec in iter_jsonl(source, on_torn=log.warning):
                     key = (rec.get("group_id"), rec.get("path"), rec.get("error"))
                     if key not in seen and rec.get("group_id") not in records:
                         seen.add(key)

@@ -208,3 +208,39 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
     assert result.returncode == 0, result.stderr[-2000:]
     ids = [r["group_id"] for _, r in iter_jsonl(main, allow_torn_tail=False)]
     assert len(ids) == len(set(ids)) == n_groups
+
+
+def test_merge_says_what_it_skips_in_a_finished_part(tmp_path, caplog):
+    import logging
+    from stage_a.merge import merge_mission
+    from tests.test_stage_b_data import write_stage_a
+    folder = write_stage_a(tmp_path / "sa", groups_per_mission=4)
+    whole = (folder / f"{STEM}.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder / f"{STEM}.jsonl").unlink()
+    for i, lines in enumerate([whole[:2], whole[2:]]):
+        (folder / f"{STEM}.shard-{i:05d}-of-00002.jsonl").write_text("".join(lines), encoding="utf-8")
+    with (folder / f"{STEM}.shard-00001-of-00002.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"group_id": "torn", "mission": "BBU')
+    with caplog.at_level(logging.WARNING, logger="group_qc.stage_a.merge"):
+        assert merge_mission(folder, STEM)[0] == 4
+    assert f"{STEM}.shard-00001-of-00002.jsonl:3: torn last line skipped" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_run_whose_output_is_deleted_stops_instead_of_reporting_success(tiny_qwen2_5_vl, synthetic, tmp_path):
+    photos = tmp_path / "photos"
+    synthetic.generate(photos, seed=5, groups_per_label=5, missions=M)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", "--input_dir", str(photos), "--output_dir", str(out),
+                             "--model", str(tiny_qwen2_5_vl), "--mission", M, "--batch_size", "1", "--max_new_tokens",
+                             "8", "--max_pixels", "12544", "--no_progress"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    main = out / f"{STEM}.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and (not main.exists() or main.read_bytes().count(b"\n") < 1):
+        time.sleep(0.02)
+    main.unlink()   # what a user's cleanup script or a second tool might do
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr[-2000:]
+    assert f"{STEM}.jsonl was deleted or replaced while this run was writing it" in stderr
+    assert "Traceback" not in stderr and "wrote" not in stderr
