@@ -111,12 +111,19 @@ def mission_folders(input_dir: Path, registry: Registry, missions: list[Mission]
     return found
 
 
+def _entries(path: Path, rel: str, what: str) -> tuple[list[os.DirEntry], str | None]:
+    """(visible entries in natural order, or why the folder cannot be read)."""
+    try:
+        return _scandir(path), None
+    except OSError as exc:
+        return [], f"cannot read {what} {rel}: {exc.strerror or exc} (skipped)"
+
+
 def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
     """(photo names in natural order, why the group cannot be written whole, or None)."""
-    try:
-        entries = _scandir(path)
-    except OSError as exc:
-        return [], f"cannot read group folder {rel_group}: {exc.strerror or exc}"
+    entries, problem = _entries(path, rel_group, "group folder")
+    if problem:
+        return [], problem
     photos, unreadable = [], []
     for e in entries:
         if os.path.splitext(e.name)[1].lower() not in IMAGE_EXTENSIONS:
@@ -149,12 +156,9 @@ def discover_mission(input_dir: Path, mission: Mission, folders: list[Path],
     issues: list[DiscoveryIssue] = []
     for mission_dir in folders:
         rel_mission = mission_dir.relative_to(input_dir).as_posix()
-        try:
-            label_entries = _scandir(mission_dir)
-        except OSError as exc:
-            issues.append(DiscoveryIssue(mission.name, rel_mission, f"cannot read mission folder {rel_mission}: "
-                                         f"{exc.strerror or exc} (skipped)"))
-            continue
+        label_entries, problem = _entries(mission_dir, rel_mission, "mission folder")
+        if problem:
+            issues.append(DiscoveryIssue(mission.name, rel_mission, problem))
         for label_entry in label_entries:
             rel_label = f"{rel_mission}/{label_entry.name}"
             if not _is_dir(label_entry):
@@ -167,12 +171,9 @@ def discover_mission(input_dir: Path, mission: Mission, folders: list[Path],
                               f"unknown label folder {label_entry.name!r} in {rel_label}; expected one of "
                               f"{', '.join(registry.label_folders)} (skipped)"))
                 continue
-            try:
-                group_entries = _scandir(Path(label_entry.path))
-            except OSError as exc:
-                issues.append(DiscoveryIssue(mission.name, rel_label, f"cannot read label folder {rel_label}: "
-                                             f"{exc.strerror or exc} (skipped)"))
-                continue
+            group_entries, problem = _entries(Path(label_entry.path), rel_label, "label folder")
+            if problem:
+                issues.append(DiscoveryIssue(mission.name, rel_label, problem))
             for group_entry in group_entries:
                 rel_group = f"{rel_label}/{group_entry.name}"
                 if not _is_dir(group_entry):

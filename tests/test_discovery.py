@@ -150,7 +150,7 @@ def test_an_unreadable_group_folder_fails_that_group_only(tmp_path, monkeypatch)
     groups, issues = discover(tmp_path)
     assert [g.group_id for g in groups] == ["QC-AB-20250101-2"]
     assert [(i.group_id, i.error) for i in issues] == [
-        ("QC-AB-20250101-1", f"cannot read group folder {G}: Permission denied")]
+        ("QC-AB-20250101-1", f"cannot read group folder {G}: Permission denied (skipped)")]
 
 
 @pytest.mark.parametrize("layout", [

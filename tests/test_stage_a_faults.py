@@ -200,14 +200,16 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
     assert after_lines <= written < n_groups, "the signal must land mid-run"
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
+        with main.open("ab") as f:  # what a kill inside write() leaves behind
+            f.write('{"group_id": "QC-torn", "per_image": {"图片_1": "接地'.encode())
     else:
         assert proc.returncode == 130, stderr[-2000:]
         assert "interrupted: rerun the same command to resume" in stderr and "Traceback" not in stderr
     result = subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
-    ids = [r["group_id"] for _, r in iter_jsonl(main, allow_torn_tail=False)]
-    assert len(ids) == len(set(ids)) == n_groups
+    ids = [r["group_id"] for _, r in iter_jsonl(main, allow_torn_tail=False)]   # every line parses
+    assert len(ids) == len(set(ids)) == n_groups and "QC-torn" not in ids
 
 
 def test_merge_says_what_it_skips_in_a_finished_part(tmp_path, caplog):
