@@ -70,8 +70,9 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 
 
 def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = None,
-         best_step: int | None = None) -> dict[str, str]:
-    """Writes the PNG; returns the legend name of each mission (itself, or M1… without a CJK font)."""
+         best_step: int | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Writes the PNG; returns (the legend name of each mission: itself, or M1… without a CJK font;
+    each panel's y label -> the curves drawn in it)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -84,7 +85,9 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
     names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
     panels = [*PANELS, *(p for p in MISSION_PANELS if any(k.startswith(p[0]) for r in [*steps, *evals] for k in r))]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
+    drawn: dict[str, list[str]] = {}
     for ax, (key, label) in zip(axes, panels):
+        curves = drawn.setdefault(label, [])
         rows = evals if key.startswith("eval_") else steps
         if key == "rewards/*/mean":
             series = sorted({k for s in rows for k in s if k.startswith("rewards/") and k.endswith("/mean")})
@@ -98,9 +101,11 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
             x, y = _series(rows, name)
             if x:
                 ax.plot(x, y, marker=".", label=legend)
+                curves.append(legend or key)
         if key.startswith("eval_"):   # the overall number the best checkpoint is picked by
             x, y = _series(rows, f"eval_{BEST_METRIC}")
             ax.plot(x, y, color="black", linestyle="--", marker="o", label="overall")
+            curves.append("overall")
         if any(labels):
             ax.legend(fontsize=7, loc="best")
         if best_step is not None and key.startswith("eval_"):
@@ -115,7 +120,7 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
-    return names
+    return names, drawn
 
 
 def best_step_of(run_folder: Path) -> int | None:
@@ -140,7 +145,7 @@ def _plot_run(args) -> int:
     steps, evals = read_steps(log)
     best = best_step_of(log.parent)
     out = Path(args.out) if args.out else log.parent / "training.png"
-    names = plot(steps, out, str(log.parent), evals, best)
+    names, _ = plot(steps, out, str(log.parent), evals, best)
     for mission, name in names.items():
         if name != mission:
             print(f"{name} = {mission}  (no CJK font: install fonts-wqy-microhei for the names in the plot)")

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .dataset import ids_digest
-from .settings import Selection
+from .settings import Selection, selection_from
 from .split import split_of
 
 RUN_FILE = "group_qc_run.json"
@@ -166,7 +166,6 @@ def stage_a_changes(record: dict, stage_a_files) -> list[str]:
 def selection_for(flags, adapters, environ=None) -> tuple[Selection, dict | None, Path | None, list[str]]:
     """A command's selection when it is given adapters: flags > GROUP_QC_* variables > the run's record >
     defaults. Returns (selection, run record or None, its path, notes to print)."""
-    from .settings import selection_from
     record, path, notes = find_run(adapters or [])
     selection = selection_from(flags, environ, base=run_selection(record, path) if record else None)
     return selection, record, path, notes

@@ -190,3 +190,24 @@ def test_a_group_the_model_cannot_take_fails_alone_and_is_named(tiny_qwen2_5_vl,
     predictions = [json.loads(line) for line in (tmp_path / "o" / "predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 4 and [bool(p.get("error")) for p in predictions] == [False, False, True, False]
     assert "1 group(s) could not be put to the model" in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
+
+
+def test_training_plot_draws_one_curve_per_mission_and_marks_the_best_step(tmp_path):
+    from stage_b.plot_training import find_log, plot, read_steps
+    run = tmp_path / "run" / "v0-20260101-000000"
+    run.mkdir(parents=True)
+    other = "挡风板安装检查"
+    rows = [{"reward": 0.5, "rewards/qc_label/mean": 0.5, f"qc/label_reward/{M}": 0.1 * s, f"qc/zero_advantage/{M}": 0.0,
+             f"qc/label_reward/{other}": 0.5, "global_step/max_steps": f"{s}/4"} for s in range(1, 5)]
+    rows.insert(2, {"eval_qc_val/balanced_accuracy": 0.7, f"eval_qc_val/balanced_accuracy/{M}": 0.6,
+                    "global_step/max_steps": "2/4"})
+    (run / "logging.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                                      encoding="utf-8")
+    steps, evals = read_steps(find_log(tmp_path / "run"))
+    assert [s["step"] for s in steps] == [1, 2, 3, 4] and [e["step"] for e in evals] == [2]
+    names, drawn = plot(steps, tmp_path / "t.png", "t", evals, best_step=2)
+    assert set(names) == {M, other}   # named, or numbered M1... without a CJK font
+    assert drawn["label reward\nper mission"] == [names[M], names[other]]   # one curve per mission
+    assert drawn["zero-advantage share\nper mission"] == [names[M]]
+    assert drawn["validation balanced\naccuracy per mission"] == [names[M], "overall"]
+    assert (tmp_path / "t.png").stat().st_size > 1000
