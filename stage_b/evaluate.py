@@ -5,7 +5,11 @@
     python -m stage_b.evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
 
 Generates greedy verdicts for the split (the same group-id hash split as training) through an ms-swift
-engine, in batches, and writes predictions.jsonl, metrics.json and report.md (stage_b.metrics).
+engine, in batches, and writes predictions.jsonl, metrics.json and report.md (stage_b.metrics). Each
+prediction also carries p_fail, the model's probability of 不通过 against 通过 as the first line
+(stage_b.operating_point), and metrics.json, report.md and operating_curve.png give the miss/overkill
+curve over thresholds. With --target_miss_rate R (plus MISSION=R overrides) on the validation split,
+operating_point.json holds each mission's threshold for `python -m stage_b.judge`.
 
 Given an adapter from a GRPO run, the run's group_qc_run.json supplies the Stage-A input, missions and
 split unless a flag or GROUP_QC_* variable says otherwise, and any group the run trained on is refused
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from stage_a.exits import run_cli
@@ -24,33 +29,43 @@ from stage_a.records import image_key
 
 from .dataset import build_rows, stage_a_files
 from .metrics import compute_metrics
+from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
+                              checkpoint_identity, curve, p_fail, parse_targets, pick_threshold, points_of,
+                              rates_at)
 from .rewards import REWARDS
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
 from .settings import Selection, add_selection_args
 from .verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
-OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md")
+OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "operating_point.json")
+CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
 
 class EvaluationError(ValueError):
     pass
 
 
-def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None) -> dict:
-    """One predictions.jsonl record: the verdict read from the completion and every reward. A group the model
-    could not be asked about has an empty completion and its `error`: no verdict, counted wrong."""
+def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
+                     p_fail: float | None = None) -> dict:
+    """One predictions.jsonl record: the verdict read from the completion, every reward, and p_fail when the
+    verdict probabilities were scored. A group the model could not be asked about has an empty completion and
+    its `error`: no verdict, no p_fail, counted wrong."""
     kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}
     record = {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
               "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
                                                     for name, func in REWARDS.items()},
               "summaries": summaries}
+    if p_fail is not None:
+        record["p_fail"] = p_fail
     return {**record, "error": error} if error else record
 
 
-def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict[int, str] | None = None) -> list[dict]:
+def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict[int, str] | None = None,
+                          p_fails: list[float | None] | None = None) -> list[dict]:
     errors = errors or {}
-    return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"], errors.get(i))
+    return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"], errors.get(i),
+                             None if errors.get(i) or not p_fails else p_fails[i])
             for i, (r, c) in enumerate(zip(rows, completions))]
 
 
@@ -76,8 +91,14 @@ def read_predictions(path: Path) -> list[dict]:
             raise EvaluationError(f"{path}:{line_no}: group {rec['group_id']} of {rec['mission']} already at line "
                                   f"{seen[key]}; keep one prediction per group")
         seen[key] = line_no
+        p_fail = rec.get("p_fail")
+        if p_fail is not None:
+            try:
+                p_fail = check_rate(p_fail, "p_fail")
+            except OperatingPointError as exc:
+                raise EvaluationError(f"{path}:{line_no}: {exc}") from None
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
-                                    rec["summaries"], rec.get("error")))
+                                    rec["summaries"], rec.get("error"), p_fail))
     return out
 
 
@@ -126,18 +147,114 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
             reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
             lines += ["", f"- **{p['group_id']}**: judged {p['predicted'] or 'unparseable'}; reason: {reason}"]
             lines += [f"  - {image_key(i)}: {s}" for i, s in enumerate(p["summaries"], start=1)]
+    lines += render_operating(metrics)
     return "\n".join(lines) + "\n"
 
 
+def render_operating(metrics: dict) -> list[str]:
+    """report.md's threshold sections: the curve summarised at a few miss-rate targets, and the operating point."""
+    curves = metrics.get("operating_curve")
+    if not curves:
+        return []
+    lines = ["", "## Miss rate against overkill rate over thresholds", "",
+             "![miss/overkill curve](operating_curve.png)", "",
+             "Verdict 不通过 iff p_fail >= t (p_fail: the model's probability of 不通过 against 通过 as the first line, "
+             "from both lines' token log-probabilities). For each miss-rate target, the threshold the rule picks on "
+             "these groups (the largest p_fail, or 1.0, whose miss rate is within the target) and the overkill rate "
+             "it costs. The whole curve is in metrics.json (`operating_curve`).", "",
+             "| mission | " + " | ".join(f"miss <= {100 * r:.0f}%" for r in CURVE_TARGETS) + " |",
+             "|---|" + "---|" * len(CURVE_TARGETS)]
+    for name, points in [*curves["points"].items(), ("**overall**", curves["overall_points"])]:
+        cells = []
+        for target in CURVE_TARGETS:
+            t = pick_threshold([tuple(pt) for pt in points], target)
+            at = rates_at([tuple(pt) for pt in points], t) if t is not None else None
+            cells.append("n/a (no fail group)" if at is None else
+                         f"t={t:.3f}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    op = metrics.get("operating_point")
+    if op:
+        lines += ["", "## Operating point (operating_point.json)", "",
+                  f"Picked on these {metrics.get('data', {}).get('split', 'validation')} groups; judged groups with "
+                  f"|p_fail - t| <= the review margin are flagged needs_review (the margin covers "
+                  f"{100 * op['review_share']:.0f}% of the errors made here).", "",
+                  "| mission | target miss | threshold | n (fail/pass) | miss rate | overkill rate | review margin "
+                  "| flagged here |", "|---|---|---|---|---|---|---|---|"]
+        for name, e in [*op["missions"].items(), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
+            if e.get("threshold") is None:
+                lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | none: {e['why_none']} | {e['n']} | | | | |")
+                continue
+            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {e['threshold']:.4f} | {e['n']} "
+                         f"({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} {_ci(e['miss_rate_ci95'])} | "
+                         f"{_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | {e['review_margin']:.4f} | "
+                         f"{e['validation_needs_review']} |")
+    return lines
+
+
+def operating_curves(predictions: list[dict], missions: list[str]) -> dict | None:
+    """metrics.json's `operating_curve`: per mission and pooled, the curve and the (p_fail, expected) points it
+    comes from (so it can be recomputed); None when no prediction has a p_fail."""
+    by_mission = points_of(predictions)
+    if not by_mission:
+        return None
+    pooled = [pt for m in missions for pt in by_mission.get(m, [])]
+    return {"per_mission": {m: curve(by_mission.get(m, [])) for m in missions}, "overall": curve(pooled),
+            "points": {m: by_mission.get(m, []) for m in missions}, "overall_points": pooled,
+            "groups_without_p_fail": sum(p.get("p_fail") is None for p in predictions)}
+
+
 def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
-                  data: dict | None = None) -> dict:
+                  data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
+                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None) -> dict:
+    """metrics.json, report.md, predictions.jsonl, and with p_fail the curve PNG; with `targets`,
+    operating_point.json. Everything is computed before the first file is written."""
     metrics = compute_metrics(predictions, missions)
     if data:
         metrics["data"] = data   # which groups were scored, and why these
+    if checkpoints:
+        metrics["checkpoints"] = checkpoints   # which model made the predictions (operating points name it)
+    curves = operating_curves(predictions, list(metrics["per_mission"]))
+    if curves:
+        metrics["operating_curve"] = curves
+    op = None
+    if targets:
+        if not curves:
+            raise EvaluationError("--target_miss_rate needs p_fail in the predictions, and none has one")
+        op = build_operating_point(predictions, list(metrics["per_mission"]), targets, review_share=review_share,
+                                   model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
+                                   resolve=resolve)
+        metrics["operating_point"] = {k: op[k] for k in ("review_share", "missions", "overall")}
     write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
     (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
     (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
+    if curves:
+        from .plot_operating import plot_curves
+        plot_curves(curves, output_dir / "operating_curve.png", title, chosen=op and {
+            **op["missions"], "overall": op["overall"]})
+    if op:
+        (output_dir / "operating_point.json").write_text(json.dumps(op, ensure_ascii=False, indent=2),
+                                                         encoding="utf-8")
     return metrics
+
+
+def verdict_probabilities(engine, rows: list[dict]) -> list[float | None]:
+    """p_fail per row (None where it could not be computed, said on stderr)."""
+    if not rows:
+        return []
+    try:
+        scores, failed = engine.verdict_logprobs(rows)
+    except NotImplementedError as exc:
+        print(f"warning: no p_fail, so no miss/overkill curve: {exc}", file=sys.stderr)
+        return [None] * len(rows)
+    for why in failed.values():
+        print(f"warning: no p_fail: {why}", file=sys.stderr)
+    return [p_fail(s) if s else None for s in scores]
+
+
+def _check_operating_split(targets, split: str) -> None:
+    if targets and split != "val":
+        raise EvaluationError(f"--target_miss_rate picks thresholds on the validation split, and these are {split} "
+                              f"groups: use --split val (the default)")
 
 
 def prepare_output_dir(path: Path, overwrite: bool) -> None:
@@ -179,21 +296,65 @@ def main(argv=None) -> int:
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--target_miss_rate", nargs="+", metavar="R|MISSION=R",
+                   help="write operating_point.json: per mission the threshold on p_fail whose validation miss "
+                        "rate is within R (one default R, plus MISSION=R overrides)")
+    p.add_argument("--review_share", type=float, default=DEFAULT_REVIEW_SHARE,
+                   help="the judge's needs_review band around each threshold covers this share of the validation "
+                        "errors")
     args = p.parse_args(argv)
     return run_cli(lambda: _evaluate(args))
 
 
+def _resolver(registry):
+    from stage_a.missions import MissionError
+
+    def resolve(name):
+        try:
+            return registry.resolve(name).name
+        except MissionError as exc:
+            raise OperatingPointError(f"--target_miss_rate: {exc}") from None
+    return resolve
+
+
+def _rescore_provenance(args) -> tuple[dict | None, dict | None]:
+    """(data, checkpoints) for re-scored predictions: --model/--adapters name the checkpoints (nothing is
+    loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one."""
+    beside = Path(args.predictions).with_name("metrics.json")
+    earlier = json.loads(beside.read_text(encoding="utf-8")) if beside.is_file() else {}
+    checkpoints = earlier.get("checkpoints")
+    if args.model:
+        checkpoints = checkpoint_identities(args.model, args.adapters)
+    return earlier.get("data"), checkpoints
+
+
+def checkpoint_identities(model: str, adapters) -> dict:
+    from stage_a.engine import resolve_model
+    spec = resolve_model(model, tuple(adapters))   # a wrong path fails here, naming it
+    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
+
+
 def _evaluate(args) -> int:
     output_dir = Path(args.output_dir)
-    data = None
+    targets = parse_targets(args.target_miss_rate)
+    review_share = check_rate(args.review_share, "--review_share")
+    from stage_a.missions import load_registry
+    resolve = _resolver(load_registry())
+    data = checkpoints = None
     if args.predictions:
         predictions = read_predictions(Path(args.predictions))
+        data, checkpoints = _rescore_provenance(args)
+        if targets and not checkpoints:
+            raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
+                                  f"{args.predictions}: pass --model (and --adapters) as used for it (nothing is loaded)")
+        _check_operating_split(targets, data["split"] if data else "val")
         prepare_output_dir(output_dir, args.overwrite)
         missions, title = [], f"re-scored {args.predictions}"
     else:
         if not args.model:
             raise EvaluationError("--model is required (or --predictions to re-score)")
-        from stage_a.missions import load_registry
+        _check_operating_split(targets, args.split)
+        checkpoints = checkpoint_identities(args.model, args.adapters)
         from .generate import VerdictEngine
         selection, run, run_path, notes = selection_for(args, args.adapters)
         for note in notes:
@@ -212,12 +373,24 @@ def _evaluate(args) -> int:
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
+        started = time.perf_counter()
         generated, failed = engine.generate(rows) if rows else ([], {})
+        generating = time.perf_counter() - started
         for why in failed.values():
             print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
-        predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed)
+        p_fails = verdict_probabilities(engine, rows)
+        scoring = time.perf_counter() - started - generating
+        if rows:
+            print(f"generation {generating:.1f}s, p_fail {scoring:.1f}s ({1000 * scoring / len(rows):.1f} ms per group, "
+                  f"{len(rows) / (generating + scoring):.2f} groups/s)")
+        predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed, p_fails)
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
-    metrics = write_outputs(output_dir, predictions, missions, title, data)
+    metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
+                            resolve)
+    for mission, e in (metrics.get("operating_point") or {}).get("missions", {}).items():
+        print(f"operating point {mission}: " + (f"threshold {e['threshold']:.4f}, validation miss {_pct(e['miss_rate'])}"
+                                                f", overkill {_pct(e['overkill_rate'])} (n={e['n']})"
+                                                if e.get("threshold") is not None else f"none ({e['why_none']})"))
     o = metrics["overall"]
     print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "
           f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']} -> {output_dir}/report.md")

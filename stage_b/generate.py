@@ -1,12 +1,23 @@
-"""Thin adapter from Stage-B rows to ms-swift's inference engines (preflight, evaluation).
-The only Stage-B module that imports swift at run time, and only when an engine is built."""
+"""Thin adapter from Stage-B rows to ms-swift's inference engines (preflight, evaluation, judging).
+The only Stage-B module that imports swift/torch at run time, and only when an engine is built.
+
+Two uses of one engine: `generate` (sampled or greedy completions, optionally continuing an assistant
+prefix such as the verdict line) and `verdict_logprobs` (teacher-forced log-probabilities of the two
+verdict lines, from which stage_b.operating_point.p_fail is computed).
+"""
 from __future__ import annotations
 
 from stage_a.engine import ModelSpec, build_swift_engine, resolve_model
 
+from .verdict import FAIL, PASS
+
 # A Qwen token covers at most about 4 characters: a prompt with more than 4 x max_length characters cannot fit,
 # and is refused before ms-swift spends minutes tokenising it.
 MAX_CHARS_PER_TOKEN = 4
+# The first line of a reply, as the model writes it: the verdict and the line break that ends it. The break is
+# part of what is scored: "通过" followed by anything but a line break is not a 通过 verdict line. With the Qwen
+# tokenizer: "通过\n" = [通过, \n] and "不通过\n" = [不, 通过, \n] (tests/test_judge.py pins this).
+VERDICT_LINES = {FAIL: FAIL + "\n", PASS: PASS + "\n"}
 
 
 class VerdictEngine:
@@ -16,36 +27,103 @@ class VerdictEngine:
                  max_new_tokens: int = 64, temperature: float = 0.0, seed: int | None = None):
         self.spec: ModelSpec = resolve_model(model, tuple(adapters))
         self.engine = build_swift_engine(self.spec, backend, batch_size)
+        self.batch_size = batch_size
         self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
 
-    def generate(self, rows: list[dict], n: int = 1) -> tuple[list[list[str]], dict[int, str]]:
-        """(n completions per row, in row order; {row index: why it has none}). A row the model cannot take
-        (a prompt over its max_length, say) fails alone, named by group and mission; the others are
-        generated. When every row fails, the first reason is raised: the problem is not one group."""
+    def generate(self, rows: list[dict], n: int = 1, prefixes: list[str] | None = None
+                 ) -> tuple[list[list[str]], dict[int, str]]:
+        """(n completions per row, in row order; {row index: why it has none}). With `prefixes`, row i's reply
+        starts with prefixes[i] (an assistant message the model continues; ms-swift adds no end token after it
+        at inference) and each completion is the prefix plus what the model wrote after it.
+        A row the model cannot take (a prompt over its max_length, say) fails alone, named by group and
+        mission; the others are generated. When every row fails, the first reason is raised."""
         from swift.infer_engine import InferRequest, RequestConfig
         config = RequestConfig(max_tokens=self.max_new_tokens, temperature=self.temperature, n=n, seed=self.seed)
-        errors = {i: why for i, row in enumerate(rows) if (why := self._too_long(row))}
-        todo = [i for i in range(len(rows)) if i not in errors]
         out: list[list[str]] = [[] for _ in rows]
 
         def infer(indices):
-            requests = [InferRequest(messages=rows[i]["messages"]) for i in indices]
+            requests = [InferRequest(messages=_with_prefix(rows[i], prefixes and prefixes[i])) for i in indices]
             responses = self.engine.infer(requests, config, use_tqdm=len(requests) > 1)
             for i, resp in zip(indices, responses):
-                out[i] = [choice.message.content or "" for choice in resp.choices]
+                head = prefixes[i] if prefixes else ""
+                out[i] = [head + (choice.message.content or "") for choice in resp.choices]
+        return out, self._each_row(rows, infer, "generated")
+
+    def verdict_logprobs(self, rows: list[dict]) -> tuple[list[dict[str, float] | None], dict[int, str]]:
+        """({verdict: log-probability of its whole first line}, per row; {row index: why none}).
+
+        Teacher-forced through the engine's own template and model (adapters included): each row is encoded
+        twice, once with each verdict line as the reply's start (exactly the tokens the model would have to
+        write), and one forward pass over the batch gives every token's log-probability. Nothing is sampled."""
+        scores: list[dict[str, float] | None] = [None] * len(rows)
+
+        def score(indices):
+            for k in range(0, len(indices), self.batch_size):
+                chunk = indices[k:k + self.batch_size]
+                for i, logprobs in zip(chunk, self._score_batch([rows[i] for i in chunk])):
+                    scores[i] = logprobs
+        return scores, self._each_row(rows, score, "scored")
+
+    def _score_batch(self, rows: list[dict]) -> list[dict[str, float]]:
+        import torch
+        from swift.infer_engine import InferRequest
+        engine, template = self.engine, self.engine.template
+        if not hasattr(engine, "model"):
+            raise NotImplementedError(f"verdict probabilities need a model in this process; {type(engine).__name__} "
+                                      f"has none: use --infer_backend transformers")
+        engine.model.eval()
+        if template.use_model:   # as TransformersEngine._infer does before it encodes
+            template.model = engine.model
+        template.set_mode("transformers")
+        encoded, spans = [], []   # per sequence: (verdict, number of tokens of its line)
+        for row in rows:
+            for verdict, line in VERDICT_LINES.items():
+                ids = template.tokenizer.encode(line, add_special_tokens=False)
+                enc = template.encode(InferRequest(messages=_with_prefix(row, line)))
+                if list(enc["input_ids"][-len(ids):]) != ids:   # never score tokens the model would not write
+                    raise RuntimeError(f"the template does not end the reply with {line!r} tokenised alone; "
+                                       f"p_fail cannot be computed for this model")
+                encoded.append(enc)
+                spans.append((verdict, len(ids)))
+        keep = max(n for _, n in spans) + 1
+        with torch.inference_mode():
+            # Left-padded by the template in inference mode: every sequence ends at the last position, so the
+            # last `keep` logits hold each verdict line's predictions and the vocabulary-wide logits of the
+            # whole prompt are never made.
+            inputs = {k: v.to(engine.model.device) if hasattr(v, "to") else v
+                      for k, v in template.data_collator(encoded).items()}
+            if engine.model_meta.is_multimodal:
+                _, inputs = template.pre_forward_hook(engine.model, None, inputs)
+            logprobs = torch.log_softmax(engine.model(**inputs, logits_to_keep=keep).logits.float(), dim=-1)
+        out: list[dict[str, float]] = [{} for _ in rows]
+        for s, (verdict, n) in enumerate(spans):
+            line_ids = encoded[s]["input_ids"][-n:]
+            # the logits at position p predict token p + 1: the line's n tokens are predicted by the n before them
+            out[s // len(VERDICT_LINES)][verdict] = sum(float(logprobs[s, keep - 1 - n + j, tok])
+                                                        for j, tok in enumerate(line_ids))
+        return out
+
+    def _each_row(self, rows: list[dict], run, what: str) -> dict[int, str]:
+        """Run `run(indices)` over all rows at once; when that fails, row by row, so one bad row (a prompt over
+        the model's max_length, say) fails alone. {row index: why, named by group and mission}; every row
+        failing raises the first reason: the problem is not one group."""
+        errors = {i: why for i, row in enumerate(rows) if (why := self._too_long(row))}
+        todo = [i for i in range(len(rows)) if i not in errors]
         try:
-            infer(todo)
+            run(todo)
+        except NotImplementedError:
+            raise
         except Exception:  # noqa: BLE001 - one bad row fails ms-swift's whole batch: find it, keep the rest
             for i in todo:
                 try:
-                    infer([i])
+                    run([i])
                 except Exception as exc:  # noqa: BLE001
                     errors[i] = f"{type(exc).__name__}: {exc}"
         errors = {i: f"group {rows[i].get('group_id')} of {rows[i].get('mission')}: {why}"
                   for i, why in sorted(errors.items())}
         if rows and len(errors) == len(rows):
-            raise RuntimeError(f"no row could be generated; the first: {next(iter(errors.values()))}")
-        return out, errors
+            raise RuntimeError(f"no row could be {what}; the first: {next(iter(errors.values()))}")
+        return errors
 
     def _too_long(self, row: dict) -> str | None:
         max_length = getattr(getattr(self.engine, "template", None), "max_length", None)
@@ -54,3 +132,8 @@ class VerdictEngine:
             return (f"its prompt has {chars:,} characters, more than the model's max_length of {max_length:,} tokens "
                     f"can hold; shorten that group's summaries")
         return None
+
+
+def _with_prefix(row: dict, prefix: str | None) -> list[dict]:
+    """The row's messages, plus the start of the assistant's reply when given."""
+    return row["messages"] + [{"role": "assistant", "content": prefix}] if prefix else row["messages"]
