@@ -182,11 +182,12 @@ def warn_unknown_env(environ: Mapping[str, str] | None = None) -> list[str]:
     return warnings
 
 
-def add_selection_args(parser: argparse.ArgumentParser, *, balance: bool = False) -> None:
-    """Adds the selection flags. Their defaults are None: an unset flag falls back to the environment,
-    then to the trained run's record, then to the default (see `selection_from`)."""
+def add_selection_args(parser: argparse.ArgumentParser, *, balance: bool = False, split: bool = True) -> None:
+    """Adds the selection flags (the split's only with `split`: judging reads every group). Their defaults are
+    None: an unset flag falls back to the environment, then to the trained run's record, then to the default
+    (see `selection_from`)."""
     for s in SETTINGS:
-        if s.field == "balance_labels" and not balance:
+        if (s.field == "balance_labels" and not balance) or (s.field in SPLIT_FIELDS and not split):
             continue
         default = Selection.__dataclass_fields__[s.field].default
         fallbacks = ([f"${s.env}"] if s.env else []) + ["the trained run's value", repr(default)]

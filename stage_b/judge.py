@@ -1,0 +1,209 @@
+"""`python -m stage_b.judge`: verdicts for new, unreviewed photo groups at the operating point a QC owner chose.
+
+    python -m stage_b.judge --model DIR [--adapters RUN/checkpoint-N] --stage_a_dir DIR [--mission all]
+                            --output_dir DIR (--operating_point operating_point.json | --threshold T)
+                            [--overwrite]
+
+Per group: p_fail (the model's probability of 不通过 against 通过 as the first line, stage_b.operating_point),
+the verdict the mission's threshold gives (不通过 iff p_fail >= t), then the reason, generated greedily after
+that verdict line. `needs_review` is true when p_fail lies within the operating point's review margin of the
+threshold, or when the reason line is not the contract's `理由: …` (the reply is kept, never dropped).
+
+Output: `<output_dir>/<mission>_verdicts.jsonl`, one line per group, flushed as each batch of groups is done,
+so `tail -f` shows verdicts as they come. It is resumable like Stage-A: rerunning the same command judges only
+the groups not yet in the file (a torn last line from a killed run is repaired first); a file written with
+another model, adapters or operating point is refused unless --overwrite. One judge per output file (a lock).
+Groups that cannot be put to the model go to `<mission>_verdicts.errors.jsonl` and are retried on the next run.
+Reviewer labels in the Stage-A records, where present, are copied to `label` and never used.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from stage_a.exits import run_cli
+from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.records import summaries_of, utc_now
+
+from .dataset import load_records
+from .prompts import stage_b_messages
+from .operating_point import (OperatingPointError, check_rate, file_digest, load_operating_point, p_fail,
+                              thresholds_for, verdict_at)
+from .settings import add_selection_args, selection_from
+from .verdict import parse
+
+PROVENANCE = ("fingerprints", "operating_point", "threshold")   # a resumed file must agree on these
+
+
+class JudgeError(ValueError):
+    pass
+
+
+def verdicts_path(output_dir: Path, mission: str) -> Path:
+    return output_dir / f"{mission}_verdicts.jsonl"
+
+
+def errors_path(output_dir: Path, mission: str) -> Path:
+    return output_dir / f"{mission}_verdicts.errors.jsonl"
+
+
+def verdict_record(record: dict, p: float, point: dict, completion: str, provenance: dict) -> dict:
+    """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument."""
+    threshold, margin = point["threshold"], point["review_margin"]
+    verdict = verdict_at(p, threshold)
+    parsed = parse(completion)
+    why = []
+    if abs(p - threshold) <= margin:
+        why.append(f"p_fail {p:.4f} is within {margin:.4f} of the threshold {threshold:.4f}")
+    if not parsed.two_lines or parsed.verdict != verdict:
+        why.append("the reply is not the two-line contract (verdict, then 理由: …)")
+    reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
+    return {"group_id": record["group_id"], "mission": record["mission"], "verdict": verdict, "p_fail": p,
+            "threshold": threshold, "review_margin": margin, "reason": reason, "needs_review": bool(why),
+            "review_why": why, "reply": completion, "label": record.get("label"),
+            "summaries": summaries_of(record), "images": record["images"], **provenance,
+            "created_at": utc_now()}
+
+
+def prompt_row(record: dict, registry) -> dict:
+    """What the model is asked for a group: the Stage-B prompt, never the label."""
+    summaries = summaries_of(record)
+    return {"messages": stage_b_messages(registry.resolve(record["mission"]), summaries),
+            "mission": record["mission"], "group_id": record["group_id"], "summaries": summaries}
+
+
+def check_resumable(path: Path, provenance: dict) -> set[str]:
+    """Group ids already judged in `path`, after checking it was written with the same model, adapters and
+    operating point (a file mixing two would hold verdicts no one threshold explains)."""
+    done = set()
+    if not path.exists():
+        return done
+    for line_no, rec in iter_jsonl(path):
+        differs = [k for k in PROVENANCE if rec.get(k) != provenance.get(k)]
+        if differs:
+            raise JudgeError(f"{path}:{line_no} was judged with another {', '.join(differs)} "
+                             f"({', '.join(f'{k}={rec.get(k)!r}' for k in differs)}); pass --overwrite to judge "
+                             f"everything again, or choose another --output_dir")
+        done.add(rec["group_id"])
+    return done
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m stage_b.judge", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="checkpoint folder (base or merged)")
+    p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
+    add_selection_args(p, split=False)
+    p.add_argument("--output_dir", required=True, help="where <mission>_verdicts.jsonl go")
+    p.add_argument("--operating_point", help="operating_point.json from python -m stage_b.evaluate --target_miss_rate")
+    p.add_argument("--threshold", type=float, help="a threshold on p_fail for every mission (with --operating_point: "
+                                                   "for the missions it has none for)")
+    p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_new_tokens", type=int, default=96)
+    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(lambda: _judge(args), on_interrupt=f"interrupted: {RESUME}")
+
+
+def _thresholds(args, missions: list[str], checkpoints: dict) -> tuple[dict, str | None]:
+    """{mission: {"threshold", "review_margin", "source"}} and the operating point file's digest."""
+    fallback = check_rate(args.threshold, "--threshold") if args.threshold is not None else None
+    if args.operating_point:
+        op = load_operating_point(args.operating_point)
+        points = thresholds_for(op, args.operating_point, missions, model=checkpoints["model"],
+                                adapters=checkpoints["adapters"], fallback=fallback)
+        return points, file_digest(args.operating_point)
+    if fallback is None:
+        raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from python -m "
+                                  "stage_b.evaluate --target_miss_rate R) or --threshold T")
+    return {m: {"threshold": fallback, "review_margin": 0.0, "source": "--threshold"} for m in missions}, None
+
+
+def _judge(args) -> int:
+    from stage_a.missions import load_registry
+
+    from .evaluate import checkpoint_identities
+    if args.batch_size < 1:
+        raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
+    output_dir = Path(args.output_dir)
+    registry = load_registry()
+    selection = selection_from(args)
+    records = load_records(selection, registry, require_label=False)
+    by_mission: dict[str, list[dict]] = {}
+    for record in records:
+        by_mission.setdefault(record["mission"], []).append(record)
+    missions = [m.name for m in registry.select(selection.missions) if m.name in by_mission]
+    if not missions:
+        raise JudgeError(f"no Stage-A group to judge for {selection.missions!r} in "
+                         f"{selection.stage_a_dir or ', '.join(selection.files)}")
+    checkpoints = checkpoint_identities(args.model, args.adapters)
+    points, op_digest = _thresholds(args, missions, checkpoints)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    engine = None
+    total = started = 0.0
+    judged = 0
+    for mission in missions:
+        path = verdicts_path(output_dir, mission)
+        provenance = {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
+                      "fingerprints": {"model": checkpoints["model"]["fingerprint"],
+                                       "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
+                      "operating_point": op_digest, "threshold": points[mission]["threshold"]}
+        with output_lock(path):
+            if args.overwrite:
+                path.unlink(missing_ok=True)
+            done = check_resumable(path, provenance)
+            todo = [r for r in by_mission[mission] if r["group_id"] not in done]
+            print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge; "
+                  f"threshold {points[mission]['threshold']:.4f} ({points[mission]['source']})")
+            write_jsonl_atomic(errors_path(output_dir, mission), [])   # failed groups are retried now
+            if not todo:
+                continue
+            if engine is None:
+                from .generate import VerdictEngine
+                engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
+                started = time.perf_counter()
+            t0 = time.perf_counter()
+            judged += _judge_mission(engine, registry, todo, points[mission], provenance, path,
+                                     errors_path(output_dir, mission), args.batch_size)
+            total += time.perf_counter() - t0
+    if judged:
+        print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
+              f"-> {output_dir}")
+    return 0
+
+
+def _judge_mission(engine, registry, todo: list[dict], point: dict, provenance: dict, path: Path,
+                   errors_file: Path, batch_size: int) -> int:
+    written = 0
+    with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            rows = [prompt_row(r, registry) for r in batch]
+            scores, failed = engine.verdict_logprobs(rows)
+            ok = [i for i in range(len(rows)) if scores[i] is not None]
+            p = {i: p_fail(scores[i]) for i in ok}
+            lines = [verdict_at(p[i], point["threshold"]) + "\n" for i in ok]
+            replies, gen_failed = engine.generate([rows[i] for i in ok], prefixes=lines) if ok else ([], {})
+            failed.update({ok[k]: why for k, why in gen_failed.items()})
+            for k, i in enumerate(ok):
+                if i in failed:
+                    continue
+                out.write(verdict_record(batch[i], p[i], point, replies[k][0], provenance))
+                written += 1
+            for i, why in sorted(failed.items()):
+                errors.write({"group_id": batch[i]["group_id"], "mission": batch[i]["mission"], "error": why,
+                              "created_at": utc_now()})
+                print(f"warning: not judged (retried on the next run): {why}", file=sys.stderr)
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())
