@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Procedural BBU-installation photo groups with ground-truth summaries (offline demos and tests).
 
-    python scripts/make_synthetic_qc.py --out DIR --seed 0 --groups-per-label 8 [--missions all]
+    python scripts/make_synthetic_qc.py --out DIR --seed 0 --groups-per-label 8 [--missions all] [--unlabeled]
 
-Writes <out>/<mission>/<审核通过|审核不通过>/<QC-id>/<QC-id>_<k>.jpg and <out>/ground_truth.jsonl
-(one line per photo: image path relative to <out>, mission, label, group_id, summary).
+Writes <out>/<mission>/<审核通过|审核不通过>/<QC-id>/<QC-id>_<k>.jpg (with --unlabeled: <out>/<mission>/<QC-id>/…,
+unreviewed work orders) and <out>/ground_truth.jsonl (one line per photo: image path relative to <out>,
+mission, label, group_id, summary).
 Pass groups meet the mission's requirement in every photo; fail groups carry the mission's defect in
 one or more photos. Every visual fact a summary states is drawn large enough for a tiny VLM to see.
 """
@@ -150,7 +151,10 @@ def make_group(rng, mission: str, fail: bool):
     return photos
 
 
-def generate(out: Path, seed: int, groups_per_label: int, missions=None) -> list[dict]:
+def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabeled: bool = False) -> list[dict]:
+    """Photo groups under out/ and their truth (also written to out/ground_truth.jsonl). With `unlabeled`,
+    groups sit directly under their mission folder, as unreviewed work orders do (Stage-A --unlabeled);
+    the truth file still says which are defective, for scoring a judge."""
     registry = load_registry()
     chosen = registry.select(missions or "all")
     rng = random.Random(seed)
@@ -165,7 +169,7 @@ def generate(out: Path, seed: int, groups_per_label: int, missions=None) -> list
             for _ in range(groups_per_label):
                 serial += 1
                 gid = f"QC-{letters}-2025{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}-{serial}"
-                folder = out / mission.name / labels[label] / gid
+                folder = out / mission.name / gid if unlabeled else out / mission.name / labels[label] / gid
                 folder.mkdir(parents=True, exist_ok=True)
                 for k, (im, summary) in enumerate(make_group(rng, mission.name, label == "fail"), start=1):
                     path = folder / f"{gid}_{k}.jpg"
@@ -204,10 +208,12 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same photos")
     p.add_argument("--groups-per-label", type=int, default=8, help="groups per mission and label")
     p.add_argument("--missions", default="all", help="mission names/aliases, comma-separated, or 'all'")
+    p.add_argument("--unlabeled", action="store_true",
+                   help="unreviewed layout <mission>/<group>/ (no label folder); the truth stays in ground_truth.jsonl")
     args = p.parse_args(argv)
     if args.groups_per_label < 1:
         p.error("--groups-per-label must be at least 1")
-    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions)
+    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled)
     groups = len({r["group_id"] for r in truth})
     print(f"{groups} groups, {len(truth)} photos -> {args.out} (ground truth: {args.out}/ground_truth.jsonl)")
     return 0
