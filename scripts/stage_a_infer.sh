@@ -4,22 +4,25 @@
 #
 #   bash scripts/stage_a_infer.sh mission=<name|alias|all> cuda=<ids|cpu> \
 #        [input_dir=… output_dir=… model=… adapters=… batch_size=8 backend=transformers|vllm \
-#         max_pixels=… max_new_tokens=… num_shards=N (CPU only) extra="--more --flags"]
+#         max_pixels=… max_new_tokens=… num_shards=N (CPU only) unlabeled=1 extra="--more --flags"]
+# unlabeled=1: new, unreviewed work orders at <input_dir>/<mission>/<group>/*.jpg (no 审核通过/审核不通过
+# folder); records get "label": null (passes --unlabeled).
 #
 # Examples:
 #   bash scripts/stage_a_infer.sh mission=BBU接地线检查 cuda=0 model=/models/Qwen2.5-VL-7B-Instruct
 #   bash scripts/stage_a_infer.sh mission=all cuda=0,1,2,3 backend=vllm batch_size=32 model=…
+#   bash scripts/stage_a_infer.sh mission=all cuda=0 unlabeled=1 input_dir=data/today output_dir=output/today model=…
 # Progress: tail -f <output_dir>/<mission>_stage_a.jsonl (or the .shard-* part files while sharded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
-batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; extra=""
+batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=""
 for arg in "$@"; do
   case "$arg" in
     mission=*|cuda=*|input_dir=*|output_dir=*|model=*|adapters=*|batch_size=*|backend=*|max_pixels=*|\
-    max_new_tokens=*|num_shards=*|extra=*) declare "${arg%%=*}=${arg#*=}" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    max_new_tokens=*|num_shards=*|unlabeled=*|extra=*) declare "${arg%%=*}=${arg#*=}" ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +35,11 @@ args=(--input_dir "$input_dir" --output_dir "$output_dir" --model "$model" --mis
 [ -n "$adapters" ] && args+=(--adapters $adapters)
 [ -n "$max_pixels" ] && args+=(--max_pixels "$max_pixels")
 [ -n "$max_new_tokens" ] && args+=(--max_new_tokens "$max_new_tokens")
+case "$unlabeled" in
+  1) args+=(--unlabeled) ;;
+  0) ;;
+  *) echo "error: unlabeled=$unlabeled: expected 1 (unreviewed <mission>/<group>/ folders) or 0" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC2206
 [ -n "$extra" ] && args+=($extra)
 

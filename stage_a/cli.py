@@ -22,7 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "resumable JSONL line per group (<output_dir>/<mission>_stage_a.jsonl).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     io = p.add_argument_group("data")
-    io.add_argument("--input_dir", required=True, help="root of <mission>/<审核通过|审核不通过>/<group>/*.jpg")
+    io.add_argument("--input_dir", required=True,
+                    help="root of <mission>/<审核通过|审核不通过>/<group>/*.jpg (with --unlabeled: <mission>/<group>/*.jpg)")
+    io.add_argument("--unlabeled", action="store_true",
+                    help="new, unreviewed work orders: read <mission>/<group>/ folders (no label folder) and write "
+                         "\"label\": null; a label folder under a mission is then reported in the errors file")
     io.add_argument("--output_dir", required=True, help="where <mission>_stage_a.jsonl and .errors.jsonl go")
     io.add_argument("--mission", default="all",
                     help="a mission name or alias, a comma-separated list, or 'all' (configs/missions.yaml)")
@@ -63,7 +67,7 @@ def options_from_args(args: argparse.Namespace) -> StageAOptions:
         seed=args.seed, max_image_pixels=args.max_image_pixels, num_shards=args.num_shards,
         shard_index=args.shard_index, overwrite=args.overwrite, retry_errors=args.retry_errors,
         model_type=args.model_type, template=args.template, missions_config=args.missions_config,
-        progress=not args.no_progress)
+        progress=not args.no_progress, unlabeled=args.unlabeled)
 
 
 def main(argv=None) -> int:

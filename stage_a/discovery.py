@@ -1,9 +1,12 @@
 """Discovery of photo groups on disk. Pure (os/re only).
 
-Layout: <input_dir>/<mission or alias>/<label folder>/<group folder>/<images>.
+Layouts: reviewed groups at <input_dir>/<mission or alias>/<label folder>/<group folder>/<images>;
+unreviewed ones (`--unlabeled`, label None) at <input_dir>/<mission or alias>/<group folder>/<images>.
 Problems that concern one group or folder (empty group, unknown label folder, a group id found twice,
-an unreadable folder, a dangling photo link, a file where a folder belongs) become `DiscoveryIssue`s that
-the caller writes to the errors file; the rest goes on.
+an unreadable folder, a dangling photo link, a file where a folder belongs, a folder of the other layout)
+become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on. A folder of the
+other layout is never guessed at: read as a group, a label folder would drop its reviewer's label, and
+read as a label folder, a group of unreviewed photos would be skipped without a word.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ _CHUNKS = re.compile(r"(\d+)")
 class Group:
     group_id: str
     mission: str          # canonical name
-    label: str            # "pass" | "fail"
+    label: str | None     # "pass" | "fail"; None: unreviewed (discovered with --unlabeled)
     images: tuple[str, ...]  # POSIX paths relative to input_dir, natural order
 
     @property
@@ -48,7 +51,9 @@ def natural_key(text: str) -> tuple:
 
 
 def path_order_key(relative_path: str) -> tuple:
-    """Discovery order of a group folder (or of any file in it): natural order of its path parts."""
+    """Discovery order of a group folder (or of any file in it): natural order of its path parts.
+    In the unreviewed layout the third part of a photo's path is its own name; it only orders photos within
+    one group folder, so groups still sort by <mission folder>/<group>."""
     parts = PurePosixPath(relative_path).parts
     return tuple(natural_key(p) for p in parts[:3])
 
@@ -119,6 +124,10 @@ def _entries(path: Path, rel: str, what: str) -> tuple[list[os.DirEntry], str | 
         return [], f"cannot read {what} {rel}: {exc.strerror or exc} (skipped)"
 
 
+def _is_photo_name(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
 def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
     """(photo names in natural order, why the group cannot be written whole, or None)."""
     entries, problem = _entries(path, rel_group, "group folder")
@@ -126,7 +135,7 @@ def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
         return [], problem
     photos, unreadable = [], []
     for e in entries:
-        if os.path.splitext(e.name)[1].lower() not in IMAGE_EXTENSIONS:
+        if not _is_photo_name(e.name):
             continue  # other files and sub-folders are no photos (README)
         (photos if _is_file(e) else unreadable).append(e.name)
     if unreadable:   # a dangling or looping symlink, or a folder named like a photo: never a group without it
@@ -140,54 +149,96 @@ def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
 def _not_a_folder(entry: os.DirEntry, rel: str, expected: str) -> str:
     if entry.is_symlink() and not _is_dir(entry):
         return f"{rel} is a symlink that does not resolve (dangling or a loop), not a {expected} (skipped)"
-    if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
+    if _is_photo_name(entry.name):
         return f"photo {rel} lies loose outside a group folder (skipped); move it into its group's folder"
     return f"{rel} is a file, not a {expected} (skipped)"
 
 
-def discover_mission(input_dir: Path, mission: Mission, folders: list[Path],
-                     registry: Registry) -> tuple[list[Group], list[DiscoveryIssue]]:
+def _holds_photos(entry: os.DirEntry, rel: str) -> bool:
+    entries, _ = _entries(Path(entry.path), rel, "folder")
+    return any(_is_photo_name(e.name) for e in entries)
+
+
+def _not_a_label_folder(entry: os.DirEntry, rel: str, registry: Registry) -> str:
+    known = ", ".join(registry.label_folders)
+    if _holds_photos(entry, rel):   # the unreviewed layout read without its flag: say so, do not guess a label
+        return (f"{rel} holds photos directly: it looks like a group folder of unreviewed photos, not a label "
+                f"folder ({known}); pass --unlabeled to read <mission>/<group>/ folders (skipped)")
+    return f"unknown label folder {entry.name!r} in {rel}; expected one of {known} (skipped)"
+
+
+def _folders(entries: list[os.DirEntry], rel_parent: str, expected: str, mission: str,
+             issues: list[DiscoveryIssue]) -> list[tuple[os.DirEntry, str]]:
+    """(entry, relative path) of every folder among `entries`; anything else there becomes an issue."""
+    found = []
+    for entry in entries:
+        rel = f"{rel_parent}/{entry.name}"
+        if _is_dir(entry):
+            found.append((entry, rel))
+        else:
+            issues.append(DiscoveryIssue(mission, rel, _not_a_folder(entry, rel, expected)))
+    return found
+
+
+def _candidate(entry: os.DirEntry, rel_group: str, label: str | None) -> tuple:
+    """(order key, label, folder relative path, group id, image names, problem) of one group folder."""
+    images, problem = _scan_group(Path(entry.path), rel_group)
+    gid = unicodedata.normalize("NFC", group_id_for(entry.name, images[0] if images else ""))
+    return path_order_key(rel_group), label, rel_group, gid, images, problem
+
+
+def _labelled(entries, rel_mission: str, mission: str, registry: Registry, issues: list) -> list[tuple]:
+    """Groups of <mission>/<label folder>/<group folder>/, labelled by their label folder."""
+    candidates = []
+    for label_entry, rel_label in _folders(entries, rel_mission, "label folder", mission, issues):
+        label = registry.label_of_folder(label_entry.name)
+        if label is None:
+            issues.append(DiscoveryIssue(mission, rel_label, _not_a_label_folder(label_entry, rel_label, registry)))
+            continue
+        group_entries, problem = _entries(Path(label_entry.path), rel_label, "label folder")
+        if problem:
+            issues.append(DiscoveryIssue(mission, rel_label, problem))
+        candidates += [_candidate(e, rel, label)
+                       for e, rel in _folders(group_entries, rel_label, "group folder", mission, issues)]
+    return candidates
+
+
+def _unlabelled(entries, rel_mission: str, mission: str, registry: Registry, issues: list) -> list[tuple]:
+    """Groups of <mission>/<group folder>/, unreviewed (label None). A label folder here is reported, not read
+    as a group named 审核通过: its groups would lose the label a reviewer gave them."""
+    candidates = []
+    for entry, rel in _folders(entries, rel_mission, "group folder", mission, issues):
+        if registry.label_of_folder(entry.name) is not None:
+            issues.append(DiscoveryIssue(mission, rel, f"{rel} is a label folder of reviewed groups: this mission "
+                                                       f"looks labelled; drop --unlabeled to read reviewed groups "
+                                                       f"(skipped)"))
+            continue
+        candidates.append(_candidate(entry, rel, None))
+    return candidates
+
+
+def discover_mission(input_dir: Path, mission: Mission, folders: list[Path], registry: Registry,
+                     unlabeled: bool = False) -> tuple[list[Group], list[DiscoveryIssue]]:
     """All groups of one mission in discovery order, plus the issues found on the way. Nothing on disk is
     passed over without an issue: a file where a folder belongs, a loose photo, an unreadable folder, a
-    dangling photo link. Group ids are NFC-normalised first; an id found twice (two folders, two labels,
-    or two spellings of the mission folder) fails every copy, naming them all, since no label can be trusted."""
+    dangling photo link, a folder of the other layout (labelled vs `unlabeled`). Group ids are NFC-normalised
+    first; an id found twice (two folders, two labels, or two spellings of the mission folder) fails every copy,
+    naming them all, since no label can be trusted."""
     input_dir = Path(input_dir)
+    layout = _unlabelled if unlabeled else _labelled
     candidates = []  # (order key, label, folder relative path, group id, image names, problem)
     issues: list[DiscoveryIssue] = []
     for mission_dir in folders:
         rel_mission = mission_dir.relative_to(input_dir).as_posix()
-        label_entries, problem = _entries(mission_dir, rel_mission, "mission folder")
+        entries, problem = _entries(mission_dir, rel_mission, "mission folder")
         if problem:
             issues.append(DiscoveryIssue(mission.name, rel_mission, problem))
-        for label_entry in label_entries:
-            rel_label = f"{rel_mission}/{label_entry.name}"
-            if not _is_dir(label_entry):
-                issues.append(DiscoveryIssue(mission.name, rel_label, _not_a_folder(label_entry, rel_label,
-                                                                                    "label folder")))
-                continue
-            label = registry.label_of_folder(label_entry.name)
-            if label is None:
-                issues.append(DiscoveryIssue(mission.name, rel_label,
-                              f"unknown label folder {label_entry.name!r} in {rel_label}; expected one of "
-                              f"{', '.join(registry.label_folders)} (skipped)"))
-                continue
-            group_entries, problem = _entries(Path(label_entry.path), rel_label, "label folder")
-            if problem:
-                issues.append(DiscoveryIssue(mission.name, rel_label, problem))
-            for group_entry in group_entries:
-                rel_group = f"{rel_label}/{group_entry.name}"
-                if not _is_dir(group_entry):
-                    issues.append(DiscoveryIssue(mission.name, rel_group, _not_a_folder(group_entry, rel_group,
-                                                                                        "group folder")))
-                    continue
-                images, problem = _scan_group(Path(group_entry.path), rel_group)
-                gid = unicodedata.normalize("NFC", group_id_for(group_entry.name, images[0] if images else ""))
-                candidates.append((path_order_key(rel_group), label, rel_group, gid, images, problem))
+        candidates += layout(entries, rel_mission, mission.name, registry, issues)
     candidates.sort(key=lambda c: c[0])
 
     places: dict[str, list[str]] = {}
     for _, label, rel_group, gid, _, _ in candidates:
-        places.setdefault(gid, []).append(f"{rel_group} ({label})")
+        places.setdefault(gid, []).append(f"{rel_group} ({label})" if label else rel_group)
     groups: list[Group] = []
     for _, label, rel_group, gid, images, problem in candidates:
         if len(places[gid]) > 1:

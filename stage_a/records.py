@@ -2,6 +2,10 @@
 the merger and every reader (Stage-B). Pure (stdlib only).
 
     {"group_id", "mission", "label", "images", "per_image": {"图片_1": ..., ...}, "model", "created_at"}
+
+`label` is "pass" or "fail" for a group a reviewer filed under a label folder, and null (None) for an
+unreviewed group (Stage-A run with --unlabeled): null means "nobody has judged this group yet", never a
+third verdict, so Stage-B training and evaluation refuse such records (stage_b.dataset.load_records).
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from datetime import datetime, timezone
 from .discovery import Group
 
 IMAGE_KEY_PREFIX = "图片_"
+LABELS = ("pass", "fail", None)   # None: unreviewed
 REQUIRED_FIELDS = ("group_id", "mission", "label", "images", "per_image", "model", "created_at")
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _SPACES = re.compile(r"\s+")
@@ -73,8 +78,8 @@ def validate_record(record: dict, known_missions=None) -> dict:
         raise RecordError("group_id must be a non-empty string")
     if known_missions is not None and record["mission"] not in known_missions:
         raise RecordError(f"{gid}: unknown mission {record['mission']!r}; known: {', '.join(known_missions)}")
-    if record["label"] not in ("pass", "fail"):
-        raise RecordError(f"{gid}: label must be 'pass' or 'fail', got {record['label']!r}")
+    if record["label"] not in LABELS:
+        raise RecordError(f"{gid}: label must be 'pass', 'fail' or null (unreviewed), got {record['label']!r}")
     images, per_image = record["images"], record["per_image"]
     if not isinstance(images, list) or not images:
         raise RecordError(f"{gid}: images must be a non-empty list")

@@ -60,6 +60,7 @@ class StageAOptions:
     template: str | None = None
     missions_config: str | None = None
     progress: bool = True
+    unlabeled: bool = False   # unreviewed groups at <mission>/<group>/, written with label null
 
     def validate(self) -> None:
         """Out-of-range settings fail here, before any file is touched or model loaded."""
@@ -125,7 +126,7 @@ def ensure_writable(folder: Path) -> None:
 
 def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, outputs: MissionOutputs,
           input_dir: Path) -> MissionPlan:
-    groups, issues = discover_mission(input_dir, mission, folders, registry)
+    groups, issues = discover_mission(input_dir, mission, folders, registry, unlabeled=opts.unlabeled)
     if opts.overwrite:
         # A shard removes its own part only (other shards may be running, holding the mission lock shared; a
         # merge prefers parts over the older merged file). An unsharded run holds the mission lock

@@ -2,7 +2,8 @@
 
 Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
 Each row: `messages` (system + user, text only), `solution` (`通过`|`不通过` from `label`), `mission`,
-`group_id`, `summaries`. Split by group-id hash (stage_b.split), the same everywhere.
+`group_id`, `summaries`. Split by group-id hash (stage_b.split), the same everywhere. An unreviewed record
+(`label` null, from Stage-A's --unlabeled) is refused: it has no verdict to train toward or to score.
 The selection (input, missions, split, balancing) is `stage_b.settings.Selection`; ms-swift reaches this
 through swift_plugins/qc_plugin.py, which reads it from the GROUP_QC_* environment.
 """
@@ -78,8 +79,18 @@ def check_merged(outputs: MissionOutputs) -> None:
                            + f"): run python -m stage_a.merge --output_dir {outputs.output_dir} first")
 
 
-def load_records(source: Selection, registry: Registry | None = None) -> list[dict]:
-    """Validated Stage-A records of the selected missions, canonical mission names, file order."""
+def _unreviewed(record: dict, where: str) -> DatasetError:
+    return DatasetError(f"{where}: group {record['group_id']} is unreviewed (label null: Stage-A ran with "
+                        f"--unlabeled), so it cannot be a training target or be scored; judge unreviewed groups "
+                        f"with python -m stage_b.judge instead")
+
+
+def load_records(source: Selection, registry: Registry | None = None, require_label: bool = True) -> list[dict]:
+    """Validated Stage-A records of the selected missions, canonical mission names, file order.
+
+    With require_label (training, evaluation) an unreviewed record (label null) is an error naming its line:
+    a null label must never become a training target nor be scored as if it were a verdict. Judging reads
+    with require_label=False, since it ignores labels."""
     registry = registry or load_registry()
     chosen = registry.select(source.missions)
     wanted = {m.name for m in chosen}
@@ -94,6 +105,8 @@ def load_records(source: Selection, registry: Registry | None = None) -> list[di
                 raise DatasetError(f"{path}:{line_no}: {exc}") from None
             if record["mission"] not in wanted:
                 continue
+            if require_label and record["label"] is None:
+                raise _unreviewed(record, f"{path}:{line_no}")
             key = (record["mission"], record["group_id"])
             if key in seen:
                 raise DatasetError(f"group {record['group_id']} of {record['mission']} appears twice: "
@@ -106,12 +119,20 @@ def load_records(source: Selection, registry: Registry | None = None) -> list[di
     return records
 
 
+def _solution(record: dict) -> str:
+    # Looked up, not `PASS if pass else FAIL`: an unreviewed record reaching here must fail, not train as 不通过.
+    solution = {"pass": PASS, "fail": FAIL}.get(record["label"])
+    if solution is None:
+        raise _unreviewed(record, "Stage-B row")
+    return solution
+
+
 def row_from_record(record: dict, registry: Registry) -> dict:
     mission = registry.resolve(record["mission"])
     summaries = summaries_of(record)
     return {
         "messages": stage_b_messages(mission, summaries),
-        "solution": PASS if record["label"] == "pass" else FAIL,
+        "solution": _solution(record),
         "mission": mission.name,
         "group_id": record["group_id"],
         "summaries": summaries,

@@ -30,11 +30,11 @@ def test_natural_order():
     assert sorted(names, key=natural_key) == ["1.JPG", "2.jpg", "10.jpg", "img_3.png", "img_20.png"]
 
 
-def discover(root: Path, mission=M):
-    registry = load_registry()
+def discover(root: Path, mission=M, unlabeled=False, registry=None):
+    registry = registry or load_registry()
     m = registry.resolve(mission)
     folders = mission_folders(root, registry, [m], strict_unknown=False)[m.name]
-    return discover_mission(root, m, folders, registry)
+    return discover_mission(root, m, folders, registry, unlabeled=unlabeled)
 
 
 def test_images_sorted_filtered_and_relative(tmp_path):
@@ -153,20 +153,24 @@ def test_an_unreadable_group_folder_fails_that_group_only(tmp_path, monkeypatch)
         ("QC-AB-20250101-1", f"cannot read group folder {G}: Permission denied (skipped)")]
 
 
-@pytest.mark.parametrize("layout", [
+@pytest.mark.parametrize("layout, unlabeled", [
     # one folder name in two Unicode normalisations (macOS writes NFD): one NFC id, found twice
-    [f"{M}/审核通过/组\u0041\u030a/1.jpg", f"{M}/审核通过/组\u00c5/1.jpg"],
+    ([f"{M}/审核通过/组\u0041\u030a/1.jpg", f"{M}/审核通过/组\u00c5/1.jpg"], False),
     # the same id under both labels
-    [f"{M}/审核通过/QC-AB-20250101-1/1.jpg", f"{M}/审核不通过/QC-AB-20250101-1/1.jpg"],
+    ([f"{M}/审核通过/QC-AB-20250101-1/1.jpg", f"{M}/审核不通过/QC-AB-20250101-1/1.jpg"], False),
     # the same id in both spellings of one mission folder
-    ["BBU线缆布放/审核通过/g/1.jpg", "BBU线缆布放要求/审核通过/g/1.jpg"],
+    (["BBU线缆布放/审核通过/g/1.jpg", "BBU线缆布放要求/审核通过/g/1.jpg"], False),
+    # unreviewed groups (issue 14) follow the same rules: NFD and NFC twins, one id in two folders, two spellings
+    ([f"{M}/组\u0041\u030a/1.jpg", f"{M}/组\u00c5/1.jpg"], True),
+    ([f"{M}/a/QC-AB-20250101-1_1.jpg", f"{M}/b/QC-AB-20250101-1_1.jpg"], True),
+    (["BBU线缆布放/g/1.jpg", "BBU线缆布放要求/g/1.jpg"], True),
 ])
-def test_a_group_id_found_twice_fails_every_copy_naming_all(tmp_path, layout):
+def test_a_group_id_found_twice_fails_every_copy_naming_all(tmp_path, layout, unlabeled):
     import unicodedata
     mission = layout[0].split("/")[0]
     for rel in layout:
         touch(tmp_path / rel.encode().decode("unicode_escape").encode("latin-1").decode("utf-8"))
-    groups, issues = discover(tmp_path, mission)
+    groups, issues = discover(tmp_path, mission, unlabeled=unlabeled)
     assert groups == [] and len(issues) == 2
     ids = {i.group_id for i in issues}
     assert len(ids) == 1 and unicodedata.is_normalized("NFC", ids.pop())
@@ -180,6 +184,61 @@ def test_group_ids_are_nfc(tmp_path):
     (group,) = discover(tmp_path)[0]
     assert group.group_id == unicodedata.normalize("NFC", "组Å") != unicodedata.normalize("NFD", "组Å")
     assert (tmp_path / group.images[0]).is_file()   # the photo's own path is kept for reading it
+
+
+# ------------------------------------------------------------------ unreviewed work orders: --unlabeled (issue 14)
+@pytest.mark.parametrize("photos, expected", [
+    # <mission>/<group>/: label None, photos in natural order, other files ignored
+    ([f"{M}/g1/QC-AB-20250101-1_10.jpg", f"{M}/g1/QC-AB-20250101-1_2.JPG", f"{M}/g1/notes.txt"],
+     [("QC-AB-20250101-1", ["QC-AB-20250101-1_2.JPG", "QC-AB-20250101-1_10.jpg"])]),
+    # no QC prefix on the first photo: the folder's name; .jpeg and .png count
+    ([f"{M}/组乙/b.png", f"{M}/组乙/a.jpeg"], [("组乙", ["a.jpeg", "b.png"])]),
+    # groups in natural order of their folders
+    ([f"{M}/g10/1.jpg", f"{M}/g2/1.jpg"], [("g2", ["1.jpg"]), ("g10", ["1.jpg"])]),
+])
+def test_unlabeled_reads_groups_directly_under_the_mission_with_label_none(tmp_path, photos, expected):
+    for rel in photos:
+        touch(tmp_path / rel)
+    groups, issues = discover(tmp_path, unlabeled=True)
+    assert issues == []
+    assert [(g.group_id, [Path(p).name for p in g.images]) for g in groups] == expected
+    assert all(g.label is None and g.mission == M and g.folder.count("/") == 1 for g in groups)
+
+
+def _with_label_folder(name):
+    """The default registry plus one more label folder: every folder the registry names is a label folder."""
+    from dataclasses import replace
+    registry = load_registry()
+    return replace(registry, label_folders={**registry.label_folders, name: "pass"})
+
+
+@pytest.mark.parametrize("unlabeled, photo, registry, folder, says", [
+    # --unlabeled on a reviewed mission: each label folder is named, with the flag to drop
+    (True, f"{M}/审核通过/QC-AB-20250101-1/1.jpg", None, f"{M}/审核通过",
+     "is a label folder of reviewed groups: this mission looks labelled; drop --unlabeled"),
+    (True, f"{M}/审核不通过/QC-AB-20250101-1/1.jpg", None, f"{M}/审核不通过", "looks labelled; drop --unlabeled"),
+    (True, f"{M}/Approved/QC-AB-20250101-1/1.jpg", _with_label_folder("Approved"), f"{M}/Approved",
+     "looks labelled; drop --unlabeled"),
+    # a photo outside any group folder is named either way
+    (True, f"{M}/QC-AB-20250101-1_1.jpg", None, f"{M}/QC-AB-20250101-1_1.jpg", "lies loose outside a group folder"),
+    # without --unlabeled, a folder of photos directly under a mission is an unreviewed group: pass the flag
+    (False, f"{M}/QC-AB-20250101-1/1.jpg", None, f"{M}/QC-AB-20250101-1",
+     "holds photos directly: it looks like a group folder of unreviewed photos, not a label folder (审核通过, "
+     "审核不通过); pass --unlabeled"),
+    # a folder that is neither keeps the plain message
+    (False, f"{M}/待审核/QC-AB-20250101-1/1.jpg", None, f"{M}/待审核", "unknown label folder '待审核'"),
+])
+def test_a_folder_of_the_other_layout_is_an_issue_naming_it_and_the_rest_goes_on(tmp_path, unlabeled, photo,
+                                                                                  registry, folder, says):
+    """Mixing is an error for that folder, not a guess: a label folder read as a group would lose the reviewer's
+    label, and a group folder read as a label folder would be skipped unseen."""
+    touch(tmp_path / photo)
+    good = f"{M}/QC-AB-20250101-2" if unlabeled else f"{M}/审核通过/QC-AB-20250101-2"
+    touch(tmp_path / good / "1.jpg")
+    groups, issues = discover(tmp_path, unlabeled=unlabeled, registry=registry)
+    assert [g.folder for g in groups] == [good]
+    assert [i.path for i in issues] == [folder]
+    assert folder in issues[0].error and says in issues[0].error, issues[0].error
 
 
 # ------------------------------------------------------------------ property: every photo is accounted for

@@ -37,7 +37,10 @@ def good():
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.pop("label"), "missing field"),
-    (lambda r: r.update(label="ok"), "label must be"),
+    (lambda r: r.update(label="ok"), "label must be 'pass', 'fail' or null"),
+    (lambda r: r.update(label="null"), "label must be"),     # the word, not JSON null
+    (lambda r: r.update(label=""), "label must be"),
+    (lambda r: r.update(label=False), "label must be"),
     (lambda r: r.update(per_image={"图片_2": "b", "图片_1": "a"}), "in order"),
     (lambda r: r.update(per_image={"图片_1": "a"}), "one per image"),
     (lambda r: r.update(per_image={"图片_1": "a", "图片_2": "x\ny"}), "single line"),
@@ -55,3 +58,29 @@ def test_validate_record_names_the_broken_rule(mutate, message):
 def test_summary_count_must_match_photos():
     with pytest.raises(RecordError, match="1 summaries for 2 photos"):
         make_record(G, ["a"], model="m")
+
+
+@pytest.mark.parametrize("label", ["pass", "fail", None])   # None: an unreviewed group (Stage-A --unlabeled)
+def test_label_is_pass_fail_or_null_and_null_survives_the_jsonl_round_trip(label):
+    import json
+    from dataclasses import replace
+    rec = make_record(replace(G, label=label), ["a", "b"], model="m")
+    line = json.dumps(rec, ensure_ascii=False)
+    assert ('"label": null' in line) == (label is None)
+    assert validate_record(json.loads(line), known_missions=["BBU接地线检查"])["label"] == label
+
+
+def test_merge_keeps_unreviewed_records_in_discovery_order(tmp_path):
+    """Shards of an --unlabeled run: parts of <mission>/<group>/ records merge like labelled ones."""
+    from stage_a.jsonl import JsonlAppender, iter_jsonl
+    from stage_a.merge import merge_mission
+    from stage_a.outputs import MissionOutputs
+    stem = "BBU接地线检查_stage_a"
+    for index, folders in enumerate([["g10", "g1"], ["g2"]]):
+        with JsonlAppender(MissionOutputs(tmp_path, stem, 2, index).main) as part:
+            for name in folders:
+                part.write(make_record(Group(name, "BBU接地线检查", None, (f"BBU接地线检查/{name}/10.jpg",
+                                                                         f"BBU接地线检查/{name}/9.jpg")), ["a", "b"], "m"))
+    assert merge_mission(tmp_path, stem, ["BBU接地线检查"]) == (3, 0)
+    merged = [r for _, r in iter_jsonl(tmp_path / f"{stem}.jsonl")]
+    assert [(r["group_id"], r["label"]) for r in merged] == [("g1", None), ("g2", None), ("g10", None)]

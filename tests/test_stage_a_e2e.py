@@ -310,3 +310,47 @@ def test_lora_summary_adapter_is_applied_and_recorded(tiny_qwen2_5_vl, photos, t
     assert [r["group_id"] for r in outs["base"]] == [r["group_id"] for r in outs["lora"]]
     assert [r["per_image"] for r in outs["base"]] != [r["per_image"] for r in outs["lora"]]
     assert all(r["adapters"] == [str(adapter)] for r in outs["lora"]) and "adapters" not in outs["base"][0]
+
+
+# ------------------------------------------------------------------ unreviewed work orders (issue 14)
+def _unreviewed(root: Path, synthetic, missions: list[str]) -> list[str]:
+    """A labelled synthetic set turned into today's work orders: every group folder moved up to its mission
+    folder, the label folders gone. Returns the group ids."""
+    synthetic.generate(root, seed=5, groups_per_label=1, missions=",".join(missions))
+    ids = []
+    for label_dir in sorted(root.glob("*/审核*")):
+        for group in sorted(label_dir.iterdir()):
+            group.rename(label_dir.parent / group.name)
+            ids.append(group.name)
+        label_dir.rmdir()
+    return ids
+
+
+def test_unlabeled_writes_label_null_reports_a_label_folder_and_resumes_once(tiny_qwen2_5_vl, synthetic, tmp_path):
+    """Two missions x two unreviewed groups: `stage_a_infer.sh unlabeled=1` (one CPU process: it execs
+    `python -m stage_a.cli --unlabeled`), then the same command through the CLI directly. Every record has
+    label null; a label folder left under a mission is one errors-file line naming it and the flag, and the
+    rest goes on; the rerun finds every group done and writes nothing twice, not even the issue."""
+    missions = [M, "挡风板安装检查"]
+    ids = _unreviewed(tmp_path / "in", synthetic, missions)
+    jpeg(tmp_path / "in" / M / "审核通过" / "QC-AB-20250101-9" / "1.jpg")   # a reviewed group among them
+    common = {"input_dir": tmp_path / "in", "output_dir": tmp_path / "out", "model": tiny_qwen2_5_vl,
+              "mission": ",".join(missions), "batch_size": 8, "max_new_tokens": 4, "max_pixels": 12544}
+    first = subprocess.run(["bash", "scripts/stage_a_infer.sh", "unlabeled=1", "cuda=cpu",
+                            *(f"{k}={v}" for k, v in common.items())], cwd=REPO, capture_output=True, text=True,
+                           timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHON": sys.executable})
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    outputs = sorted((tmp_path / "out").glob("*_stage_a*.jsonl"))
+    files = {p.name: p.read_bytes() for p in outputs}
+    recs = [r for m in missions for r in records(tmp_path / "out" / f"{m}_stage_a.jsonl")]
+    assert sorted(r["group_id"] for r in recs) == sorted(ids) and len(ids) == 4
+    for rec in recs:
+        validate_record(rec, known_missions=missions)
+        assert rec["label"] is None and rec["images"][0].count("/") == 2   # <mission>/<group>/<photo>
+    (issue,) = records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl")
+    assert issue["label"] is None and issue["stage"] == "discovery" and issue["path"] == f"{M}/审核通过"
+    assert f"{M}/审核通过" in issue["error"] and "drop --unlabeled" in issue["error"]
+    again = cli("--unlabeled", "--no_progress", *(a for k, v in common.items() for a in (f"--{k}", str(v))))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p.name: p.read_bytes() for p in outputs} == files
+    assert again.stdout.count("wrote 0 groups, 0 failed (see errors file), 2 skipped") == 2, again.stdout

@@ -8,7 +8,7 @@ from stage_a.discovery import Group
 from stage_a.jsonl import JsonlAppender
 from stage_a.missions import load_registry
 from stage_a.records import make_record
-from stage_b.dataset import DatasetError, balance_by_label, build_rows
+from stage_b.dataset import DatasetError, balance_by_label, build_rows, load_records
 from stage_b.settings import Selection, SettingError, selection_from
 from stage_b.prompts import stage_b_messages
 from stage_b.split import split_of
@@ -17,13 +17,14 @@ REGISTRY = load_registry()
 MISSIONS = REGISTRY.names
 
 
-def write_stage_a(folder, groups_per_mission=10, mission_field=None):
-    """<folder>/<mission>_stage_a.jsonl through Stage-A's own record builder and appender."""
+def write_stage_a(folder, groups_per_mission=10, mission_field=None, unreviewed=()):
+    """<folder>/<mission>_stage_a.jsonl through Stage-A's own record builder and appender; groups numbered in
+    `unreviewed` get label None, as Stage-A --unlabeled writes them."""
     folder.mkdir(parents=True, exist_ok=True)
     for m in REGISTRY.missions:
         with JsonlAppender(folder / f"{m.stage_a_stem}.jsonl") as out:
             for k in range(groups_per_mission):
-                label = "fail" if k % 2 else "pass"
+                label = None if k in unreviewed else "fail" if k % 2 else "pass"
                 images = tuple(f"{m.name}/x/g{k}/{i}.jpg" for i in range(1, 1 + k % 3 + 1))
                 group = Group(f"QC-T-20250101-{k}", mission_field or m.name, label, images)
                 out.write(make_record(group, [f"摘要{i}" for i in range(len(images))], model="m"))
@@ -128,6 +129,42 @@ def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_pa
     path.write_text("\n".join(lines[:10] + lines[:1]) + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="appears twice"):
         build_rows(one, "all")
+
+
+# ------------------------------------------------------------------ unreviewed records (issue 14)
+def _preflight(selection):
+    """stage_b.preflight as a user runs it; it stops at the data, before any model is loaded."""
+    from stage_b import preflight
+    return preflight.main(["--model", "/nonexistent-model", "--stage_a_dir", selection.stage_a_dir,
+                           "--mission", selection.missions, "--split", "all"])
+
+
+@pytest.mark.parametrize("use", [
+    lambda one: build_rows(one, "train"),                     # training (swift_plugins/qc_plugin.py, launch)
+    lambda one: build_rows(one, "val", allow_empty=True),     # evaluation and the validation callback
+    lambda one: build_rows(one, "all"),
+    lambda one: load_records(one),                            # require_label is the default
+], ids=["train", "val", "all", "load_records"])
+def test_an_unreviewed_record_is_never_a_target_nor_scored_and_its_line_is_named(tmp_path, use):
+    """A null label would otherwise become 不通过 (`PASS if pass else FAIL`): the whole selection is refused."""
+    folder = write_stage_a(tmp_path / "sa", unreviewed={3})
+    one = Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
+    with pytest.raises(DatasetError, match=r"BBU接地线检查_stage_a.jsonl:4: group QC-T-20250101-3 is unreviewed "
+                                           r"\(label null: Stage-A ran with --unlabeled\), so it cannot be a "
+                                           r"training target or be scored; .*python -m stage_b.judge"):
+        use(one)
+
+
+def test_preflight_refuses_unreviewed_records_naming_the_line(tmp_path, capsys):
+    folder = write_stage_a(tmp_path / "sa", unreviewed={0})
+    assert _preflight(Selection(stage_a_dir=str(folder), missions="BBU接地线检查")) == 2
+    assert "BBU接地线检查_stage_a.jsonl:1: group QC-T-20250101-0 is unreviewed" in capsys.readouterr().err
+
+
+def test_judging_reads_unreviewed_records_with_require_label_false(tmp_path):
+    folder = write_stage_a(tmp_path / "sa", unreviewed={3})
+    records = load_records(Selection(stage_a_dir=str(folder), missions="BBU接地线检查"), require_label=False)
+    assert [r["label"] for r in records][2:5] == ["pass", None, "pass"]
 
 
 def _labelled_rows(fails, passes):
