@@ -1,0 +1,245 @@
+"""Judging on the tiny model: p_fail pinned against transformers, unlabelled Stage-A -> operating point -> judge,
+and the judge's faults (wrong operating point, bad threshold, a second judge, kill -9 and resume)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stage_a.jsonl import output_lock
+from stage_a.missions import load_registry
+from stage_b import judge
+from stage_b.generate import VERDICT_LINES
+from stage_b.operating_point import p_fail
+from tests.test_evaluate import M, _random_adapter, _stage_a
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+MISSIONS = "BBU接地线检查,挡风板安装检查"
+
+
+def test_the_qwen_tokenizer_splits_the_verdict_lines_as_scored(tiny_qwen2_5_vl):
+    """通过 is one token, 不通过 is 不 + 通过, and the line break that ends the verdict line is its own token:
+    scoring the break keeps '通过' from counting as the first line when the model would go on writing."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tiny_qwen2_5_vl)
+    pieces = {line: [tok.decode([i]) for i in tok.encode(line, add_special_tokens=False)]
+              for line in VERDICT_LINES.values()}
+    assert pieces == {"不通过\n": ["不", "通过", "\n"], "通过\n": ["通过", "\n"]}
+    assert tok.encode("通过\n理由: x", add_special_tokens=False)[:2] == tok.encode("通过\n", add_special_tokens=False)
+
+
+def _rows(n=5):
+    registry = load_registry()
+    records = [{"group_id": f"QC-PF-20250101-{k}", "mission": M, "label": None, "images": ["a.jpg"] * (1 + k % 3),
+                "per_image": {f"图片_{i + 1}": f"接地线×1/{'未捆扎' if (k + i) % 2 else '已捆扎'}"
+                              for i in range(1 + k % 3)}} for k in range(n)]
+    return [judge.prompt_row(r, registry) for r in records]
+
+
+def _direct_logprobs(model_dir, adapter, rows) -> list[dict]:
+    """The two verdict lines' probabilities straight from transformers: the checkpoint's own chat template,
+    one unpadded sequence per line, no ms-swift anywhere."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
+    if adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, adapter)
+    model.eval()
+    out = []
+    for row in rows:
+        prompt = tok.apply_chat_template(row["messages"], tokenize=False, add_generation_prompt=True)
+        logprobs = {}
+        for verdict, line in VERDICT_LINES.items():
+            ids = tok(prompt + line, return_tensors="pt", add_special_tokens=False).input_ids
+            n = len(tok.encode(line, add_special_tokens=False))
+            with torch.no_grad():
+                lp = torch.log_softmax(model(input_ids=ids).logits.float(), dim=-1)[0]
+            logprobs[verdict] = sum(float(lp[ids.shape[1] - n - 1 + j, ids[0, ids.shape[1] - n + j]]) for j in range(n))
+        out.append(logprobs)
+    return out
+
+
+@pytest.mark.parametrize("arch, with_adapter", [("qwen2_5_vl", True), ("qwen2_5_vl", False), ("qwen3_vl", False)])
+def test_p_fail_equals_a_direct_transformers_computation(tiny_model_factory, tmp_path, arch, with_adapter):
+    """Batched (left-padded, prompts of different lengths) through ms-swift's engine and template, with a LoRA
+    adapter or a plain (merged) checkpoint: within 1e-4 of the direct computation, group by group."""
+    from stage_b.generate import VerdictEngine
+    model = tiny_model_factory(arch)
+    adapter = _random_adapter(model, tmp_path / "adapter") if with_adapter else None
+    rows = _rows()
+    engine = VerdictEngine(str(model), adapters=[str(adapter)] if adapter else [], batch_size=4)
+    scores, errors = engine.verdict_logprobs(rows)
+    ours = [p_fail(s) for s in scores]
+    assert not errors
+    direct = _direct_logprobs(model, adapter, rows)
+    assert max(abs(a - p_fail(b)) for a, b in zip(ours, direct)) < 1e-4, (ours, direct)
+    assert max(abs(a[v] - b[v]) for a, b in zip(scores, direct) for v in VERDICT_LINES) < 1e-3
+    assert len({round(p, 6) for p in ours}) > 1   # the prompts really differ in what the model makes of them
+    if adapter:   # and the adapter is applied: without it the log-probabilities move
+        base = _direct_logprobs(model, None, rows)
+        assert max(abs(a[v] - b[v]) for a, b in zip(scores, base) for v in VERDICT_LINES) > 1e-2
+
+
+def _judge(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "stage_b.judge", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def unreviewed(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
+    """Stage-A --unlabeled over synthetic work orders (two missions), written by the real CLI."""
+    root = tmp_path_factory.mktemp("unreviewed")
+    truth = synthetic.generate(root / "photos", seed=3, groups_per_label=2, missions=MISSIONS, unlabeled=True)
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--unlabeled", "--input_dir", str(root / "photos"),
+                             "--output_dir", str(root / "stage_a"), "--model", str(tiny_qwen2_5_vl), "--mission",
+                             MISSIONS, "--max_new_tokens", "6", "--batch_size", "8", "--max_pixels", "12544",
+                             "--no_progress"], cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, {t["group_id"] for t in truth}
+
+
+@pytest.mark.slow
+def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unreviewed, tiny_qwen2_5_vl, tmp_path):
+    root, groups = unreviewed
+    args = ["--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(root / "stage_a"), "--mission", MISSIONS,
+            "--output_dir", str(tmp_path / "v"), "--threshold", "0.5", "--max_new_tokens", "8"]
+    first = _judge(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    verdicts = {m: _lines(judge.verdicts_path(tmp_path / "v", m)) for m in MISSIONS.split(",")}
+    got = [r for rs in verdicts.values() for r in rs]
+    assert sorted(r["group_id"] for r in got) == sorted(groups)
+    for r in got:
+        assert r["label"] is None and r["threshold"] == 0.5 and 0.0 <= r["p_fail"] <= 1.0
+        assert r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过")
+        assert r["reply"].startswith(r["verdict"] + "\n")   # the reason was generated after the chosen verdict
+        # a random model's reason line is rarely the contract: such replies are kept and flagged, never dropped
+        assert r["needs_review"] == bool(r["review_why"])
+        assert r["model"] == str(Path(tiny_qwen2_5_vl).resolve()) and r["operating_point"] is None
+    again = _judge(*args)
+    assert again.returncode == 0 and again.stdout.count("0 to judge") == 2
+    assert "Loading" not in again.stderr   # nothing left to judge: the model is not even loaded
+    assert {m: _lines(judge.verdicts_path(tmp_path / "v", m)) for m in verdicts} == verdicts
+    other = _judge(*args[:-4], "--threshold", "0.7")   # another threshold into the same files: refused
+    assert other.returncode == 2 and "judged with another threshold" in other.stderr and "--overwrite" in other.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=16)
+    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    model = ["--model", str(tiny_qwen2_5_vl), "--adapters", str(adapter)]
+    ev = subprocess.run([sys.executable, "-m", "stage_b.evaluate", *model, "--stage_a_dir", str(stage_a),
+                         "--val_ratio", "0.5", "--max_new_tokens", "4", "--target_miss_rate", "0.25",
+                         "--output_dir", str(tmp_path / "ev")], cwd=REPO, capture_output=True, text=True, timeout=600,
+                        env=ENV)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    op = json.loads((tmp_path / "ev" / "operating_point.json").read_text(encoding="utf-8"))
+    preds = _lines(tmp_path / "ev" / "predictions.jsonl")
+    entry = op["missions"][M]
+    points = [(p["p_fail"], p["expected"]) for p in preds]
+    fails = [p for p, e in points if e == "不通过"]
+    # the rule, recomputed by hand from predictions.jsonl
+    assert entry["threshold"] == max(t for t in {p for p, _ in points} | {1.0}
+                                     if sum(p < t for p in fails) / len(fails) <= 0.25)
+    assert op["data"]["split"] == "val" and op["adapters"][0]["path"] == str(adapter.resolve())
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["operating_curve"]["per_mission"][M][0]["threshold"] == 1.0
+    assert (tmp_path / "ev" / "operating_curve.png").stat().st_size > 5000
+    assert "## Operating point" in (tmp_path / "ev" / "report.md").read_text(encoding="utf-8")
+    # re-scoring the predictions recomputes the same operating point, with no model
+    re = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions", str(tmp_path / "ev" / "predictions.jsonl"),
+                         "--target_miss_rate", "0.25", "--output_dir", str(tmp_path / "re")], cwd=REPO,
+                        capture_output=True, text=True, timeout=300, env=ENV)
+    assert re.returncode == 0, re.stderr[-2000:]
+    again = json.loads((tmp_path / "re" / "operating_point.json").read_text(encoding="utf-8"))
+    assert again["missions"] == op["missions"] and again["model"] == op["model"]
+
+    ok = _judge(*model, "--stage_a_dir", str(stage_a), "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
+                "--output_dir", str(tmp_path / "j"), "--max_new_tokens", "4")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    judged = _lines(judge.verdicts_path(tmp_path / "j", M))
+    assert len(judged) == 16 and {r["threshold"] for r in judged} == {entry["threshold"]}
+    assert all(r["label"] in ("pass", "fail") for r in judged)   # labelled records may be judged (a dry run)
+    by_id = {p["group_id"]: p["p_fail"] for p in preds}
+    assert all(abs(r["p_fail"] - by_id[r["group_id"]]) < 1e-5 for r in judged if r["group_id"] in by_id)
+
+    base = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point",
+                  str(tmp_path / "ev" / "operating_point.json"), "--output_dir", str(tmp_path / "j2"))
+    assert base.returncode == 2 and str(adapter.resolve()) in base.stderr and "these are none" in base.stderr
+    assert not (tmp_path / "j2").exists() or not any((tmp_path / "j2").iterdir())   # refused before anything
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threshold", "1.5"], "--threshold 1.5 is out of range"),
+    (["--threshold", "-0.1"], "out of range"),
+    ([], "no threshold: pass --operating_point"),
+    (["--operating_point", "missing.json"], "missing.json does not exist"),
+])
+def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, args, message):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    started = time.monotonic()
+    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o"),
+                    *args, timeout=120)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    assert time.monotonic() - started < 30 and "Loading" not in result.stderr
+
+
+def test_a_mission_missing_from_the_operating_point_is_refused_naming_it(tiny_qwen2_5_vl, tmp_path):
+    from stage_b.evaluate import checkpoint_identities
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    ids = checkpoint_identities(str(tiny_qwen2_5_vl), [])
+    op = tmp_path / "op.json"
+    op.write_text(json.dumps({"format": 1, **ids, "missions": {"挡风板安装检查": {"threshold": 0.5, "review_margin": 0}}}),
+                  encoding="utf-8")
+    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
+                    "--output_dir", str(tmp_path / "o"), timeout=120)
+    assert result.returncode == 2 and f"no entry for {M}" in result.stderr and "挡风板安装检查" in result.stderr
+
+
+def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    (tmp_path / "o").mkdir()
+    with output_lock(judge.verdicts_path(tmp_path / "o", M)):
+        result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
+                        "--output_dir", str(tmp_path / "o"), timeout=120)
+    assert result.returncode == 3 and "being written by another process" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=12)
+    out = tmp_path / "o"
+    args = ["-m", "stage_b.judge", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
+            "--output_dir", str(out), "--batch_size", "2", "--max_new_tokens", "24"]
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    path = judge.verdicts_path(out, M)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not path.exists() or len(path.read_bytes().splitlines()) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    before = _lines(path)
+    assert 2 <= len(before) < 12, "the kill came too late to test a resume"
+    with path.open("ab") as f:   # what a kill inside a write leaves behind
+        f.write(b'{"group_id": "QC-EV-20250101-99", "mission"')
+    resumed = subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = _lines(path)
+    assert sorted(r["group_id"] for r in after) == sorted(f"QC-EV-20250101-{k}" for k in range(12))
+    assert after[:len(before)] == before   # nothing judged before the kill was judged again
+    assert math.isfinite(sum(r["p_fail"] for r in after))
