@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A day's work orders, one command: Stage-A (--unlabeled) then the verdict model, mission by mission.
+#
+#   bash scripts/judge.sh mission=<name|alias|all> cuda=<ids|cpu> input_dir=<work orders> output_dir=<dir> \
+#        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
+#        (operating_point=<operating_point.json> | threshold=<0..1>) \
+#        [batch_size=16] [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
+#
+# input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
+# <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
+# (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
+# The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
+operating_point=""; threshold=""; batch_size=16; stage_a_extra=""; judge_extra=""
+for arg in "$@"; do
+  case "$arg" in
+    mission=*|cuda=*|input_dir=*|output_dir=*|stage_a_model=*|stage_a_adapters=*|model=*|adapters=*|\
+    operating_point=*|threshold=*|batch_size=*|stage_a_extra=*|judge_extra=*) declare "${arg%%=*}=${arg#*=}" ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
+  esac
+done
+for required in input_dir output_dir stage_a_model model; do
+  [ -n "${!required}" ] || { echo "error: $required=… is required (see --help)" >&2; exit 2; }
+done
+if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
+  echo "error: operating_point=<operating_point.json> or threshold=<0..1> is required" >&2; exit 2
+fi
+PY=${PYTHON:-python}
+[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
+export HF_HUB_OFFLINE=1
+
+judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size")
+[ -n "$adapters" ] && judge_args+=(--adapters $adapters)
+[ -n "$operating_point" ] && judge_args+=(--operating_point "$operating_point")
+[ -n "$threshold" ] && judge_args+=(--threshold "$threshold")
+# shellcheck disable=SC2206
+[ -n "$judge_extra" ] && judge_args+=($judge_extra)
+
+# The missions, resolved the way Stage-A resolves them (names, aliases, 'all' = every mission folder present).
+mapfile -t missions < <("$PY" - "$input_dir" "$mission" <<'PY'
+import sys
+from pathlib import Path
+from stage_a.missions import is_all, load_registry
+registry = load_registry()
+root, spec = Path(sys.argv[1]), sys.argv[2]
+if not root.is_dir():
+    sys.exit(f"error: input_dir {root} does not exist")
+chosen = registry.select(spec)
+present = {registry.resolve(p.name).name for p in root.iterdir() if p.is_dir() and p.name in
+           {f for m in chosen for f in registry.folders_of(m)}}
+for m in chosen:
+    if m.name in present or not is_all(spec):
+        print(m.name)
+PY
+)
+[ "${#missions[@]}" -gt 0 ] || { echo "error: no mission folder of '$mission' under $input_dir" >&2; exit 2; }
+
+[ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
+for m in "${missions[@]}"; do
+  echo "== $m: Stage-A"
+  bash scripts/stage_a_infer.sh unlabeled=1 mission="$m" cuda="$cuda" input_dir="$input_dir" \
+    output_dir="$output_dir/stage_a" model="$stage_a_model" adapters="$stage_a_adapters" batch_size="$batch_size" \
+    extra="--no_progress $stage_a_extra"
+  echo "== $m: verdicts -> $output_dir/${m}_verdicts.jsonl"
+  if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi
+  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$m"
+done
