@@ -8,7 +8,13 @@
 3. a GRPO run of --steps steps on the tiny model (in-process `swift rlhf`), split into model load,
    rollout, reward, loss forward and backward, with the rewards' share of a step; then the same run with
    a trivial constant reward, to show what our rewards cost inside the trainer; and with ms-swift's
-   default right padding instead of the config's left padding, to show what that saves.
+   default right padding instead of the config's left padding, to show what that saves;
+4. with --judging: groups/s of judging (p_fail, then the reason after the threshold's verdict, written to a
+   verdicts file) against evaluation's generation alone and generation + p_fail, on the same groups with
+   one loaded engine, alternating, --judge_repeats times; and p_fail's cost per group.
+
+    python scripts/bench_stage_b.py --steps 0 --judging [--judge_model DIR --judge_adapters DIR
+                                    --judge_stage_a_dir DIR]   # e.g. the demo's GRPO checkpoint and field set
 """
 from __future__ import annotations
 
@@ -136,19 +142,63 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
             "reward_share_of_train": reward / train}
 
 
+def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path, repeats: int,
+                  batch_size: int = 16, max_new_tokens: int = 32) -> dict:
+    from stage_b import judge
+    from stage_b.dataset import load_records
+    from stage_b.evaluate import verdict_probabilities
+    from stage_b.generate import VerdictEngine
+    registry = load_registry()
+    records = load_records(Selection(stage_a_dir=str(stage_a_dir)), registry, require_label=False)
+    rows = [judge.prompt_row(r, registry) for r in records]
+    engine = VerdictEngine(model, adapters=adapters, batch_size=batch_size, max_new_tokens=max_new_tokens)
+    engine.generate(rows[:batch_size])               # warm-up: first calls pay one-off costs
+    engine.verdict_logprobs(rows[:batch_size])
+    point = {"threshold": 0.5, "review_margin": 0.0}
+    times = defaultdict(list)
+    for r in range(repeats):
+        t = time.perf_counter()
+        engine.generate(rows)
+        times["generate"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        verdict_probabilities(engine, rows)
+        times["p_fail"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        by_mission = defaultdict(list)
+        for rec in records:
+            by_mission[rec["mission"]].append(rec)
+        for mission, todo in by_mission.items():
+            judge._judge_mission(engine, registry, todo, point, {"model": model}, out / f"{r}-{mission}.jsonl",
+                                 out / f"{r}-{mission}.errors.jsonl", batch_size)
+        times["judge"].append(time.perf_counter() - t)
+    best = {k: min(v) for k, v in times.items()}
+    n = len(rows)
+    return {"groups": n, "repeats": repeats, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
+            "seconds": times, "groups_per_s": {
+                "evaluate_generation_only": n / best["generate"],
+                "evaluate_with_p_fail": n / (best["generate"] + best["p_fail"]),
+                "judge": n / best["judge"]},
+            "p_fail_ms_per_group": 1000 * best["p_fail"] / n}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="checkpoint (default: build the tiny Qwen2.5-VL)")
     p.add_argument("--groups", type=int, default=100_000)
     p.add_argument("--completions", type=int, default=20_000)
     p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--judging", action="store_true", help="also measure judging against evaluation (item 4)")
+    p.add_argument("--judge_model", help="checkpoint for item 4 (default: the tiny Qwen2.5-VL, random weights)")
+    p.add_argument("--judge_adapters", nargs="*", default=[])
+    p.add_argument("--judge_stage_a_dir", help="Stage-A folder for item 4 (default: 32 made-up groups)")
+    p.add_argument("--judge_repeats", type=int, default=2)
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     result = {"rewards_completions_per_s": bench_rewards(args.completions)}
     with tempfile.TemporaryDirectory(prefix="bench-stage-b-") as tmp:
         tmp = Path(tmp)
         result["dataset"] = bench_dataset(tmp / "big", args.groups)
-        if args.steps:
+        if args.steps or args.judging:
             sys.path.insert(0, str(REPO / "scripts"))
             import make_tiny_model
             model = args.model or str(make_tiny_model.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
@@ -159,6 +209,12 @@ def main(argv=None) -> int:
                 make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass",
                                   tuple(f"{i}.jpg" for i in range(1, k % 6 + 2))),
                             (SUMMARIES * 2)[:k % 6 + 1], model="m") for k in range(32)])
+        if args.judging:
+            (tmp / "judging").mkdir()
+            result["judging"] = bench_judging(args.judge_model or model, args.judge_adapters,
+                                              Path(args.judge_stage_a_dir) if args.judge_stage_a_dir else small,
+                                              tmp / "judging", args.judge_repeats)
+        if args.steps:
             result["grpo_ours"] = bench_grpo(model, small, tmp / "ours", args.steps, list(REWARDS))
             result["grpo_trivial"] = bench_grpo(model, small, tmp / "trivial", args.steps, ["bench_constant"])
             # the YAML's padding_side left against ms-swift's default right padding, same run otherwise
@@ -183,6 +239,15 @@ def main(argv=None) -> int:
               f"{result['grpo_ours']['train_s'] / result['grpo_trivial']['train_s']:.3f}")
         print(f"  right padding (ms-swift default) vs our left padding, train time ratio: "
               f"{result['grpo_right_padding']['train_s'] / result['grpo_ours']['train_s']:.2f}x")
+    if "judging" in result:
+        j = result["judging"]
+        g = j["groups_per_s"]
+        print(f"  judging {j['groups']} groups (batch {j['batch_size']}, up to {j['max_new_tokens']} new tokens, best of "
+              f"{j['repeats']}): judge {g['judge']:.2f} groups/s; evaluate {g['evaluate_with_p_fail']:.2f} with p_fail, "
+              f"{g['evaluate_generation_only']:.2f} generation only")
+        print(f"  judge / evaluate: {g['judge'] / g['evaluate_with_p_fail']:.3f} (both with p_fail), "
+              f"{g['judge'] / g['evaluate_generation_only']:.3f} (against generation alone); p_fail "
+              f"{j['p_fail_ms_per_group']:.1f} ms per group")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     print(json.dumps(result, ensure_ascii=False))

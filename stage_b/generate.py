@@ -52,9 +52,9 @@ class VerdictEngine:
     def verdict_logprobs(self, rows: list[dict]) -> tuple[list[dict[str, float] | None], dict[int, str]]:
         """({verdict: log-probability of its whole first line}, per row; {row index: why none}).
 
-        Teacher-forced through the engine's own template and model (adapters included): each row is encoded
-        twice, once with each verdict line as the reply's start (exactly the tokens the model would have to
-        write), and one forward pass over the batch gives every token's log-probability. Nothing is sampled."""
+        Teacher-forced through the engine's own template and model (adapters included), nothing sampled: one
+        forward pass over the batch's prompts (as ms-swift encodes them for generation) gives the first token
+        of each verdict line; the rest of each line is fed on the prompts' cached keys and values."""
         scores: list[dict[str, float] | None] = [None] * len(rows)
 
         def score(indices):
@@ -66,42 +66,57 @@ class VerdictEngine:
 
     def _score_batch(self, rows: list[dict]) -> list[dict[str, float]]:
         import torch
-        from swift.infer_engine import InferRequest
         engine, template = self.engine, self.engine.template
         if not hasattr(engine, "model"):
             raise NotImplementedError(f"verdict probabilities need a model in this process; {type(engine).__name__} "
                                       f"has none: use --infer_backend transformers")
-        engine.model.eval()
+        model = engine.model
+        model.eval()
         if template.use_model:   # as TransformersEngine._infer does before it encodes
-            template.model = engine.model
+            template.model = model
         template.set_mode("transformers")
-        encoded, spans = [], []   # per sequence: (verdict, number of tokens of its line)
-        for row in rows:
-            for verdict, line in VERDICT_LINES.items():
-                ids = template.tokenizer.encode(line, add_special_tokens=False)
-                enc = template.encode(InferRequest(messages=_with_prefix(row, line)))
-                if list(enc["input_ids"][-len(ids):]) != ids:   # never score tokens the model would not write
-                    raise RuntimeError(f"the template does not end the reply with {line!r} tokenised alone; "
-                                       f"p_fail cannot be computed for this model")
-                encoded.append(enc)
-                spans.append((verdict, len(ids)))
-        keep = max(n for _, n in spans) + 1
+        lines = {v: template.tokenizer.encode(line, add_special_tokens=False) for v, line in VERDICT_LINES.items()}
+        prompts = [self._encode(row) for row in rows]
+        self._check_continuation(rows[0], prompts[0], lines)
         with torch.inference_mode():
-            # Left-padded by the template in inference mode: every sequence ends at the last position, so the
-            # last `keep` logits hold each verdict line's predictions and the vocabulary-wide logits of the
-            # whole prompt are never made.
-            inputs = {k: v.to(engine.model.device) if hasattr(v, "to") else v
-                      for k, v in template.data_collator(encoded).items()}
+            # Left-padded by the template for inference: every prompt ends at the last position.
+            inputs = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in template.data_collator(prompts).items()}
             if engine.model_meta.is_multimodal:
-                _, inputs = template.pre_forward_hook(engine.model, None, inputs)
-            logprobs = torch.log_softmax(engine.model(**inputs, logits_to_keep=keep).logits.float(), dim=-1)
-        out: list[dict[str, float]] = [{} for _ in rows]
-        for s, (verdict, n) in enumerate(spans):
-            line_ids = encoded[s]["input_ids"][-n:]
-            # the logits at position p predict token p + 1: the line's n tokens are predicted by the n before them
-            out[s // len(VERDICT_LINES)][verdict] = sum(float(logprobs[s, keep - 1 - n + j, tok])
-                                                        for j, tok in enumerate(line_ids))
-        return out
+                _, inputs = template.pre_forward_hook(model, None, inputs)
+            out = model(**inputs, use_cache=True, logits_to_keep=1)
+            first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            cache, mask = out.past_key_values, inputs["attention_mask"]
+            length, batch = mask.shape[1], mask.shape[0]
+            totals = {}
+            for verdict, ids in lines.items():
+                total = first[:, ids[0]].clone()
+                n = len(ids) - 1
+                if n:   # the line's other tokens, after the prompt's cached keys and values
+                    cache.crop(length)
+                    step = {"input_ids": torch.tensor([ids[:-1]] * batch, device=model.device),
+                            "attention_mask": torch.cat([mask, mask.new_ones(batch, n)], dim=1),
+                            "past_key_values": cache, "use_cache": True}
+                    if "position_ids" in inputs:   # Qwen-VL's multi-row positions: each row goes on counting
+                        step["position_ids"] = (inputs["position_ids"][..., -1:] + 1
+                                                + torch.arange(n, device=model.device))
+                    logprobs = torch.log_softmax(model(**step).logits.float(), dim=-1)
+                    for j in range(1, len(ids)):
+                        total += logprobs[:, j - 1, ids[j]]
+                totals[verdict] = total
+        return [{v: float(t[i]) for v, t in totals.items()} for i in range(len(rows))]
+
+    def _encode(self, row: dict, prefix: str | None = None) -> dict:
+        from swift.infer_engine import InferRequest
+        return self.engine.template.encode(InferRequest(messages=_with_prefix(row, prefix)))
+
+    def _check_continuation(self, row: dict, prompt: dict, lines: dict[str, list[int]]) -> None:
+        """The template must encode a reply that starts with a verdict line as the prompt followed by that line's
+        tokens, or the scored tokens would not be the ones the model writes after the prompt."""
+        for verdict, ids in lines.items():
+            full = list(self._encode(row, VERDICT_LINES[verdict])["input_ids"])
+            if full != list(prompt["input_ids"]) + ids:
+                raise RuntimeError(f"the template does not encode a reply starting {VERDICT_LINES[verdict]!r} as the "
+                                   f"prompt followed by that line's tokens; p_fail cannot be computed for this model")
 
     def _each_row(self, rows: list[dict], run, what: str) -> dict[int, str]:
         """Run `run(indices)` over all rows at once; when that fails, row by row, so one bad row (a prompt over
