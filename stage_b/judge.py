@@ -103,7 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_new_tokens", type=int, default=96)
-    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     return p
 
 
@@ -167,7 +166,9 @@ def _judge(args) -> int:
                 continue
             if engine is None:
                 from .generate import VerdictEngine
-                engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                # transformers only: p_fail is read from the model's logits in this process (vLLM keeps its
+                # model in its own engine; see the README)
+                engine = VerdictEngine(args.model, adapters=args.adapters, backend="transformers",
                                        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
                 started = time.perf_counter()
             t0 = time.perf_counter()
