@@ -130,15 +130,18 @@ def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5
     runs = {"base": ["--model", str(tiny_qwen2_5_vl)],
             "adapter": ["--model", str(tiny_qwen2_5_vl), "--adapters", str(adapter)],
             "merged": ["--model", str(merged)]}
-    completions = {}
+    completions, p_fails = {}, {}
     for name, model_args in runs.items():
         result = _evaluate(*model_args, *common, "--output_dir", str(tmp_path / name))
         assert result.returncode == 0, result.stderr[-3000:]
         preds = [json.loads(l) for l in (tmp_path / name / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
         assert len(preds) == 12 and (tmp_path / name / "report.md").exists()
         completions[name] = [p["completion"] for p in preds]
+        p_fails[name] = [p["p_fail"] for p in preds]
     assert completions["adapter"] == completions["merged"]
     assert completions["adapter"] != completions["base"]  # the adapter is really applied
+    # p_fail too: the adapter as loaded by the engine and the merged weights give the same verdict probability
+    assert max(abs(a - b) for a, b in zip(p_fails["adapter"], p_fails["merged"])) < 1e-4
 
 
 @pytest.mark.slow
