@@ -2,6 +2,8 @@
 the merger and every reader (Stage-B). Pure (stdlib only).
 
     {"group_id", "mission", "label", "images", "per_image": {"图片_1": ..., ...}, "model", "created_at"}
+    optional: "adapters" (Stage-A LoRA), "input_dir" (the folder `images` are relative to; review pages find
+    the photos there)
 
 `label` is "pass" or "fail" for a group a reviewer filed under a label folder, and null (None) for an
 unreviewed group (Stage-A run with --unlabeled): null means "nobody has judged this group yet", never a
@@ -50,7 +52,7 @@ def normalize_summary(text) -> str:
 
 
 def make_record(group: Group, summaries: list[str], model: str, adapters=None,
-                created_at: str | None = None) -> dict:
+                created_at: str | None = None, input_dir=None) -> dict:
     if len(summaries) != len(group.images):
         raise RecordError(f"{group.group_id}: {len(summaries)} summaries for {len(group.images)} photos")
     record = {
@@ -64,6 +66,8 @@ def make_record(group: Group, summaries: list[str], model: str, adapters=None,
     }
     if adapters:
         record["adapters"] = list(adapters)
+    if input_dir is not None:
+        record["input_dir"] = str(input_dir)
     validate_record(record)
     return record
 

@@ -279,7 +279,8 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
                         fail(done.group, done.error, "summary")
                         continue
                     try:
-                        record = make_record(done.group, done.summaries, model_name, opts.adapters)
+                        record = make_record(done.group, done.summaries, model_name, opts.adapters,
+                                             input_dir=input_dir.resolve())
                     except RecordError as exc:
                         fail(done.group, str(exc), "summary")
                         continue

@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""Review-page costs, measured in one run (a script, not a test).
+
+    python scripts/bench_review.py [--groups 1000] [--workers 4]
+
+Makes --groups synthetic photo groups, then: thumbnails/s (first run) and the rerun that reuses them; the review
+folder's size per 1,000 photos; and, in headless Chromium (chromium + chromium-driver), the load time of a page of
+200 cards (the renderer's cap) and of one page holding every card, from navigation start to the load event, with
+lazy thumbnails as a browser loads them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from stage_a.review_page import render_review  # noqa: E402
+from stage_b.review_cards import EVALUATION_OUTCOMES  # noqa: E402
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def load_seconds(page: Path, repeats: int = 3) -> float | None:
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        return None
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        times = []
+        for _ in range(repeats):
+            driver.get("about:blank")
+            driver.get(page.as_uri())   # returns after the load event
+            times.append(driver.execute_script(
+                "const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime;") / 1000)
+        return min(times)
+    finally:
+        driver.quit()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--groups", type=int, default=1000)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+    import make_synthetic_qc
+    with tempfile.TemporaryDirectory(prefix="bench-review-") as tmp:
+        tmp = Path(tmp)
+        per_label = max(1, args.groups // 8)
+        truth = make_synthetic_qc.generate(tmp / "photos", seed=9, groups_per_label=per_label)
+        groups = make_synthetic_qc.groups_of(truth)
+        cards = [{"group_id": g["group_id"], "mission": g["mission"], "outcome": ["miss", "overkill", "correct"][n % 3],
+                  "facts": [("reviewer", g["label"]), ("p_fail", f"{(n % 100) / 100:.3f}")], "reason": "图片_1 依据",
+                  "error": None, "images": g["images"], "summaries": g["summaries"]} for n, g in enumerate(groups)]
+        photos = sum(len(c["images"]) for c in cards)
+        first = render_review(tmp / "capped", title="bench", cards=cards, outcomes=EVALUATION_OUTCOMES,
+                              input_dirs=[tmp / "photos"])
+        t = time.perf_counter()
+        again = render_review(tmp / "capped", title="bench", cards=cards, outcomes=EVALUATION_OUTCOMES,
+                              input_dirs=[tmp / "photos"])
+        rerun_s = time.perf_counter() - t
+        one_page = render_review(tmp / "one_page", title="bench", cards=cards, outcomes=EVALUATION_OUTCOMES,
+                                 input_dirs=[tmp / "photos"], per_page=len(cards))
+        review = tmp / "capped" / "review"
+        result = {"groups": len(cards), "photos": photos,
+                  "thumbnails_per_s": first["thumbs"].photos_per_s, "thumbnail_seconds": first["thumbs"].seconds,
+                  "rerun_seconds": rerun_s, "rerun_reused": again["thumbs"].reused,
+                  "review_bytes_per_1000_photos": folder_bytes(review) / photos * 1000,
+                  "html_bytes_per_200_card_page": (review / "index.html").stat().st_size,
+                  "pages": len(first["pages"]),
+                  "load_s_200_cards": load_seconds(review / "index.html"),
+                  f"load_s_{len(cards)}_cards_one_page": load_seconds(one_page["index"])}
+    print(f"\nReview-page benchmark: {result['groups']} groups, {result['photos']} photos")
+    print(f"  thumbnails: {result['thumbnails_per_s']:.0f} photos/s ({result['thumbnail_seconds']:.1f} s); "
+          f"rerun {result['rerun_seconds']:.1f} s, {result['rerun_reused']} reused")
+    print(f"  review folder: {result['review_bytes_per_1000_photos'] / 2**20:.2f} MiB per 1,000 photos; "
+          f"{result['pages']} pages of at most 200 cards ({result['html_bytes_per_200_card_page'] / 1024:.0f} KiB each)")
+    for key in result:
+        if key.startswith("load_s_"):
+            value = result[key]
+            print(f"  headless Chromium, {key[7:].replace('_', ' ')}: "
+                  + ("no chromium here" if value is None else f"{value:.2f} s to the load event"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

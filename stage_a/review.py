@@ -1,0 +1,111 @@
+"""`python -m stage_a.review`: audit Stage-A summaries against the photos before anyone trains on them.
+
+    python -m stage_a.review --stage_a_dir DIR --output_dir DIR [--input_dir DIR] [--mission all]
+                             [--per_mission 20] [--seed 0]
+
+Writes <output_dir>/review/index.html: per mission, every group Stage-A could not write (with its error) first,
+then a random sample of --per_mission written groups, each with its photos in 图片_i order and the summary under
+each. Photos are found under the input folder the Stage-A records name (their `input_dir`), or --input_dir.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+from .exits import run_cli
+from .jsonl import iter_jsonl
+from .missions import load_registry
+from .outputs import MissionOutputs
+from .records import summaries_of
+from .review_page import LABEL_TEXT, render_review
+
+OUTCOMES = [("error", "Stage-A error"), ("sample", "sampled group")]
+
+
+def _photos_in(folder: Path) -> list[str]:
+    from .discovery import IMAGE_EXTENSIONS, natural_key
+    if not folder.is_dir():
+        return []
+    return sorted((p.name for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS), key=natural_key)
+
+
+def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int) -> tuple[list[dict], list[str], list[list]]:
+    """(cards, the input folders the records name, per-mission counts for the summary table)."""
+    cards, input_dirs, table = [], [], []
+    for mission in missions:
+        outputs = MissionOutputs(stage_a_dir, mission.stage_a_stem)
+        main, errors = outputs.merged_main, outputs.merged_errors
+        records = [r for _, r in iter_jsonl(main)] if main.is_file() else []
+        failed = [r for _, r in iter_jsonl(errors)] if errors.is_file() else []
+        if not records and not failed:
+            continue
+        input_dirs += [r["input_dir"] for r in records if r.get("input_dir")]
+        for e in failed:
+            folder = e.get("path") or ""
+            cards.append({"group_id": e.get("group_id") or folder, "mission": mission.name, "outcome": "error",
+                          "facts": [("stage", e.get("stage")), ("reviewer", LABEL_TEXT.get(e.get("label")))], "reason": None,
+                          "error": e.get("error"), "images": [], "summaries": [], "folder": folder})
+        sample = random.Random(f"{seed}:{mission.name}").sample(records, min(per_mission, len(records)))
+        order = {id(r): k for k, r in enumerate(records)}
+        for r in sorted(sample, key=lambda r: order[id(r)]):
+            cards.append({"group_id": r["group_id"], "mission": mission.name, "outcome": "sample",
+                          "facts": [("reviewer", LABEL_TEXT.get(r.get("label"))), ("photos", len(r["images"])), ("model", r.get("model"))],
+                          "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r)})
+        table.append([mission.name, len(records), len(failed), len(sample)])
+    return cards, list(dict.fromkeys(input_dirs)), table
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stage_a.review", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stage_a_dir", required=True, help="Stage-A output folder (<mission>_stage_a.jsonl)")
+    p.add_argument("--output_dir", required=True, help="the page goes to <output_dir>/review/index.html")
+    p.add_argument("--input_dir", help="where the photos are (default: the input_dir the Stage-A records name)")
+    p.add_argument("--mission", default="all")
+    p.add_argument("--per_mission", type=int, default=20, help="groups sampled per mission (errors: all)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    return run_cli(lambda: _review(args))
+
+
+def _review(args) -> int:
+    stage_a_dir = Path(args.stage_a_dir)
+    if not stage_a_dir.is_dir():
+        raise FileNotFoundError(f"--stage_a_dir {stage_a_dir} does not exist")
+    if args.per_mission < 0:
+        raise ValueError(f"--per_mission {args.per_mission} is out of range: use 0 or more")
+    missions = load_registry().select(args.mission)
+    cards, named, table = audit_cards(stage_a_dir, missions, args.per_mission, args.seed)
+    if not table:
+        raise FileNotFoundError(f"no Stage-A output for {args.mission!r} in {stage_a_dir}")
+    input_dirs = [Path(args.input_dir)] if args.input_dir else [Path(d) for d in named]
+    if not input_dirs and any(c["images"] for c in cards):
+        raise ValueError(f"the Stage-A records in {stage_a_dir} do not say where their photos are (written before "
+                         f"records kept input_dir): pass --input_dir")
+    for card in cards:   # an error group's photos, where its folder still has them
+        if card["outcome"] == "error" and card.get("folder") and input_dirs:
+            card["images"] = [f"{card['folder']}/{n}" for n in _photos_in(input_dirs[0] / card["folder"])]
+    result = render_review(Path(args.output_dir), title=f"Stage-A audit: {stage_a_dir}", cards=cards,
+                           outcomes=OUTCOMES, input_dirs=input_dirs,
+                           intro=[f"Photos from {', '.join(map(str, input_dirs)) or '(none)'}. Every group Stage-A could not "
+                                  f"write comes first, with its error; then {args.per_mission} sampled groups per "
+                                  f"mission. Check that each summary says what its photo shows."],
+                           tables=[{"title": "Per mission", "columns": ["mission", "groups written", "errors", "sampled"],
+                                    "rows": table}])
+    _print_result(result)
+    return 0
+
+
+def _print_result(result: dict) -> None:
+    t = result["thumbs"]
+    if result["missing_photos"]:
+        print(f"warning: {len(result['missing_photos'])} photo(s) not found or unreadable (placeholders on the "
+              f"page), e.g. {result['missing_photos'][0]}; pass --input_dir if the photos moved", file=sys.stderr)
+    print(f"{result['cards']} group cards on {len(result['pages'])} page(s); thumbnails: {t.made} made "
+          f"({t.photos_per_s:.1f} photos/s), {t.reused} reused, {t.failed} missing -> {result['index']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""One HTML review renderer for evaluation, judging and the Stage-A audit. Jinja2 + PIL, no torch/swift.
+
+    <out>/review/index.html      the summary (tables, images) and the first page of group cards
+    <out>/review/page-N.html     further pages, CARDS_PER_PAGE cards each (a browser stays responsive at 10,000 groups)
+    <out>/review/thumbs/*.jpg    thumbnails (stage_a.thumbnails), reused on reruns
+
+A card is a dict: group_id, mission, outcome (a key of the `outcomes` given), facts [(name, value)], reason,
+error, images (paths relative to the input folder), summaries (one per image). The page works from file://
+with no network: no CDN, no framework, a few lines of vanilla JS for the mission and outcome filters, and
+`loading="lazy"` on every thumbnail. A click on a thumbnail opens the photo itself (a relative link).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .records import image_key
+from .thumbnails import make_thumbnails
+
+CARDS_PER_PAGE = 200
+REVIEW_DIR = "review"
+LABEL_TEXT = {"pass": "审核通过", "fail": "审核不通过", None: "unreviewed"}   # a reviewer's label, as cards show it
+
+
+def _environment():
+    import jinja2
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _page_name(number: int) -> str:
+    return "index.html" if number == 1 else f"page-{number}.html"
+
+
+def find_photo(rel: str, input_dirs: list[Path]) -> Path:
+    """The photo under the first input folder that has it (or the path under the first, to name it missing)."""
+    for folder in input_dirs:
+        if (folder / rel).exists():
+            return folder / rel
+    return (input_dirs[0] if input_dirs else Path(".")) / rel
+
+
+def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: list[tuple[str, str]],
+                  input_dirs: list[Path], intro: list[str] = (), tables: list[dict] = (), images: list[dict] = (),
+                  per_page: int = CARDS_PER_PAGE) -> dict:
+    """Writes <out_dir>/review/ and returns {"index", "pages", "cards", "thumbs": ThumbReport, "missing_photos"}.
+    `outcomes` orders and labels the outcome filters; cards are shown in the order given."""
+    review = Path(out_dir) / REVIEW_DIR
+    review.mkdir(parents=True, exist_ok=True)
+    for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
+        old.unlink()
+    input_dirs = [Path(d).resolve() for d in input_dirs]
+    photos = {rel: find_photo(rel, input_dirs) for card in cards for rel in card["images"]}
+    thumbs, report = make_thumbnails(photos.values(), review / "thumbs")
+    missing = sorted(str(p) for p, t in thumbs.items() if t.name is None)
+
+    def photo_view(rel: str, index: int, summary: str) -> dict:
+        path = photos[rel]
+        thumb = thumbs[path]
+        return {"key": image_key(index), "summary": summary, "file": rel,
+                "thumb": f"thumbs/{thumb.name}" if thumb.name else None,
+                "full": Path(os.path.relpath(path, review)).as_posix() if thumb.name else None,
+                "missing": thumb.error}
+
+    labels = dict(outcomes)
+    views = []
+    for n, card in enumerate(cards):
+        summaries = list(card.get("summaries") or [])
+        summaries += [""] * (len(card["images"]) - len(summaries))
+        views.append({**card, "anchor": f"card-{n + 1}", "outcome_label": labels.get(card["outcome"], card["outcome"]),
+                      "photos": [photo_view(rel, i, s) for i, (rel, s) in
+                                 enumerate(zip(card["images"], summaries), start=1)]})
+    pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
+    missions = sorted({c["mission"] for c in cards})
+    template = _environment().get_template("review.html.j2")
+    written = []
+    for number, page_cards in enumerate(pages, start=1):
+        first = (number - 1) * per_page + 1
+        note = (f"{len(views)} group cards in all; this page shows cards {first}-{first + len(page_cards) - 1}"
+                + (f" ({len(views) - len(page_cards)} more on the other pages)" if len(pages) > 1 else "")
+                if page_cards else "no group to show")
+        counts = {}
+        for c in page_cards:
+            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+        page = {"number": number, "note": note,
+                "links": [{"number": k, "href": _page_name(k), "current": k == number} for k in range(1, len(pages) + 1)]}
+        text = template.render(title=title, intro=list(intro), tables=list(tables), images=list(images), page=page,
+                               cards=page_cards, missions=missions,
+                               outcomes=[{"key": k, "label": v, "count": counts[k]} for k, v in outcomes if counts.get(k)])
+        path = review / _page_name(number)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
+            "missing_photos": missing}
