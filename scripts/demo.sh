@@ -14,6 +14,7 @@
 #   8 judging "today's work orders": a third synthetic set, unreviewed (no label folders), through Stage-A and
 #     the judge at that operating point; the miss and overkill rates it achieved (the generator knows the
 #     truth) are printed next to what validation promised
+# Evaluation and judging each end with a review page (review/index.html): every group to look at, with its photos.
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
 set -euo pipefail
@@ -170,4 +171,5 @@ PY
 echo
 echo "Reports: $OUT/eval/start/report.md  $OUT/eval/grpo/report.md   Training plot: $(ls "$OUT"/grpo/v*/training.png)"
 echo "Verdicts: $OUT/today/*_verdicts.jsonl   Operating point: $OUT/eval/grpo/operating_point.json"
+echo "Review pages (open in a browser): $OUT/eval/grpo/review/index.html  $OUT/today/review/index.html"
 echo "Total: $(( $(date +%s) - START )) s"

@@ -27,7 +27,7 @@ from stage_a.exits import run_cli
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
-from .dataset import build_rows, stage_a_files
+from .dataset import build_rows, load_records, stage_a_files
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
                               checkpoint_identity, curve, p_fail, parse_targets, pick_threshold, points_of,
@@ -38,7 +38,7 @@ from .settings import Selection, add_selection_args
 from .verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
-OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "operating_point.json")
+OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "operating_point.json", "review")
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
 
@@ -113,6 +113,8 @@ def _ci(ci) -> str:
 def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5) -> str:
     data = metrics.get("data") or {}
     lines = [f"# Verdict evaluation: {title}", ""]
+    if metrics.get("review"):
+        lines += ["Review page, each group with its photos: [review/index.html](review/index.html)", ""]
     if data:
         lines += [f"Data: the {data['split']} split, {data['split_settings']}"
                   + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".", ""]
@@ -205,9 +207,10 @@ def operating_curves(predictions: list[dict], missions: list[str]) -> dict | Non
 
 def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
                   data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
-                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None) -> dict:
+                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None) -> dict:
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve PNG; with `targets`,
-    operating_point.json. Everything is computed before the first file is written."""
+    operating_point.json; with `review` ({"records", "input_dirs", "all"}) the review page. Everything is
+    computed before the first file is written."""
     metrics = compute_metrics(predictions, missions)
     if data:
         metrics["data"] = data   # which groups were scored, and why these
@@ -229,12 +232,65 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
     if curves:
         from .plot_operating import plot_curves
-        plot_curves(curves, output_dir / "operating_curve.png", title, chosen=op and {
+        plot_curves(curves, output_dir / "operating_curve.png", "verdict 不通过 iff p_fail >= t", chosen=op and {
             **op["missions"], "overall": op["overall"]})
     if op:
         (output_dir / "operating_point.json").write_text(json.dumps(op, ensure_ascii=False, indent=2),
                                                          encoding="utf-8")
+    if review is not None:
+        result = write_review(output_dir, predictions, metrics, title, **review)
+        metrics["review"] = str(result["index"])
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
+        (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
     return metrics
+
+
+def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
+                 input_dirs: list, all: bool = False) -> dict:
+    """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
+    `all` every other group) with their photos. Says on stderr when photos cannot be found."""
+    from stage_a.review_page import render_review
+    from .review_cards import EVALUATION_OUTCOMES, evaluation_cards
+    rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
+             f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
+             m["invalid_verdicts"]] for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
+    confusion = [[name, *m["confusion"].values()] for name, m in metrics["per_mission"].items()]
+    tables = [{"title": "Per mission (95% Wilson intervals)",
+               "columns": ["mission", "n", "accuracy", "miss rate", "overkill rate", "unparseable"], "rows": rows},
+              {"title": "Confusion (reviewer -> model)", "columns": ["mission", *next(iter(metrics["per_mission"].values()),
+                                                                                 {"confusion": {}})["confusion"]],
+               "rows": confusion}]
+    images = ([{"title": "Miss rate against overkill rate over thresholds", "src": "../operating_curve.png"}]
+              if (output_dir / "operating_curve.png").exists() else [])
+    cards = evaluation_cards(predictions, records, all)
+    result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
+                           input_dirs=input_dirs, tables=tables, images=images,
+                           intro=[f"Photos from {', '.join(map(str, input_dirs)) or 'nowhere known (pass --input_dir)'}. "
+                                  f"Misses first, then overkills, then unparseable replies"
+                                  + (", then every other group." if all else "; --review_all adds every group.")])
+    report_photos(result)
+    return result
+
+
+def report_photos(result: dict) -> None:
+    t = result["thumbs"]
+    if result["missing_photos"]:
+        print(f"warning: review page: {len(result['missing_photos'])} photo(s) not found or unreadable, shown as "
+              f"placeholders (first: {result['missing_photos'][0]}); pass --input_dir if the photos moved",
+              file=sys.stderr)
+    print(f"review page: {result['cards']} group cards, {len(result['pages'])} page(s); thumbnails {t.made} made "
+          f"({t.photos_per_s:.0f} photos/s), {t.reused} reused -> {result['index']}")
+
+
+def review_inputs(args, records: list[dict]) -> dict | None:
+    """What write_review needs: the Stage-A records by (mission, group id) and the photo folders (--input_dir,
+    else the input_dir the records name)."""
+    if args.no_review:
+        return None
+    named = list(dict.fromkeys(r["input_dir"] for r in records if r.get("input_dir")))
+    return {"records": {(r["mission"], r["group_id"]): r for r in records},
+            "input_dirs": [Path(args.input_dir)] if args.input_dir else [Path(d) for d in named],
+            "all": args.review_all}
 
 
 def verdict_probabilities(engine, rows: list[dict]) -> list[float | None]:
@@ -249,6 +305,17 @@ def verdict_probabilities(engine, rows: list[dict]) -> list[float | None]:
     for why in failed.values():
         print(f"warning: no p_fail: {why}", file=sys.stderr)
     return [p_fail(s) if s else None for s in scores]
+
+
+def _records_for(data: dict | None) -> list[dict]:
+    """The Stage-A records behind re-scored predictions, when metrics.json beside them names a selection whose
+    files are still there (for the review page's photos); none otherwise."""
+    if not data or not data.get("selection"):
+        return []
+    try:
+        return load_records(Selection.from_record(data["selection"], "metrics.json"))
+    except (ValueError, OSError):
+        return []
 
 
 def _check_operating_split(targets, split: str) -> None:
@@ -299,6 +366,11 @@ def main(argv=None) -> int:
     p.add_argument("--target_miss_rate", nargs="+", metavar="R|MISSION=R",
                    help="write operating_point.json: per mission the threshold on p_fail whose validation miss "
                         "rate is within R (one default R, plus MISSION=R overrides)")
+    p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
+    p.add_argument("--review_all", action="store_true",
+                   help="the review page shows every group, not only misses, overkills and unparseable replies")
+    p.add_argument("--input_dir", help="where the photos are, for the review page (default: the folder the Stage-A "
+                                       "records name)")
     p.add_argument("--review_share", type=float, default=DEFAULT_REVIEW_SHARE,
                    help="the judge's needs_review band around each threshold covers this share of the validation "
                         "errors")
@@ -348,6 +420,7 @@ def _evaluate(args) -> int:
             raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
                                   f"{args.predictions}: pass --model (and --adapters) as used for it (nothing is loaded)")
         _check_operating_split(targets, data["split"] if data else "val")
+        review = review_inputs(args, _records_for(data))
         prepare_output_dir(output_dir, args.overwrite)
         missions, title = [], f"re-scored {args.predictions}"
     else:
@@ -370,6 +443,7 @@ def _evaluate(args) -> int:
         print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
               + (f" (training run {run_path})" if run else ""))
         missions = [m.name for m in chosen if m.name in counts]
+        review = review_inputs(args, load_records(selection, registry) if not args.no_review else [])
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
@@ -386,7 +460,7 @@ def _evaluate(args) -> int:
         predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed, p_fails)
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
-                            resolve)
+                            resolve, review)
     for mission, e in (metrics.get("operating_point") or {}).get("missions", {}).items():
         print(f"operating point {mission}: " + (f"threshold {e['threshold']:.4f}, validation miss {_pct(e['miss_rate'])}"
                                                 f", overkill {_pct(e['overkill_rate'])} (n={e['n']})"

@@ -63,7 +63,8 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
     return {"group_id": record["group_id"], "mission": record["mission"], "verdict": verdict, "p_fail": p,
             "threshold": threshold, "review_margin": margin, "reason": reason, "needs_review": bool(why),
             "review_why": why, "reply": completion, "label": record.get("label"),
-            "summaries": summaries_of(record), "images": record["images"], **provenance,
+            "summaries": summaries_of(record), "images": record["images"], "input_dir": record.get("input_dir"),
+            **provenance,
             "created_at": utc_now()}
 
 
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, help="a threshold on p_fail for every mission (with --operating_point: "
                                                    "for the missions it has none for)")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
+    p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
+    p.add_argument("--input_dir", help="where the photos are, for the review page (default: the folder the Stage-A "
+                                       "records name)")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_new_tokens", type=int, default=96)
     return p
@@ -178,7 +182,36 @@ def _judge(args) -> int:
     if judged:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
+    if not args.no_review:
+        write_review(output_dir, missions, [Path(args.input_dir)] if args.input_dir else None)
     return 0
+
+
+def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
+    """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
+    from stage_a.review_page import render_review
+
+    from .evaluate import report_photos
+    from .review_cards import JUDGE_OUTCOMES, judge_cards
+    verdicts = [rec for m in missions if verdicts_path(output_dir, m).exists()
+                for _, rec in iter_jsonl(verdicts_path(output_dir, m))]
+    if input_dirs is None:
+        input_dirs = [Path(d) for d in dict.fromkeys(v["input_dir"] for v in verdicts if v.get("input_dir"))]
+    rows = []
+    for m in missions:
+        mine = [v for v in verdicts if v["mission"] == m]
+        if mine:
+            rows.append([m, len(mine), sum(v["verdict"] == "不通过" for v in mine), sum(v["needs_review"] for v in mine),
+                         f"{mine[0]['threshold']:.4f}"])
+    result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts),
+                           outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs,
+                           tables=[{"title": "Per mission", "columns": ["mission", "groups", "不通过", "needs review",
+                                                                        "threshold"], "rows": rows}],
+                           intro=["Groups that need a person's review first, then 不通过, then 通过. needs review: "
+                                  "p_fail within the operating point's review margin of the threshold, or a reply "
+                                  "that is not the two-line contract."])
+    report_photos(result)
+    return result
 
 
 def _judge_mission(engine, registry, todo: list[dict], point: dict, provenance: dict, path: Path,

@@ -159,7 +159,11 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["operating_curve"]["per_mission"][M][0]["threshold"] == 1.0
     assert (tmp_path / "ev" / "operating_curve.png").stat().st_size > 5000
-    assert "## Operating point" in (tmp_path / "ev" / "report.md").read_text(encoding="utf-8")
+    report = (tmp_path / "ev" / "report.md").read_text(encoding="utf-8")
+    assert "## Operating point" in report and "(review/index.html)" in report
+    page = (tmp_path / "ev" / "review" / "index.html").read_text(encoding="utf-8")
+    shown = [p for p in preds if p["predicted"] != p["expected"]]   # misses, overkills, unparseable: no correct ones
+    assert page.count('class="card"') == len(shown) and all(p["group_id"] in page for p in shown)
     # re-scoring the predictions recomputes the same operating point, with no model
     re = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions", str(tmp_path / "ev" / "predictions.jsonl"),
                          "--target_miss_rate", "0.25", "--output_dir", str(tmp_path / "re")], cwd=REPO,
@@ -174,6 +178,9 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     judged = _lines(judge.verdicts_path(tmp_path / "j", M))
     assert len(judged) == 16 and {r["threshold"] for r in judged} == {entry["threshold"]}
     assert all(r["label"] in ("pass", "fail") for r in judged)   # labelled records may be judged (a dry run)
+    page = (tmp_path / "j" / "review" / "index.html").read_text(encoding="utf-8")
+    assert page.count('class="card"') == 16 and page.count('data-outcome="needs_review" id="card-') == sum(
+        r["needs_review"] for r in judged)
     by_id = {p["group_id"]: p["p_fail"] for p in preds}
     assert all(abs(r["p_fail"] - by_id[r["group_id"]]) < 1e-5 for r in judged if r["group_id"] in by_id)
 
