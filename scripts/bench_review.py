@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Review-page costs, measured in one run (a script, not a test).
 
-    python scripts/bench_review.py [--groups 1000] [--workers 4]
+    python scripts/bench_review.py [--groups 1000] [--photo_scale 1]
 
-Makes --groups synthetic photo groups, then: thumbnails/s (first run) and the rerun that reuses them; the review
+Makes --groups synthetic photo groups (--photo_scale 12 blows each up to about a phone photo's 3000 px), then: thumbnails/s (first run) and the rerun that reuses them; the review
 folder's size per 1,000 photos; and, in headless Chromium (chromium + chromium-driver), the load time of a page of
 200 cards (the renderer's cap) and of one page holding every card, from navigation start to the load event, with
 lazy thumbnails as a browser loads them.
@@ -56,14 +56,22 @@ def load_seconds(page: Path, repeats: int = 3) -> float | None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--groups", type=int, default=1000)
+    p.add_argument("--photo_scale", type=int, default=1, help="upscale every photo this many times (JPEG, q90)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     import make_synthetic_qc
+    from PIL import Image
     with tempfile.TemporaryDirectory(prefix="bench-review-") as tmp:
         tmp = Path(tmp)
         per_label = max(1, args.groups // 8)
         truth = make_synthetic_qc.generate(tmp / "photos", seed=9, groups_per_label=per_label)
         groups = make_synthetic_qc.groups_of(truth)
+        if args.photo_scale > 1:
+            for t in truth:
+                path = tmp / "photos" / t["image"]
+                with Image.open(path) as im:
+                    big = im.resize((im.width * args.photo_scale, im.height * args.photo_scale))
+                big.save(path, "JPEG", quality=90)
         cards = [{"group_id": g["group_id"], "mission": g["mission"], "outcome": ["miss", "overkill", "correct"][n % 3],
                   "facts": [("reviewer", g["label"]), ("p_fail", f"{(n % 100) / 100:.3f}")], "reason": "图片_1 依据",
                   "error": None, "images": g["images"], "summaries": g["summaries"]} for n, g in enumerate(groups)]
@@ -77,7 +85,9 @@ def main(argv=None) -> int:
         one_page = render_review(tmp / "one_page", title="bench", cards=cards, outcomes=EVALUATION_OUTCOMES,
                                  input_dirs=[tmp / "photos"], per_page=len(cards))
         review = tmp / "capped" / "review"
-        result = {"groups": len(cards), "photos": photos,
+        with Image.open(tmp / "photos" / truth[0]["image"]) as im:
+            size = im.size
+        result = {"groups": len(cards), "photos": photos, "photo_size": list(size),
                   "thumbnails_per_s": first["thumbs"].photos_per_s, "thumbnail_seconds": first["thumbs"].seconds,
                   "rerun_seconds": rerun_s, "rerun_reused": again["thumbs"].reused,
                   "review_bytes_per_1000_photos": folder_bytes(review) / photos * 1000,
@@ -85,7 +95,8 @@ def main(argv=None) -> int:
                   "pages": len(first["pages"]),
                   "load_s_200_cards": load_seconds(review / "index.html"),
                   f"load_s_{len(cards)}_cards_one_page": load_seconds(one_page["index"])}
-    print(f"\nReview-page benchmark: {result['groups']} groups, {result['photos']} photos")
+    print(f"\nReview-page benchmark: {result['groups']} groups, {result['photos']} photos of "
+          f"{result['photo_size'][0]}x{result['photo_size'][1]}")
     print(f"  thumbnails: {result['thumbnails_per_s']:.0f} photos/s ({result['thumbnail_seconds']:.1f} s); "
           f"rerun {result['rerun_seconds']:.1f} s, {result['rerun_reused']} reused")
     print(f"  review folder: {result['review_bytes_per_1000_photos'] / 2**20:.2f} MiB per 1,000 photos; "
