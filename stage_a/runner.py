@@ -324,6 +324,9 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
                      mission.name, plan.discovered, shard_index, num_shards, plan.skipped_done, plan.skipped_errors,
                      "" if opts.retry_errors else " (use --retry_errors to retry)", len(plan.todo))
             report.skipped[mission.name] = plan.skipped_done + plan.skipped_errors
+            # The output file exists from here on, before the model loads (15-25 s on a 7B): `tail -f` works at once.
+            # Appending nothing to an existing file leaves it as it is.
+            plan.outputs.main.open("a").close()
             plans.append(plan)
         total_photos = sum(len(g.images) for p in plans for g in p.todo)
         if total_photos and engine is None:

@@ -114,6 +114,18 @@ def test_a_run_that_would_overlap_another_is_refused_and_touches_nothing(tmp_pat
     assert errors.read_text(encoding="utf-8") == '{"group_id": "history"}\n'
 
 
+def test_the_output_file_exists_before_the_model_loads_so_tail_f_works_at_once(tmp_path, synthetic):
+    """`tail -f <mission>_stage_a.jsonl` is what the README says to run: the file is there, empty, before the model
+    loads. Here the model cannot load (a config without weights), and the file is there all the same."""
+    photos = tmp_path / "photos"
+    synthetic.generate(photos, seed=1, groups_per_label=1, missions=M)
+    out = tmp_path / "out"
+    result = _cli("--input_dir", str(photos), "--output_dir", str(out), "--model", _unloaded_model(tmp_path),
+                  "--mission", M, timeout=180)
+    assert result.returncode != 0   # the model never loaded
+    assert (out / f"{STEM}.jsonl").read_bytes() == b""
+
+
 # ------------------------------------------------------------------ a write that did not land is never "done"
 @pytest.mark.parametrize("vanish", ["deleted", "replaced"])
 def test_a_writer_whose_file_vanishes_stops_naming_it(tmp_path, vanish):
