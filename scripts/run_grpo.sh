@@ -5,7 +5,8 @@
 #   bash scripts/run_grpo.sh mission=<name|alias|a,b|all> cuda=<ids|cpu> model=<dir> \
 #        [stage_a_dir=output/stage_a output_dir=output/stage_b_grpo lora_last_k=4 num_generations=… prompts_per_step=… \
 #         max_steps=… deepspeed=zero2|zero3|zero3_offload|none rollout=colocate|server \
-#         vllm_server=HOST:PORT config=configs/stage_b_grpo.yaml dry_run=1 extra="--more --flags"]
+#         vllm_server=HOST:PORT config=configs/stage_b_grpo.yaml dry_run=1 model_type=… template=… \
+#         extra="--more --flags"]
 #
 # cuda=0,1,2,3 trains data-parallel on 4 GPUs (NPROC_PER_NODE=4; set NNODES, NODE_RANK, MASTER_ADDR and
 # MASTER_PORT in the environment for several machines); cuda=cpu drops vLLM and DeepSpeed and runs fp32.

@@ -9,6 +9,7 @@ import argparse
 import logging
 import sys
 
+from .engine import add_model_type_args
 from .exits import run_cli
 from .images import DEFAULT_MAX_IMAGE_PIXELS
 from .jsonl import RESUME
@@ -37,8 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--adapters", nargs="*", default=[], help="LoRA adapter folder(s) on top of --model")
     model.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"],
                        help="ms-swift engine: TransformersEngine or VllmEngine (GPU, vLLM installed)")
-    model.add_argument("--model_type", default=None, help="ms-swift model_type (default: from config.json)")
-    model.add_argument("--template", default=None, help="ms-swift template (default: from config.json)")
+    add_model_type_args(model)
     gen = p.add_argument_group("generation")
     gen.add_argument("--batch_size", type=int, default=8, help="photos per engine call (across groups)")
     gen.add_argument("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS,

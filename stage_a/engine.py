@@ -54,10 +54,18 @@ def resolve_model(model: str, adapters=(), model_type: str | None = None,
             raise ModelPathError(f"cannot read {config}: {exc}") from None
         if arch not in ARCHITECTURES:
             raise ModelPathError(f"{config}: model_type {arch!r} is not a supported Qwen-VL architecture "
-                                 f"({', '.join(ARCHITECTURES)}); pass --model_type and --template to force one")
+                                 f"({', '.join(ARCHITECTURES)}); for a Qwen-VL checkpoint saved under another name, "
+                                 f"pass --model_type and --template (scripts/run_grpo.sh: model_type=… template=…) "
+                                 f"to force one")
         model_type = model_type or ARCHITECTURES[arch][0]
         template = template or ARCHITECTURES[arch][1]
     return ModelSpec(str(path), model_type, template, tuple(str(a) for a in adapters))
+
+
+def add_model_type_args(parser) -> None:
+    """--model_type/--template, for every command that loads a checkpoint (resolve_model's message names them)."""
+    parser.add_argument("--model_type", default=None, help="ms-swift model_type (default: from config.json)")
+    parser.add_argument("--template", default=None, help="ms-swift template (default: from config.json)")
 
 
 def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):

@@ -24,8 +24,9 @@ class VerdictEngine:
     """Generates completions for Stage-B rows (text-only chat) with a Qwen-VL checkpoint."""
 
     def __init__(self, model: str, *, adapters=(), backend: str = "transformers", batch_size: int = 16,
-                 max_new_tokens: int = 64, temperature: float = 0.0, seed: int | None = None):
-        self.spec: ModelSpec = resolve_model(model, tuple(adapters))
+                 max_new_tokens: int = 64, temperature: float = 0.0, seed: int | None = None,
+                 model_type: str | None = None, template: str | None = None):
+        self.spec: ModelSpec = resolve_model(model, tuple(adapters), model_type, template)
         self.engine = build_swift_engine(self.spec, backend, batch_size)
         self.batch_size = batch_size
         self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from stage_a.engine import add_model_type_args
 from stage_a.exits import run_cli
 from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.records import summaries_of, utc_now
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="checkpoint folder (base or merged)")
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
+    add_model_type_args(p)
     add_selection_args(p, split=False)
     p.add_argument("--output_dir", required=True, help="where <mission>_verdicts.jsonl go")
     p.add_argument("--operating_point", help="operating_point.json from python -m stage_b.evaluate --target_miss_rate")
@@ -173,6 +175,7 @@ def _judge(args) -> int:
                 # transformers only: p_fail is read from the model's logits in this process (vLLM keeps its
                 # model in its own engine; see the README)
                 engine = VerdictEngine(args.model, adapters=args.adapters, backend="transformers",
+                                       model_type=args.model_type, template=args.template,
                                        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
                 started = time.perf_counter()
             t0 = time.perf_counter()

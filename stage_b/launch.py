@@ -5,7 +5,10 @@ choices (scripts/run_grpo.sh calls this). `build_command` is pure; `main` checks
                              output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
                              val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
                              rollout=colocate|server vllm_server=HOST:PORT config=… nproc=N dry_run=1
-                             extra="--flags"]
+                             model_type=… template=… extra="--flags"]
+
+model_type/template: ms-swift's names, for a Qwen-VL checkpoint whose config.json model_type group-qc does not
+know (read from config.json otherwise).
 
 Settings reach the run in this order of precedence: key=value arguments here, then GROUP_QC_* variables
 exported in your environment, then the YAML's ENV block (its defaults). A variable that overrides the
@@ -55,7 +58,7 @@ DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
 ROLLOUTS = ("colocate", "server")
 SETTINGS = ("mission", "cuda", "nproc", "stage_a_dir", "val_ratio", "split_seed", "model", "output_dir",
             "lora_last_k", "num_generations", "prompts_per_step", "max_steps", "val", "eval_steps", "deepspeed",
-            "rollout", "vllm_server", "config", "dry_run", "extra")
+            "rollout", "vllm_server", "config", "dry_run", "extra", "model_type", "template")
 ENV_SETTINGS = {"stage_a_dir": ENV_STAGE_A_DIR, "val_ratio": ENV_VAL_RATIO, "split_seed": ENV_SPLIT_SEED,
                 "lora_last_k": ENV_LORA_LAST_K}
 
@@ -91,7 +94,8 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
                   eval_steps: int | None = None, val_groups: int | None = None, deepspeed: str | None = None,
                   rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
                   config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None,
-                  environ=None) -> tuple[dict, list[str], list[str]]:
+                  environ=None, model_type: str | None = None, template: str | None = None
+                  ) -> tuple[dict, list[str], list[str]]:
     """(environment additions, argv after `swift`, notes). Raises ValueError on a bad setting.
     `val_groups`: the validation split's size, to fit the evaluation batch to it."""
     environ = os.environ if environ is None else environ
@@ -108,9 +112,9 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     k = merged.get(ENV_LORA_LAST_K, "").strip()
     k = parse_seed(k, ENV_LORA_LAST_K) if k else 4
     env[ENV_LORA_LAST_K] = str(k)
-    spec = resolve_model(str(model))  # clear error for a wrong path; model_type/template from config.json
-    args.setdefault("model_type", spec.model_type)
-    args.setdefault("template", spec.template)  # a local Qwen2.5-VL matches two templates: be explicit
+    # a clear error for a wrong path; model_type/template from config.json unless given (here or in the YAML)
+    spec = resolve_model(str(model), (), model_type or args.get("model_type"), template or args.get("template"))
+    args["model_type"], args["template"] = spec.model_type, spec.template   # a local Qwen2.5-VL matches two templates
     args.update(model=str(model), target_regex=target_regex(model, k), dataset=f"group_qc_train:{selection}")
     if output_dir:
         args["output_dir"] = str(output_dir)

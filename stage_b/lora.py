@@ -21,13 +21,19 @@ FROZEN_PARTS = ("visual.",)  # vision tower and aligner (merger, deepstack merge
 PROJECTIONS = r"(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
 
 
-
 def num_llm_layers(model_dir) -> int:
+    """The language model's layer count of a Qwen-VL checkpoint. A checkpoint without a vision tower is refused:
+    its layers sit at `model.layers`, so the regex below (anchored on `model.language_model`) would match nothing
+    and LoRA would train nothing."""
     config_path = Path(model_dir) / "config.json"
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {config_path}: {exc}") from None
+    if "vision_config" not in config:
+        raise ValueError(f"{config_path}: model_type {config.get('model_type')!r} has no vision_config, so it is not a "
+                         f"Qwen-VL checkpoint: its language model is not at model.language_model and a last-K regex "
+                         f"would match nothing. Pass a Qwen2.5-VL / Qwen3-VL checkpoint folder")
     text = config.get("text_config") or config
     if "num_hidden_layers" not in text:
         raise ValueError(f"{config_path}: no text_config.num_hidden_layers; is this a Qwen-VL checkpoint?")

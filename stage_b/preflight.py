@@ -13,6 +13,7 @@ import json
 import sys
 from collections import defaultdict
 
+from stage_a.engine import add_model_type_args
 from stage_a.exits import run_cli
 
 from .dataset import build_rows
@@ -86,6 +87,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="the GRPO starting checkpoint (local folder)")
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA adapter(s) on top of --model")
+    add_model_type_args(p)
     add_selection_args(p)
     p.add_argument("--split", default="train", choices=["train", "val", "all"])
     p.add_argument("--groups", type=int, default=16, help="groups per mission")
@@ -111,6 +113,7 @@ def _preflight(args) -> int:
     rows, _ = build_rows(selection, args.split)
     from .generate import VerdictEngine
     engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                           model_type=args.model_type, template=args.template,
                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
                            temperature=args.temperature, seed=args.seed)
     chosen = select_groups(rows, args.groups)
