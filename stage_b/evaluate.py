@@ -3,6 +3,9 @@
     python -m stage_b.evaluate --model DIR [--adapters RUN/checkpoint-N] [--stage_a_dir DIR] [--mission all]
                                [--split val] --output_dir DIR [--overwrite]
     python -m stage_b.evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
+    python -m stage_b.evaluate --predictions swift_infer_result.jsonl --output_dir DIR
+        # score `swift infer --external_plugins swift_plugins/qc_plugin.py --val_dataset group_qc_val
+        # --result_path swift_infer_result.jsonl` (or group_qc_val rows carrying `swift deploy` chat completions)
 
 Generates greedy verdicts for the split (the same group-id hash split as training) through an ms-swift
 engine, in batches, and writes predictions.jsonl, metrics.json and report.md (stage_b.metrics). Each
@@ -69,8 +72,62 @@ def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict
             for i, (r, c) in enumerate(zip(rows, completions))]
 
 
-def read_predictions(path: Path) -> list[dict]:
-    """Re-scored predictions from a file (verdicts and rewards recomputed from the raw completions)."""
+# What --predictions reads, told apart by the first record: our own predictions.jsonl; `swift infer --val_dataset
+# group_qc_val --result_path F` (ms-swift's infer pipeline writes {"response", "labels", "logprobs", **row} with the
+# plugin's row columns messages, solution, mission, group_id, summaries, plus "dataset"); or group_qc rows each
+# carrying an OpenAI-style chat completion from `swift deploy` (under "response", or its "choices" merged in).
+OURS, SWIFT_INFER, OPENAI = "group-qc predictions", "ms-swift infer results", "OpenAI chat completions (swift deploy)"
+DATASET_FIELDS = ("group_id", "mission", "solution", "summaries")   # a group_qc_val row's columns we need
+
+
+def _format_of(rec: dict) -> str | None:
+    if "completion" in rec or "expected" in rec:
+        return OURS
+    if "infer_request" in rec:
+        return "swift deploy request log"
+    if isinstance(rec.get("response"), dict) or "choices" in rec:
+        return OPENAI
+    if "response" in rec:
+        return SWIFT_INFER
+    return None
+
+
+def _chat_text(rec: dict):
+    """The reply in an OpenAI chat completion (choices[0].message.content), or None."""
+    body = rec["response"] if isinstance(rec.get("response"), dict) else rec
+    try:
+        return body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _as_ours(rec: dict, fmt: str, where: str) -> dict:
+    """A record of any readable format as our prediction fields (group_id, mission, expected, completion,
+    summaries[, p_fail, error])."""
+    if fmt == OURS:
+        missing = [f for f in PREDICTION_FIELDS if f not in rec]
+        if missing:
+            raise EvaluationError(f"{where}: missing field(s) {', '.join(missing)}; expected "
+                                  f"{', '.join(PREDICTION_FIELDS)}")
+        return rec
+    missing = [f for f in DATASET_FIELDS if f not in rec]
+    if missing:
+        raise EvaluationError(f"{where}: {fmt} record without {', '.join(missing)}; each line must carry a "
+                              f"group_qc dataset row's {', '.join(DATASET_FIELDS)} (solution: the expected verdict), "
+                              f"as `swift infer --external_plugins swift_plugins/qc_plugin.py --val_dataset "
+                              f"group_qc_val --result_path FILE` writes them")
+    text = rec["response"] if fmt == SWIFT_INFER else _chat_text(rec)
+    if not isinstance(text, str):
+        raise EvaluationError(f"{where}: no reply text in this {fmt} record (expected "
+                              + ("a string under response" if fmt == SWIFT_INFER else
+                                 "choices[0].message.content, under response or at the top level") + ")")
+    return {"group_id": rec["group_id"], "mission": rec["mission"], "expected": rec["solution"],
+            "completion": text, "summaries": rec["summaries"]}
+
+
+def read_prediction_file(path: Path) -> tuple[list[dict], str]:
+    """Re-scored predictions from a file (verdicts and rewards recomputed from the raw completions), and which
+    tool wrote it (OURS, SWIFT_INFER or OPENAI, told by the first record; every record must match it)."""
     if not path.is_file():
         raise EvaluationError(f"predictions file {path} does not exist")
     try:
@@ -78,18 +135,31 @@ def read_predictions(path: Path) -> list[dict]:
     except JsonlError as exc:
         raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
                               f"evaluate with the model)") from None
-    out, seen = [], {}
+    out, seen, first = [], {}, None
     for line_no, rec in records:
-        missing = [f for f in PREDICTION_FIELDS if f not in rec]
-        if missing:
-            raise EvaluationError(f"{path}:{line_no}: missing field(s) {', '.join(missing)}; expected "
-                                  f"{', '.join(PREDICTION_FIELDS)}")
+        fmt = _format_of(rec)
+        if fmt is None or fmt == "swift deploy request log":
+            raise EvaluationError(
+                f"{path}:{line_no}: not a predictions record: " + (
+                    "swift deploy's --result_path log has no group id or expected verdict; score with `swift infer "
+                    "--val_dataset group_qc_val --result_path FILE`, or save each group_qc_val row with its chat "
+                    "completion under response" if fmt else
+                    f"expected {', '.join(PREDICTION_FIELDS)} (stage_b.evaluate), or response and "
+                    f"{', '.join(DATASET_FIELDS)} (swift infer --val_dataset group_qc_val --result_path)"))
+        if first is None:
+            first = fmt
+        elif fmt != first:
+            raise EvaluationError(f"{path}:{line_no}: a record of {fmt}, but line {records[0][0]} is {first}: a "
+                                  f"file mixing formats (two tools writing one file?) is not scored; keep one format")
+        rec = _as_ours(rec, fmt, f"{path}:{line_no}")
         if rec["expected"] not in (PASS, FAIL):
             raise EvaluationError(f"{path}:{line_no}: expected must be 通过 or 不通过, got {rec['expected']!r}")
         key = (rec["mission"], rec["group_id"])
         if key in seen:   # counted twice, it would weigh twice in every rate
             raise EvaluationError(f"{path}:{line_no}: group {rec['group_id']} of {rec['mission']} already at line "
-                                  f"{seen[key]}; keep one prediction per group")
+                                  f"{seen[key]}; keep one prediction per group"
+                                  + ("; swift infer appends to an existing --result_path: delete the file before "
+                                     "rerunning" if fmt == SWIFT_INFER else ""))
         seen[key] = line_no
         p_fail = rec.get("p_fail")
         if p_fail is not None:
@@ -99,7 +169,12 @@ def read_predictions(path: Path) -> list[dict]:
                 raise EvaluationError(f"{path}:{line_no}: {exc}") from None
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
                                     rec["summaries"], rec.get("error"), p_fail))
-    return out
+    return out, first or OURS
+
+
+def read_predictions(path: Path) -> list[dict]:
+    """Re-scored predictions from a file of any format read_prediction_file reads."""
+    return read_prediction_file(path)[0]
 
 
 def _pct(x) -> str:
@@ -207,11 +282,15 @@ def operating_curves(predictions: list[dict], missions: list[str]) -> dict | Non
 
 def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
                   data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
-                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None) -> dict:
+                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
+                  source: dict | None = None) -> dict:
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve PNG; with `targets`,
-    operating_point.json; with `review` ({"records", "input_dirs", "all"}) the review page. Everything is
-    computed before the first file is written."""
+    operating_point.json; with `review` ({"records", "input_dirs", "all"}) the review page; `source` (re-scoring:
+    the file and which tool wrote it) goes into metrics.json. Everything is computed before the first file is
+    written."""
     metrics = compute_metrics(predictions, missions)
+    if source:
+        metrics["rescored"] = source
     if data:
         metrics["data"] = data   # which groups were scored, and why these
     if checkpoints:
@@ -389,11 +468,12 @@ def _resolver(registry):
     return resolve
 
 
-def _rescore_provenance(args) -> tuple[dict | None, dict | None]:
+def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | None]:
     """(data, checkpoints) for re-scored predictions: --model/--adapters name the checkpoints (nothing is
-    loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one."""
-    beside = Path(args.predictions).with_name("metrics.json")
-    earlier = json.loads(beside.read_text(encoding="utf-8")) if beside.is_file() else {}
+    loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one (not for
+    another tool's file: `beside` False)."""
+    beside = Path(args.predictions).with_name("metrics.json") if beside else None
+    earlier = json.loads(beside.read_text(encoding="utf-8")) if beside and beside.is_file() else {}
     checkpoints = earlier.get("checkpoints")
     if args.model:
         checkpoints = checkpoint_identities(args.model, args.adapters)
@@ -412,17 +492,19 @@ def _evaluate(args) -> int:
     review_share = check_rate(args.review_share, "--review_share")
     from stage_a.missions import load_registry
     resolve = _resolver(load_registry())
-    data = checkpoints = None
+    data = checkpoints = source = None
     if args.predictions:
-        predictions = read_predictions(Path(args.predictions))
-        data, checkpoints = _rescore_provenance(args)
+        predictions, written_by = read_prediction_file(Path(args.predictions))
+        source = {"file": str(args.predictions), "format": written_by}
+        print(f"re-scoring {len(predictions)} groups from {written_by} {args.predictions}")
+        data, checkpoints = _rescore_provenance(args, beside=written_by == OURS)
         if targets and not checkpoints:
             raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
                                   f"{args.predictions}: pass --model (and --adapters) as used for it (nothing is loaded)")
         _check_operating_split(targets, data["split"] if data else "val")
         review = review_inputs(args, _records_for(data))
         prepare_output_dir(output_dir, args.overwrite)
-        missions, title = [], f"re-scored {args.predictions}"
+        missions, title = [], f"re-scored {'' if written_by == OURS else written_by + ' '}{args.predictions}"
     else:
         if not args.model:
             raise EvaluationError("--model is required (or --predictions to re-score)")
@@ -460,7 +542,7 @@ def _evaluate(args) -> int:
         predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed, p_fails)
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
-                            resolve, review)
+                            resolve, review, source)
     for mission, e in (metrics.get("operating_point") or {}).get("missions", {}).items():
         print(f"operating point {mission}: " + (f"threshold {e['threshold']:.4f}, validation miss {_pct(e['miss_rate'])}"
                                                 f", overkill {_pct(e['overkill_rate'])} (n={e['n']})"

@@ -214,3 +214,134 @@ def test_training_plot_draws_one_curve_per_mission_and_marks_the_best_step(tmp_p
     assert drawn["zero-advantage share\nper mission"] == [names[M]]
     assert drawn["validation balanced\naccuracy per mission"] == [names[M], "overall"]
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+# ---------------------------------------------------------------- other tools' result files (issue 16, item 4)
+def _val_rows(tmp_path, n=6):
+    """Real group_qc rows, as the plugin's dataset builds them (messages, solution, mission, group_id, summaries)."""
+    from stage_b.dataset import build_rows
+    from stage_b.settings import Selection
+    return build_rows(Selection(stage_a_dir=str(_stage_a(tmp_path / "sa", n=n))), "all")[0]
+
+
+def swift_infer_results(rows, completions):
+    """What `swift infer --val_dataset group_qc_val --result_path F` writes per row (ms-swift 4.6,
+    swift/pipelines/infer/infer.py `_batch_infer`): the reply appended to messages, then {'response', 'labels'
+    (the removed assistant turn: none in these rows), 'logprobs', **row}; the loader adds the `dataset` column."""
+    out = []
+    for row, text in zip(rows, completions):
+        data = {**json.loads(json.dumps(row, ensure_ascii=False)), "dataset": "group_qc_val"}
+        data["messages"].append({"role": "assistant", "content": text})
+        out.append({"response": text, "labels": None, "logprobs": None, **data})
+    return out
+
+
+def _chat_completion(text):
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "Qwen2.5-VL-7B-Instruct",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                         "logprobs": None}], "usage": {"prompt_tokens": 200, "completion_tokens": 12, "total_tokens": 212}}
+
+
+def _main_rescore(path, out):
+    from stage_b.evaluate import main
+    assert main(["--predictions", str(path), "--output_dir", str(out), "--no_review"]) == 0
+    return (json.loads((out / "metrics.json").read_text(encoding="utf-8")),
+            (out / "report.md").read_text(encoding="utf-8"), (out / "predictions.jsonl").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("shape, written_by", [
+    ("swift_infer", "ms-swift infer results"),
+    ("openai_under_response", "OpenAI chat completions (swift deploy)"),
+    ("openai_merged", "OpenAI chat completions (swift deploy)"),
+])
+def test_other_tools_results_rescore_to_the_same_metrics_and_say_which_tool(tmp_path, shape, written_by):
+    rows = _val_rows(tmp_path)
+    completions = [COMPLETIONS[i % 3] for i in range(len(rows))]
+    write_predictions(tmp_path / "ours.jsonl", predictions_from_rows(rows, completions))
+    if shape == "swift_infer":
+        theirs = swift_infer_results(rows, completions)
+    elif shape == "openai_under_response":
+        theirs = [{**r, "response": _chat_completion(c)} for r, c in zip(rows, completions)]
+    else:
+        theirs = [{**r, **_chat_completion(c)} for r, c in zip(rows, completions)]
+    write_predictions(tmp_path / "theirs.jsonl", theirs)
+    ours_metrics, ours_report, ours_preds = _main_rescore(tmp_path / "ours.jsonl", tmp_path / "o1")
+    metrics, report, preds = _main_rescore(tmp_path / "theirs.jsonl", tmp_path / "o2")
+    assert metrics.pop("rescored") == {"file": str(tmp_path / "theirs.jsonl"), "format": written_by}
+    assert ours_metrics.pop("rescored")["format"] == "group-qc predictions"
+    assert metrics == ours_metrics and preds == ours_preds and metrics["overall"]["n"] == len(rows)
+    assert f"# Verdict evaluation: re-scored {written_by} {tmp_path / 'theirs.jsonl'}" in report
+    assert f"# Verdict evaluation: re-scored {tmp_path / 'ours.jsonl'}" in ours_report
+
+
+def test_a_swift_infer_result_without_what_is_needed_is_refused_naming_the_line(tmp_path, capsys):
+    rows = _val_rows(tmp_path, n=3)
+    results = swift_infer_results(rows, COMPLETIONS)
+    del results[1]["solution"]
+    write_predictions(tmp_path / "r.jsonl", results)
+    with pytest.raises(EvaluationError, match=r"r.jsonl:2: ms-swift infer results record without solution; .*"
+                                              r"--val_dataset group_qc_val"):
+        read_predictions(tmp_path / "r.jsonl")
+    from stage_b.evaluate import main
+    assert main(["--predictions", str(tmp_path / "r.jsonl"), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "r.jsonl:2: ms-swift infer results record without solution" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()   # refused before anything is written
+    results = swift_infer_results(rows, COMPLETIONS)
+    results[2]["response"] = None
+    write_predictions(tmp_path / "r.jsonl", results)
+    with pytest.raises(EvaluationError, match=r"r.jsonl:3: no reply text in this ms-swift infer results record"):
+        read_predictions(tmp_path / "r.jsonl")
+
+
+def test_a_file_mixing_formats_is_refused(tmp_path):
+    rows = _val_rows(tmp_path, n=3)
+    ours = predictions_from_rows(rows, COMPLETIONS)
+    write_predictions(tmp_path / "m.jsonl", ours[:2] + swift_infer_results(rows[2:], COMPLETIONS[2:]))
+    with pytest.raises(EvaluationError, match=r"m.jsonl:3: a record of ms-swift infer results, but line 1 is "
+                                              r"group-qc predictions: a file mixing formats"):
+        read_predictions(tmp_path / "m.jsonl")
+    write_predictions(tmp_path / "m.jsonl", swift_infer_results(rows, COMPLETIONS)[:1] + ours[1:])
+    with pytest.raises(EvaluationError, match=r"m.jsonl:2: a record of group-qc predictions, but line 1 is "
+                                              r"ms-swift infer results"):
+        read_predictions(tmp_path / "m.jsonl")
+
+
+def test_swift_infer_run_twice_into_one_file_and_swift_deploy_logs_are_explained(tmp_path):
+    rows = _val_rows(tmp_path, n=3)
+    write_predictions(tmp_path / "r.jsonl", swift_infer_results(rows, COMPLETIONS) * 2)   # --result_path appends
+    with pytest.raises(EvaluationError, match=r"r.jsonl:4: group .* already at line 1; .*swift infer appends to an "
+                                              r"existing --result_path"):
+        read_predictions(tmp_path / "r.jsonl")
+    # swift deploy --result_path logs {'response', 'infer_request', 'generation_config'}: no group, no verdict
+    write_predictions(tmp_path / "d.jsonl", [{"response": c, "infer_request": {"messages": r["messages"]},
+                                              "generation_config": {}} for r, c in zip(rows, COMPLETIONS)])
+    with pytest.raises(EvaluationError, match=r"d.jsonl:1: .*swift deploy's --result_path log has no group id"):
+        read_predictions(tmp_path / "d.jsonl")
+
+
+@pytest.mark.slow
+def test_real_swift_infer_results_are_rescored(tiny_qwen2_5_vl, tmp_path):
+    """`swift infer` with the plugin on group_qc_val, as a user runs it, then evaluate --predictions on its file."""
+    from stage_b.dataset import build_rows
+    from stage_b.settings import Selection
+    stage_a = _stage_a(tmp_path / "sa", n=8)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
+           "CUDA_VISIBLE_DEVICES": "", "GROUP_QC_STAGE_A_DIR": str(stage_a), "GROUP_QC_VAL_RATIO": "0.5"}
+    result_path = tmp_path / "infer" / "result.jsonl"
+    infer = subprocess.run([str(Path(sys.executable).parent / "swift"), "infer", "--model", str(tiny_qwen2_5_vl),
+                            "--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl",
+                            "--external_plugins", "swift_plugins/qc_plugin.py", "--val_dataset", "group_qc_val",
+                            "--infer_backend", "transformers", "--max_new_tokens", "8",
+                            "--result_path", str(result_path)],
+                           cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert infer.returncode == 0, infer.stderr[-3000:]
+    lines = [json.loads(line) for line in result_path.read_text(encoding="utf-8").splitlines()]
+    val = build_rows(Selection(stage_a_dir=str(stage_a), val_ratio=0.5), "val")[0]
+    assert lines and [r["group_id"] for r in lines] == [r["group_id"] for r in val]
+    assert {"response", "labels", "messages", "solution", "group_id", "mission", "summaries"} <= set(lines[0])
+    metrics, report, preds = _main_rescore(result_path, tmp_path / "o")
+    assert metrics["rescored"]["format"] == "ms-swift infer results" and metrics["overall"]["n"] == len(val)
+    assert "re-scored ms-swift infer results" in report
+    scored = [json.loads(line) for line in preds.splitlines()]
+    assert [(p["group_id"], p["expected"], p["completion"]) for p in scored] == \
+        [(r["group_id"], r["solution"], r["response"]) for r in lines]
