@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from stage_a.engine import add_model_type_args
 from stage_a.exits import run_cli
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
@@ -432,6 +433,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="checkpoint folder (base or merged)")
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
+    add_model_type_args(p)
     add_selection_args(p)
     p.add_argument("--split", default="val", choices=["train", "val", "all"])
     p.add_argument("--allow_train_overlap", action="store_true",
@@ -476,13 +478,13 @@ def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | 
     earlier = json.loads(beside.read_text(encoding="utf-8")) if beside and beside.is_file() else {}
     checkpoints = earlier.get("checkpoints")
     if args.model:
-        checkpoints = checkpoint_identities(args.model, args.adapters)
+        checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
     return earlier.get("data"), checkpoints
 
 
-def checkpoint_identities(model: str, adapters) -> dict:
+def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
     from stage_a.engine import resolve_model
-    spec = resolve_model(model, tuple(adapters))   # a wrong path fails here, naming it
+    spec = resolve_model(model, tuple(adapters), model_type, template)   # a wrong path fails here, naming it
     return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 
 
@@ -509,7 +511,7 @@ def _evaluate(args) -> int:
         if not args.model:
             raise EvaluationError("--model is required (or --predictions to re-score)")
         _check_operating_split(targets, args.split)
-        checkpoints = checkpoint_identities(args.model, args.adapters)
+        checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
         from .generate import VerdictEngine
         selection, run, run_path, notes = selection_for(args, args.adapters)
         for note in notes:
@@ -528,6 +530,7 @@ def _evaluate(args) -> int:
         review = review_inputs(args, load_records(selection, registry) if not args.no_review else [])
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
+                               model_type=args.model_type, template=args.template,
                                batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
         started = time.perf_counter()
         generated, failed = engine.generate(rows) if rows else ([], {})

@@ -148,7 +148,7 @@ def _judge(args) -> int:
     if not missions:
         raise JudgeError(f"no Stage-A group to judge for {selection.missions!r} in "
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
-    checkpoints = checkpoint_identities(args.model, args.adapters)
+    checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
     points, op_digest = _thresholds(args, missions, checkpoints)
     output_dir.mkdir(parents=True, exist_ok=True)
     engine = None
