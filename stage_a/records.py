@@ -5,6 +5,10 @@ the merger and every reader (Stage-B). Pure (stdlib only).
     optional: "adapters" (Stage-A LoRA), "input_dir" (the folder `images` are relative to; review pages find
     the photos there)
 
+Writers (make_record, stage_a.convert) always write `model` and `created_at`; readers need only the fields a
+reader uses (REQUIRED_FIELDS), so files written by the project's public origin, which lack them, still load.
+`from_origin` maps the origin's other shapes onto this one (see its docstring).
+
 `label` is "pass" or "fail" for a group a reviewer filed under a label folder, and null (None) for an
 unreviewed group (Stage-A run with --unlabeled): null means "nobody has judged this group yet", never a
 third verdict, so Stage-B training and evaluation refuse such records (stage_b.dataset.load_records).
@@ -18,7 +22,8 @@ from .discovery import Group
 
 IMAGE_KEY_PREFIX = "图片_"
 LABELS = ("pass", "fail", None)   # None: unreviewed
-REQUIRED_FIELDS = ("group_id", "mission", "label", "images", "per_image", "model", "created_at")
+REQUIRED_FIELDS = ("group_id", "mission", "label", "images", "per_image")   # what every reader needs
+PROVENANCE_FIELDS = ("model", "created_at")   # every writer writes them; no reader needs them
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _SPACES = re.compile(r"\s+")
 
@@ -68,18 +73,24 @@ def make_record(group: Group, summaries: list[str], model: str, adapters=None,
         record["adapters"] = list(adapters)
     if input_dir is not None:
         record["input_dir"] = str(input_dir)
-    validate_record(record)
+    validate_record(record, provenance=True)
     return record
 
 
-def validate_record(record: dict, known_missions=None) -> dict:
-    """Raise RecordError naming the first broken rule; return the record unchanged."""
-    missing = [k for k in REQUIRED_FIELDS if k not in record]
+def validate_record(record: dict, known_missions=None, *, provenance: bool = False) -> dict:
+    """Raise RecordError naming the first broken rule; return the record unchanged.
+
+    Readers check what they use (REQUIRED_FIELDS); a writer passes provenance=True, which also requires
+    `model` and `created_at` as non-empty strings, so every file group-qc writes says what made it and when."""
+    missing = [k for k in REQUIRED_FIELDS + (PROVENANCE_FIELDS if provenance else ()) if k not in record]
     if missing:
         raise RecordError(f"missing field(s) {', '.join(missing)}")
     gid = record["group_id"]
     if not isinstance(gid, str) or not gid:
         raise RecordError("group_id must be a non-empty string")
+    for key in PROVENANCE_FIELDS if provenance else ():
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise RecordError(f"{gid}: {key} must be a non-empty string, got {record[key]!r}")
     if known_missions is not None and record["mission"] not in known_missions:
         raise RecordError(f"{gid}: unknown mission {record['mission']!r}; known: {', '.join(known_missions)}")
     if record["label"] not in LABELS:
@@ -96,6 +107,63 @@ def validate_record(record: dict, known_missions=None) -> dict:
         if not isinstance(value, str) or not value.strip() or "\n" in value or "\r" in value:
             raise RecordError(f"{gid}: {key} must be a non-empty single line")
     return record
+
+
+# The project's public origin (github Pein2017/Qwen3-VL) writes the same groups in other shapes; these tables
+# are everything from_origin knows about them. Sources, in that repository:
+#   src/stage_a/inference.py @2201f48 (process_group): "timestamp" instead of "created_at", no "model",
+#     absolute "images" (str(p.resolve())), per_image keys 图片_k;
+#   src/stage_a/inference.py @2226699 and later: per_image keys image_k, "images" as bare file names, no time;
+#   src/stage_b/ingest/stage_a.py (_parse_label: strip + lower) and scripts/add_gt_fail_reason_to_stage_a.py
+#     (_normalize_label: 通过/不通过, 1/2); discovery maps the folders 审核通过/审核不通过 to pass/fail.
+ORIGIN_FIELDS = {"timestamp": "created_at"}
+ORIGIN_IMAGE_KEY = re.compile(r"image_([1-9][0-9]*)")
+ORIGIN_LABELS = {"pass": "pass", "通过": "pass", "审核通过": "pass", "1": "pass",
+                 "fail": "fail", "不通过": "fail", "审核不通过": "fail", "2": "fail"}
+
+
+def from_origin(record: dict) -> dict:
+    """The record in group-qc's shape when it is in one of the origin's; a copy, the input is left alone.
+
+    - `timestamp` becomes `created_at` (kept as written), unless the record already has a `created_at`;
+    - per_image keys `image_1..image_N` become `图片_1..图片_N` (ordered by k, as the origin's reader orders
+      them), when every key has that form and there are as many as `images`: another count is a RecordError
+      naming the group and both counts;
+    - a label the origin spells otherwise (`PASS`, ` fail `, `通过`, `审核不通过`, `1`/`2`) becomes pass/fail;
+    - image paths stay as written: an absolute one keeps working wherever it is joined onto an input folder
+      (`Path(input_dir) / "/abs/x.jpg"` is `/abs/x.jpg`), so review pages find the photos;
+    - `model` is not invented (readers do not need it; stage_a.convert fills it when writing).
+    Anything else, a record already in our shape included, passes through unchanged: validate_record judges it.
+    """
+    out = {}
+    for key, value in record.items():
+        ours = ORIGIN_FIELDS.get(key)
+        out[ours if ours and ours not in record else key] = value
+    if "label" in out:
+        out["label"] = _origin_label(out["label"])
+    if "per_image" in out:
+        out["per_image"] = _origin_per_image(out.get("group_id"), out.get("images"), out["per_image"])
+    return out
+
+
+def _origin_label(label):
+    # An int too: the origin's reader takes str(label), so 1/2 may have been written as numbers.
+    if not isinstance(label, (str, int)):
+        return label
+    return ORIGIN_LABELS.get(str(label).strip().casefold(), label)
+
+
+def _origin_per_image(group_id, images, per_image):
+    if not isinstance(per_image, dict) or not per_image:
+        return per_image
+    matches = [ORIGIN_IMAGE_KEY.fullmatch(str(k)) for k in per_image]
+    if not all(matches):   # our 图片_k keys, or a mix: validate_record names the keys it expected
+        return per_image
+    if isinstance(images, list) and len(per_image) != len(images):
+        raise RecordError(f"group {group_id}: per_image has {len(per_image)} image_k summaries for "
+                          f"{len(images)} images (one per image)")
+    indexed = sorted((int(m.group(1)), value) for m, value in zip(matches, per_image.values()))
+    return {image_key(k): value for k, value in indexed}
 
 
 def summaries_of(record: dict) -> list[str]:

@@ -2,7 +2,8 @@
 
 Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
 Each row: `messages` (system + user, text only), `solution` (`通过`|`不通过` from `label`), `mission`,
-`group_id`, `summaries`. Split by group-id hash (stage_b.split), the same everywhere. An unreviewed record
+`group_id`, `summaries`. Files of the project's public origin are read too (stage_a.records.from_origin).
+Split by group-id hash (stage_b.split), the same everywhere. An unreviewed record
 (`label` null, from Stage-A's --unlabeled) is refused: it has no verdict to train toward or to score.
 The selection (input, missions, split, balancing) is `stage_b.settings.Selection`; ms-swift reaches this
 through swift_plugins/qc_plugin.py, which reads it from the GROUP_QC_* environment.
@@ -19,7 +20,7 @@ from pathlib import Path
 from stage_a.jsonl import iter_jsonl
 from stage_a.missions import Registry, is_all, load_registry
 from stage_a.outputs import MissionOutputs, existing_group_ids
-from stage_a.records import RecordError, summaries_of, validate_record
+from stage_a.records import RecordError, from_origin, summaries_of, validate_record
 
 from .prompts import stage_b_messages
 from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, Selection
@@ -99,6 +100,8 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
         before = len(records)
         for line_no, record in iter_jsonl(path, on_torn=log.warning):  # a killed Stage-A's torn line: skipped, said
             try:
+                # The public origin's files load as they are (timestamp, image_k keys, its label spellings).
+                record = from_origin(record)
                 record = dict(record, mission=registry.resolve(record.get("mission", "")).name)
                 validate_record(record)
             except (RecordError, ValueError) as exc:
