@@ -116,7 +116,9 @@ def validate_record(record: dict, known_missions=None, *, provenance: bool = Fal
 #   src/stage_a/inference.py @2226699 and later: per_image keys image_k, "images" as bare file names, no time;
 #   src/stage_b/ingest/stage_a.py (_parse_label: strip + lower) and scripts/add_gt_fail_reason_to_stage_a.py
 #     (_normalize_label: 通过/不通过, 1/2); discovery maps the folders 审核通过/审核不通过 to pass/fail.
-ORIGIN_FIELDS = {"timestamp": "created_at"}
+# the origin's reviewer reason (scripts/add_gt_fail_reason_to_stage_a.py there) is our optional reviewer_reason,
+# which group_qc_sft uses as the reason to learn (stage_b.sft)
+ORIGIN_FIELDS = {"timestamp": "created_at", "gt_fail_reason_text": "reviewer_reason"}
 ORIGIN_IMAGE_KEY = re.compile(r"image_([1-9][0-9]*)")
 ORIGIN_LABELS = {"pass": "pass", "通过": "pass", "审核通过": "pass", "1": "pass",
                  "fail": "fail", "不通过": "fail", "审核不通过": "fail", "2": "fail"}

@@ -23,6 +23,7 @@ from stage_a.outputs import MissionOutputs, existing_group_ids
 from stage_a.records import RecordError, from_origin, summaries_of, validate_record
 
 from .prompts import stage_b_messages
+from .sft import REVIEWER_REASON, reply_for
 from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, Selection
 from .split import in_split
 from .verdict import FAIL, PASS
@@ -147,11 +148,20 @@ def ids_digest(group_ids) -> str:
     return hashlib.sha256("\n".join(sorted(group_ids)).encode("utf-8")).hexdigest()[:16]
 
 
+def sft_row(record: dict, registry: Registry) -> dict:
+    """A GRPO row plus the reply to imitate (`group_qc_sft`): the reviewer's verdict and a reason grounded in the
+    summaries, or the reviewer's own reason when the record carries one (stage_b.sft)."""
+    row = row_from_record(record, registry)
+    reply = reply_for(registry.resolve(record["mission"]), row["summaries"], row["solution"],
+                      record.get(REVIEWER_REASON))
+    return {**row, "messages": row["messages"] + [{"role": "assistant", "content": reply}]}
+
+
 def build_rows(source: Selection, split: str = "train", registry: Registry | None = None,
-               allow_empty: bool = False) -> tuple[list[dict], dict]:
-    """Rows of one split and per-mission counts {mission: {"groups", "rows", "ids"}} (ids: the split's
-    group ids); logs the counts. An empty split is an error (training on nothing is a wiring bug)
-    unless allow_empty."""
+               allow_empty: bool = False, make_row=row_from_record) -> tuple[list[dict], dict]:
+    """Rows of one split (made by `make_row`: GRPO prompts, or `sft_row`) and per-mission counts
+    {mission: {"groups", "rows", "ids"}} (ids: the split's group ids); logs the counts. An empty split is an
+    error (training on nothing is a wiring bug) unless allow_empty."""
     registry = registry or load_registry()
     records = load_records(source, registry)
     counts: dict[str, dict] = {}
@@ -160,7 +170,7 @@ def build_rows(source: Selection, split: str = "train", registry: Registry | Non
         c = counts.setdefault(record["mission"], {"groups": 0, "rows": 0, "ids": []})
         c["groups"] += 1
         if in_split(record["group_id"], split, source.val_ratio, source.seed):
-            rows.append(row_from_record(record, registry))
+            rows.append(make_row(record, registry))
             c["rows"] += 1
             c["ids"].append(record["group_id"])
     for mission, c in counts.items():

@@ -2,9 +2,13 @@
 
 Registers at import (idempotent, import-light; ms-swift imports this file as the top-level module
 `qc_plugin` in every rank):
-  datasets  `group_qc_train` and `group_qc_val`: Stage-A JSONL -> Stage-B rows, one subset per mission
-            (`group_qc_train:BBU接地线检查`, `group_qc_train:all`, aliases accepted). Input, split and
+  datasets  `group_qc_train` and `group_qc_val`: Stage-A JSONL -> Stage-B prompt rows for GRPO, one subset per
+            mission (`group_qc_train:BBU接地线检查`, `group_qc_train:all`, aliases accepted); `group_qc_sft`: the
+            train split's rows with the two-line reply to learn (stage_b.sft), for `swift sft`. Input, split and
             balancing come from the GROUP_QC_* environment (stage_b.settings; a YAML's ENV block sets them).
+            Inside `swift sft`/`swift rlhf`, the requested group_qc datasets are built before the model loads:
+            a wrong folder, an unknown subset, an empty split, unreviewed records, or a dataset that does not fit
+            the command (prompt-only rows for SFT) stop the run at once, and its empty run folder is removed.
   rewards   `qc_label`, `qc_format`, `qc_consistency` in `swift.rewards.orms` (logged under the same names).
   callbacks `qc_lora_guard`, `qc_order_guard` (listed in --callbacks) and `qc_run`, which every GRPO trainer
             gets: the run record group_qc_run.json, per-mission signal per step, greedy QC validation
@@ -40,7 +44,8 @@ if not _root.handlers:  # ms-swift configures only its own logger; make ours vis
     _handler.setFormatter(logging.Formatter(f"[%(levelname)s:%(name)s{_rank}] %(message)s"))
     _root.addHandler(_handler)
     _root.setLevel(logging.INFO)
-DATASETS = {"group_qc_train": "train", "group_qc_val": "val"}
+DATASETS = {"group_qc_train": "train", "group_qc_val": "val", "group_qc_sft": "sft"}
+PROMPT_ONLY = ("group_qc_train", "group_qc_val")   # no assistant reply: what GRPO samples, what SFT cannot learn
 
 
 # ---------------------------------------------------------------- rewards: thin ORM wrappers
@@ -63,18 +68,82 @@ class QCDatasetLoader(DatasetLoader):
 
     def load(self, dataset_syntax=None, dataset_meta=None, *, use_hf=None):
         from datasets import Dataset
-        subsets = list(dataset_syntax.subsets) if dataset_syntax and dataset_syntax.subsets else ["all"]
-        selection = selection_from()   # GROUP_QC_* variables; bad values stop here, naming the variable
-        # Absolute paths: the run record must still point at these files from another folder.
-        selection = replace(selection, missions=",".join(subsets),
-                            stage_a_dir=selection.stage_a_dir and os.path.abspath(selection.stage_a_dir),
-                            files=tuple(os.path.abspath(os.path.expanduser(f)) for f in selection.files),
-                            origin={**selection.origin, "missions": f"dataset group_qc_{self.split}"})
-        rows, counts = qc_dataset.build_rows(selection, self.split)
+        selection = _selection(list(dataset_syntax.subsets) if dataset_syntax else [], self.split)
+        rows, counts = _rows(selection, self.split)
         registry = load_registry()
         files = qc_dataset.stage_a_files(selection, registry.select(selection.missions), registry)
         qc_callbacks.LOADED[self.split] = (selection, counts, files)
         return Dataset.from_list(rows)
+
+
+def _selection(subsets: list[str], split: str):
+    selection = selection_from()   # GROUP_QC_* variables; bad values stop here, naming the variable
+    # Absolute paths: the run record must still point at these files from another folder.
+    return replace(selection, missions=",".join(subsets or ["all"]),
+                   stage_a_dir=selection.stage_a_dir and os.path.abspath(selection.stage_a_dir),
+                   files=tuple(os.path.abspath(os.path.expanduser(f)) for f in selection.files),
+                   origin={**selection.origin, "missions": f"dataset group_qc_{split}"})
+
+
+def _rows(selection, split: str):
+    if split == "sft":   # the train split, with the reply to learn: validation groups stay held out
+        return qc_dataset.build_rows(selection, "train", make_row=qc_dataset.sft_row)
+    return qc_dataset.build_rows(selection, split)
+
+
+# ---------------------------------------------------------------- before the model loads
+def dataset_problem(specs: list[str], command: str) -> str | None:
+    """Why the group_qc datasets requested (`--dataset`/`--val_dataset`) cannot serve this command, or None.
+    Builds their rows: the loader will build them again after the model loads, in well under a second."""
+    from swift.dataset.dataset_syntax import DatasetSyntax
+    for spec in specs:
+        syntax = DatasetSyntax.parse(spec)
+        if syntax.dataset not in DATASETS:
+            continue
+        if command == "sft" and syntax.dataset in PROMPT_ONLY:
+            return (f"--dataset {spec}: {syntax.dataset} rows are GRPO prompts with no assistant reply, so swift sft "
+                    f"would mask every label and train nothing; use group_qc_sft (the verdict and a reason grounded in "
+                    f"the summaries) for SFT")
+        if command == "rlhf" and syntax.dataset == "group_qc_sft":
+            return (f"--dataset {spec}: group_qc_sft holds replies to imitate; GRPO samples its own: use "
+                    f"group_qc_train (and group_qc_val for validation)")
+        try:
+            _rows(_selection(list(syntax.subsets), DATASETS[syntax.dataset]), DATASETS[syntax.dataset])
+        except ValueError as exc:   # DatasetError, SettingError, MissionError: each names the path or value
+            return f"{spec}: {exc}"
+    return None
+
+
+def _check_before_model(pipeline) -> None:
+    if getattr(pipeline, "_group_qc_checked", False):
+        return
+    pipeline._group_qc_checked = True
+    args = pipeline.args
+    command = "rlhf" if getattr(args, "rlhf_type", None) else "sft"
+    problem = dataset_problem([*(args.dataset or []), *(args.val_dataset or [])], command)
+    if problem is None:
+        return
+    output_dir = getattr(args, "output_dir", None)
+    if output_dir and os.path.isdir(output_dir) and not os.listdir(output_dir):
+        os.rmdir(output_dir)   # the run folder ms-swift made for this run: a refused launch leaves none behind
+    log.error(problem)
+    raise SystemExit(f"error: {problem}")
+
+
+def guard_pipelines() -> None:
+    """Run `_check_before_model` first in `swift sft` and `swift rlhf`, which import this plugin while parsing their
+    arguments, before `_prepare_model_tokenizer` loads the model (ms-swift 4.6 has no hook there)."""
+    for module, name in (("swift.pipelines.train.sft", "SwiftSft"), ("swift.pipelines.train.rlhf", "SwiftRLHF")):
+        cls = getattr(sys.modules.get(module), name, None)   # only inside those commands: nothing else is imported
+        original = cls and cls.__dict__.get("_prepare_model_tokenizer")
+        if original is None or getattr(original, "_group_qc", False):
+            continue
+
+        def checked(self, *args, _original=original, **kwargs):
+            _check_before_model(self)
+            return _original(self, *args, **kwargs)
+        checked._group_qc = True
+        cls._prepare_model_tokenizer = checked
 
 
 def _register_datasets() -> None:
@@ -87,6 +156,7 @@ def _register_datasets() -> None:
 
 
 _register_datasets()
+guard_pipelines()
 
 # ---------------------------------------------------------------- callbacks
 callbacks_map.update(qc_callbacks.CALLBACKS)

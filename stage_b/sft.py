@@ -1,0 +1,51 @@
+"""Stage-B SFT replies: the two-line answer a start point is taught, built from a group's Stage-A summaries and
+its reviewer label (`group_qc_sft`; scripts/make_sft_data.py uses the same reason for the demo). Pure.
+
+The reason is grounded in what the summaries say, so the model learns to cite photos, never to invent:
+  - a reviewer's own reason, when the Stage-A record carries one (optional field `reviewer_reason`), wins;
+  - 不通过: every photo whose summary asserts a defect, with what it says: the text of its 备注 remark, else the
+    mission's defect terms found in it (`configs/missions.yaml` defect_terms). When no summary shows a defect,
+    the reason says the key checkpoints cannot be confirmed from the summaries (the conservative rule);
+  - 通过: every photo was seen and every checkpoint holds.
+"""
+from __future__ import annotations
+
+from stage_a.missions import Mission
+from stage_a.records import image_key
+
+from .verdict import FAIL, PASS
+
+REVIEWER_REASON = "reviewer_reason"   # optional Stage-A record field: the reviewer's reason, one line
+REMARK = "备注"
+NOT_CONFIRMED = "关键检查要点无法从摘要中确认"
+
+
+def photo_defects(mission: Mission, summaries: list[str]) -> list[tuple[int, str]]:
+    """(1-based photo index, what its summary says is wrong) for each photo whose summary asserts a defect."""
+    out = []
+    for i, s in enumerate(summaries, start=1):
+        if REMARK in s:
+            out.append((i, s.split(REMARK, 1)[1].lstrip("：: ").strip() or s))
+            continue
+        terms = [t for t in mission.defect_terms if t in s]
+        if terms:
+            out.append((i, "、".join(terms)))
+    return out
+
+
+def grounded_reason(mission: Mission, summaries: list[str], verdict: str) -> str:
+    if verdict == FAIL:
+        defects = photo_defects(mission, summaries)
+        if not defects:
+            return NOT_CONFIRMED
+        return "；".join(f"{image_key(i)} {what}" for i, what in defects)
+    if verdict != PASS:
+        raise ValueError(f"verdict must be {PASS} or {FAIL}, got {verdict!r}")
+    seen = f"{image_key(1)}至{image_key(len(summaries))}" if len(summaries) > 1 else image_key(1)
+    return f"{seen} 均符合要求，检查要点均已确认"
+
+
+def reply_for(mission: Mission, summaries: list[str], verdict: str, reviewer_reason: str | None = None) -> str:
+    """The two-line reply: the verdict, then `理由: ` and the reason (the reviewer's, on one line, when given)."""
+    reason = " ".join(reviewer_reason.split()) if reviewer_reason and reviewer_reason.strip() else None
+    return f"{verdict}\n理由: {reason or grounded_reason(mission, summaries, verdict)}"
