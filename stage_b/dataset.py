@@ -54,7 +54,7 @@ def stage_a_files(source: Selection, missions: list, registry: Registry) -> list
         raise DatasetError(f"Stage-A folder {folder} (from {source.where('stage_a_dir')}) does not exist")
     paths, missing = [], []
     for mission in missions:
-        outputs = MissionOutputs(folder, mission.stage_a_stem)
+        outputs = mission_outputs(folder, mission)
         path = outputs.merged_main
         if path.is_file():
             check_merged(outputs)
@@ -66,7 +66,28 @@ def stage_a_files(source: Selection, missions: list, registry: Registry) -> list
         raise DatasetError("missing Stage-A output: " + "; ".join(missing))
     for m in missing:
         log.warning("no Stage-A output for a mission, left out of 'all': %s", m)
+    for path in sorted(folder.glob("*_stage_a.jsonl")):   # a file sitting there, read by nothing: say so
+        try:
+            registry.resolve(path.name[: -len("_stage_a.jsonl")])
+        except ValueError:
+            log.warning("%s names no known mission and is not read (known: %s)", path, ", ".join(registry.names))
     return paths
+
+
+def mission_outputs(folder: Path, mission) -> MissionOutputs:
+    """The mission's Stage-A output in `folder`: the file Stage-A writes (`<canonical name>_stage_a.jsonl`) or, when
+    that is absent, one named after an alias (`BBU安装方式检查(正装)_stage_a.jsonl`, renamed or written by another
+    tool), said in the log. Files under two of its names are an error naming both: which one is meant cannot be
+    told, and reading both would count groups twice."""
+    stems = [f"{name}_stage_a" for name in (mission.name, *mission.aliases)]
+    found = [MissionOutputs(folder, stem) for stem in stems if (folder / f"{stem}.jsonl").is_file()]
+    if len(found) > 1:
+        raise DatasetError(f"mission {mission.name} has Stage-A files under {len(found)} of its names: "
+                           + ", ".join(str(o.merged_main) for o in found) + "; keep one (merge them first if both "
+                           f"hold groups), named {mission.stage_a_stem}.jsonl")
+    if found and found[0].stem != mission.stage_a_stem:
+        log.info("Stage-A output for %s read from %s (an alias's name)", mission.name, found[0].merged_main)
+    return found[0] if found else MissionOutputs(folder, mission.stage_a_stem)
 
 
 def check_merged(outputs: MissionOutputs) -> None:

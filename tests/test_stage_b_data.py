@@ -107,6 +107,38 @@ def test_wrong_selection_is_a_clear_error(tmp_path, setup, missions, message):
         build_rows(replace(setup(tmp_path), missions=missions), "all")
 
 
+@pytest.mark.parametrize("names, read, refusal", [
+    # a file named after an alias is read, for 'all' and by name
+    (["BBU安装方式检查(正装)"], "BBU安装方式检查(正装)_stage_a.jsonl", None),
+    (["BBU安装方式检查"], "BBU安装方式检查_stage_a.jsonl", None),
+    # under two of its names: which one is meant cannot be told
+    (["BBU安装方式检查（正装）", "BBU安装方式检查(正装)"], None, "under 2 of its names"),
+])
+def test_a_stage_a_file_named_after_an_alias_is_read_or_refused_naming_both(tmp_path, names, read, refusal):
+    source = write_stage_a(tmp_path / "src", groups_per_mission=4)
+    folder = tmp_path / "sa"
+    folder.mkdir()
+    for name in names:
+        (folder / f"{name}_stage_a.jsonl").write_bytes((source / "BBU安装方式检查（正装）_stage_a.jsonl").read_bytes())
+    for missions in ("all", "BBU安装方式检查（正装）"):
+        selection = Selection(stage_a_dir=str(folder), missions=missions)
+        if refusal:
+            with pytest.raises(DatasetError, match=refusal) as err:
+                build_rows(selection, "all")
+            assert all(f"{n}_stage_a.jsonl" in str(err.value) for n in names)
+        else:
+            rows, counts = build_rows(selection, "all")
+            assert counts["BBU安装方式检查（正装）"]["rows"] == 4 == len(rows)
+
+
+def test_a_stage_a_file_naming_no_mission_is_named_in_a_warning(tmp_path, caplog):
+    folder = write_stage_a(tmp_path / "sa", groups_per_mission=2)
+    (folder / "RRU安装检查_stage_a.jsonl").write_text("")
+    with caplog.at_level(logging.WARNING, logger="group_qc.stage_b"):
+        build_rows(Selection(stage_a_dir=str(folder)), "all")
+    assert "RRU安装检查_stage_a.jsonl names no known mission" in caplog.text
+
+
 def test_unmerged_shards_are_pointed_out(tmp_path):
     (tmp_path / "BBU接地线检查_stage_a.shard-00000-of-00002.jsonl").write_text("")
     with pytest.raises(DatasetError, match="run python -m stage_a.merge first"):
