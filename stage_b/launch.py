@@ -139,14 +139,7 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
             args.update(vllm_server_host=host, vllm_server_port=int(port))
     processes = 1
     if cuda == "cpu":
-        for key in GPU_ONLY:
-            args.pop(key, None)
-        g = int(args.get("num_generations", 4))
-        # A process's step sees prompts_per_step prompts x g samples: given here, else the YAML's batch,
-        # and at least 2, the fewest that can hold one fail and one pass under GROUP_QC_BALANCE_LABELS.
-        per_step = int(prompts_per_step or max(2, int(args.get("per_device_train_batch_size", 0)) // g))
-        args.update(torch_dtype="float32", per_device_train_batch_size=g * per_step,
-                    gradient_accumulation_steps=1, report_to="none")
+        args = cpu_args(args, prompts_per_step)
         env["CUDA_VISIBLE_DEVICES"] = ""
         processes = int(nproc or 1)
         if processes > 1:  # accelerate runs data-parallel on CPU only when told so (use_cpu), with gloo
@@ -193,6 +186,28 @@ def check_data(env: dict, mission: str, use_val: bool, environ=None) -> int:
     return len(val_rows)
 
 
+def cpu_args(args: dict, prompts_per_step: int | None = None) -> dict:
+    """The YAML's arguments for a CPU run: the GPU-only keys (vLLM, DeepSpeed) dropped, fp32, one step per batch.
+    configs/stage_b_grpo_cpu.yaml is this applied to configs/stage_b_grpo.yaml (`python -m stage_b.launch
+    cpu_config` prints it; a test keeps the two in step)."""
+    args = {k: v for k, v in args.items() if k not in GPU_ONLY}
+    g = int(args.get("num_generations", 4))
+    # A process's step sees prompts_per_step prompts x g samples: given here, else the YAML's batch,
+    # and at least 2, the fewest that can hold one fail and one pass under GROUP_QC_BALANCE_LABELS.
+    per_step = int(prompts_per_step or max(2, int(args.get("per_device_train_batch_size", 0)) // g))
+    return {**args, "torch_dtype": "float32", "per_device_train_batch_size": g * per_step,
+            "gradient_accumulation_steps": 1, "report_to": "none"}
+
+
+def cpu_config_text(config=DEFAULT_CONFIG) -> str:
+    env, args = read_config(config)
+    header = (f"# GENERATED from {Path(config).name} by `python -m stage_b.launch cpu_config` (tests keep it in step):\n"
+              f"# the same recipe on CPU (no vLLM, no DeepSpeed, fp32). By hand, from any folder:\n"
+              f"#   swift rlhf configs/stage_b_grpo_cpu.yaml --model <Qwen-VL dir> \\\n"
+              f"#     $(python -m stage_b.lora --model <Qwen-VL dir> --last_k 4 --swift_args)\n")
+    return header + yaml.safe_dump({"ENV": env, **cpu_args(args)}, allow_unicode=True, sort_keys=False)
+
+
 def parse_settings(tokens: list[str]) -> dict:
     settings = {}
     for token in tokens:
@@ -209,6 +224,9 @@ def main(argv=None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
     if any(t in ("-h", "--help") for t in tokens):
         print(__doc__)
+        return 0
+    if tokens == ["cpu_config"]:
+        print(cpu_config_text(), end="")
         return 0
     return run_cli(lambda: _launch(tokens))
 

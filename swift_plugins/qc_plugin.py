@@ -92,9 +92,10 @@ def _rows(selection, split: str):
 
 
 # ---------------------------------------------------------------- before the model loads
-def dataset_problem(specs: list[str], command: str) -> str | None:
+def dataset_problem(specs: list[str], command: str, eval_batch: tuple[int, int] | None = None) -> str | None:
     """Why the group_qc datasets requested (`--dataset`/`--val_dataset`) cannot serve this command, or None.
-    Builds their rows: the loader will build them again after the model loads, in well under a second."""
+    Builds their rows: the loader will build them again after the model loads, in well under a second.
+    `eval_batch`: GRPO's (per-device evaluation batch, processes); ms-swift refuses a total above the validation rows."""
     from swift.dataset.dataset_syntax import DatasetSyntax
     for spec in specs:
         syntax = DatasetSyntax.parse(spec)
@@ -108,9 +109,16 @@ def dataset_problem(specs: list[str], command: str) -> str | None:
             return (f"--dataset {spec}: group_qc_sft holds replies to imitate; GRPO samples its own: use "
                     f"group_qc_train (and group_qc_val for validation)")
         try:
-            _rows(_selection(list(syntax.subsets), DATASETS[syntax.dataset]), DATASETS[syntax.dataset])
+            rows, _ = _rows(_selection(list(syntax.subsets), DATASETS[syntax.dataset]), DATASETS[syntax.dataset])
         except ValueError as exc:   # DatasetError, SettingError, MissionError: each names the path or value
             return f"{spec}: {exc}"
+        if command == "rlhf" and syntax.dataset == "group_qc_val" and eval_batch:
+            per_device, processes = eval_batch
+            if len(rows) < per_device * processes:
+                return (f"--val_dataset {spec}: the validation split has {len(rows)} groups, fewer than the evaluation "
+                        f"batch of {per_device} x {processes} process(es), which ms-swift refuses after loading the "
+                        f"model: pass --per_device_eval_batch_size {max(1, len(rows) // processes)} (or less), or raise "
+                        f"GROUP_QC_VAL_RATIO")
     return None
 
 
@@ -120,7 +128,8 @@ def _check_before_model(pipeline) -> None:
     pipeline._group_qc_checked = True
     args = pipeline.args
     command = "rlhf" if getattr(args, "rlhf_type", None) else "sft"
-    problem = dataset_problem([*(args.dataset or []), *(args.val_dataset or [])], command)
+    eval_batch = (int(getattr(args, "per_device_eval_batch_size", 0) or 0), int(os.environ.get("WORLD_SIZE", "1")))
+    problem = dataset_problem([*(args.dataset or []), *(args.val_dataset or [])], command, eval_batch)
     if problem is None:
         return
     output_dir = getattr(args, "output_dir", None)
