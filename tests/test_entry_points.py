@@ -74,3 +74,46 @@ def test_run_grpo_takes_model_type_and_template(tmp_path):
     assert argv[argv.index("--model_type") + 1] == "qwen2_5_vl" and argv[argv.index("--template") + 1] == "qwen2_5_vl"
     with pytest.raises(ValueError, match="--model_type and --template"):
         build_command(model=model, cuda="cpu", environ={})
+
+
+def test_the_cpu_yaml_is_the_gpu_recipe_on_cpu():
+    """configs/stage_b_grpo_cpu.yaml is generated from the GPU YAML: a change to one recipe that the other lacks
+    would make the CPU check train something else than the GPUs."""
+    from stage_b.launch import cpu_config_text
+    assert (REPO / "configs" / "stage_b_grpo_cpu.yaml").read_text(encoding="utf-8") == cpu_config_text(), \
+        "regenerate it: python -m stage_b.launch cpu_config > configs/stage_b_grpo_cpu.yaml"
+
+
+def test_swift_args_carry_everything_swift_rlhf_needs_beside_the_model(tiny_qwen2_5_vl, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "stage_b.lora", "--model", str(tiny_qwen2_5_vl), "--last_k", "2",
+                          "--swift_args"], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
+    flags = dict(zip(out[::2], out[1::2]))
+    assert set(flags) == {"--model_type", "--template", "--target_regex", "--external_plugins"}
+    assert flags["--model_type"] == "qwen2_5_vl" == flags["--template"]
+    assert Path(flags["--external_plugins"]).is_absolute() and Path(flags["--external_plugins"]).is_file()
+    assert not any(c in flags["--target_regex"] for c in " *?[")   # safe unquoted in $(...)
+
+
+def _readme_line(start: str) -> str:
+    lines = [l for l in (REPO / "README.md").read_text(encoding="utf-8").splitlines() if l.startswith(start)]
+    assert len(lines) == 1, f"the README should print exactly one command starting {start!r}"
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_the_readme_by_hand_cpu_command_runs_as_printed(tiny_qwen2_5_vl, tmp_path):
+    """The README's `swift rlhf configs/stage_b_grpo_cpu.yaml …` line, run by bash as printed (M = the tiny model;
+    one short step appended), trains and records the run. Before: four ms-swift errors in turn on CPU."""
+    from tests.test_evaluate import _stage_a
+    command = _readme_line("swift rlhf configs/stage_b_grpo_cpu.yaml")
+    stage_a = _stage_a(tmp_path / "sa", n=60)
+    venv_bin = str(Path(sys.executable).parent)
+    result = subprocess.run(["bash", "-c", f"M={tiny_qwen2_5_vl}; {command} --max_steps 1 --max_completion_length 16 "
+                                           f"--output_dir {tmp_path / 'out'}"],
+                            cwd=REPO, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
+                                 "GROUP_QC_STAGE_A_DIR": str(stage_a), "GROUP_QC_VAL_RATIO": "0.5"})
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    run = next((tmp_path / "out").glob("v*"))
+    assert (run / "group_qc_run.json").is_file() and (run / "checkpoint-1").is_dir()

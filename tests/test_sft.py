@@ -74,17 +74,20 @@ COMMON = ["--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--external_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, dataset, stage_a_name, message", [
-    ("sft", "group_qc_train:all", "sa", "use group_qc_sft"),                  # the reported silent no-op
-    ("sft", "group_qc_sft:all", "missing", "does not exist"),                  # a wrong Stage-A folder
-    ("sft", "group_qc_sft:挡风板安装检查", "sa", "missing Stage-A output"),     # a mission with no file
-    ("rlhf", "group_qc_sft:all", "sa", "use group_qc_train"),
+@pytest.mark.parametrize("command, dataset, stage_a_name, more, message", [
+    ("sft", "group_qc_train:all", "sa", [], "use group_qc_sft"),                  # the reported silent no-op
+    ("sft", "group_qc_sft:all", "missing", [], "does not exist"),                  # a wrong Stage-A folder
+    ("sft", "group_qc_sft:挡风板安装检查", "sa", [], "missing Stage-A output"),     # a mission with no file
+    ("rlhf", "group_qc_sft:all", "sa", [], "use group_qc_train"),
+    # ms-swift's own check of the evaluation batch comes after the model has loaded
+    ("rlhf", "group_qc_train:all", "sa", ["--val_dataset", "group_qc_val:all", "--per_device_eval_batch_size", "16"],
+     "fewer than the evaluation batch of 16"),
 ])
 def test_a_dataset_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, command,
-                                                                              dataset, stage_a_name, message):
+                                                                              dataset, stage_a_name, more, message):
     _stage_a(tmp_path / "sa", n=8)
     out = tmp_path / "out"
-    extra = ["--rlhf_type", "grpo", "--num_generations", "2"] if command == "rlhf" else []
+    extra = ["--rlhf_type", "grpo", "--num_generations", "2", *more] if command == "rlhf" else []
     started = time.monotonic()
     result = _swift(command, "--model", str(tiny_qwen2_5_vl), "--dataset", dataset, "--output_dir", str(out),
                     *COMMON, *extra, stage_a=tmp_path / stage_a_name)
