@@ -3,6 +3,7 @@
 `python -m stage_b.lora --model DIR --last_k 4` prints the anchored `--target_regex` for a checkpoint;
 with `--swift_args`, every flag `swift rlhf <yaml>` needs beside --model, for any local Qwen-VL folder and from any
 folder: `--model_type`, `--template` (from config.json), `--target_regex` and `--external_plugins` (absolute).
+Without --last_k, `--swift_args` leaves out the regex: what `swift infer`/`swift deploy` take.
 Module paths are those of current transformers (5.x) Qwen-VL classes, as ms-swift matches them:
 language model `model.language_model.layers.<i>`, vision tower `model.visual`, aligner
 `model.visual.merger` (Qwen3-VL adds `model.visual.deepstack_merger_list`).
@@ -88,13 +89,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m stage_b.lora", description="print the --target_regex for "
                                 "LoRA on the last K language-model blocks of a Qwen-VL checkpoint")
     p.add_argument("--model", required=True, help="checkpoint folder (reads config.json)")
-    p.add_argument("--last_k", type=int, required=True, help="number of final LLM blocks to adapt")
+    p.add_argument("--last_k", type=int, help="number of final LLM blocks to adapt (required without --swift_args)")
     p.add_argument("--swift_args", action="store_true",
                    help="print --model_type --template --target_regex --external_plugins for swift rlhf")
     args = p.parse_args(argv)
 
     def body() -> int:
-        regex = target_regex(args.model, args.last_k)
+        if args.last_k is None and not args.swift_args:
+            raise ValueError("--last_k is required (the number of final LLM blocks to adapt)")
+        regex = target_regex(args.model, args.last_k) if args.last_k is not None else None
         if not args.swift_args:
             print(regex)
             return 0
@@ -103,8 +106,8 @@ def main(argv=None) -> int:
         plugin = Path(__file__).resolve().parent.parent / "swift_plugins" / "qc_plugin.py"
         # one line, unquoted words: `$(python -m stage_b.lora … --swift_args)` splits into flags (the regex holds
         # no space, *, ? or [, so the shell neither splits nor globs it)
-        print(f"--model_type {spec.model_type} --template {spec.template} --target_regex {regex} "
-              f"--external_plugins {plugin}")
+        print(f"--model_type {spec.model_type} --template {spec.template}"
+              + (f" --target_regex {regex}" if regex else "") + f" --external_plugins {plugin}")
         return 0
     return run_cli(body)
 

@@ -96,9 +96,17 @@ def test_swift_args_carry_everything_swift_rlhf_needs_beside_the_model(tiny_qwen
 
 
 def _readme_line(start: str) -> str:
-    lines = [l for l in (REPO / "README.md").read_text(encoding="utf-8").splitlines() if l.startswith(start)]
-    assert len(lines) == 1, f"the README should print exactly one command starting {start!r}"
-    return lines[0]
+    """The README's one command starting with `start`, its backslash-continued lines joined."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    found = [i for i, line in enumerate(lines) if line.startswith(start)]
+    assert len(found) == 1, f"the README should print exactly one command starting {start!r}"
+    i, command = found[0], ""
+    while True:
+        line = lines[i].split("   # ")[0].rstrip()   # a trailing comment is no part of the command
+        if not line.endswith("\\"):
+            return command + line
+        command += line[:-1]
+        i += 1
 
 
 @pytest.mark.slow
@@ -117,3 +125,26 @@ def test_the_readme_by_hand_cpu_command_runs_as_printed(tiny_qwen2_5_vl, tmp_pat
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     run = next((tmp_path / "out").glob("v*"))
     assert (run / "group_qc_run.json").is_file() and (run / "checkpoint-1").is_dir()
+
+
+@pytest.mark.slow
+def test_the_readme_sft_infer_and_rescore_commands_run_as_printed(tiny_qwen2_5_vl, tmp_path):
+    """From a folder that is not the repository, with the README's relative paths: SFT on group_qc_sft (two steps
+    appended), ms-swift's batch inference on group_qc_val, and its result re-scored by our evaluation."""
+    from tests.test_evaluate import _stage_a
+    _stage_a(tmp_path / "output" / "stage_a", n=30)
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
+           "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}
+    steps = [(_readme_line("GROUP_QC_STAGE_A_DIR=output/stage_a swift sft"), " --max_steps 2 --max_length 1024"),
+             ("export GROUP_QC_STAGE_A_DIR=output/stage_a; " + _readme_line("swift infer --model $M"),
+              " --max_new_tokens 8"),
+             (_readme_line(".venv/bin/python -m stage_b.evaluate --predictions output/infer.jsonl"), "")]
+    for command, more in steps:
+        result = subprocess.run(["bash", "-c", f"M={tiny_qwen2_5_vl}; {command}{more}"], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=900, env=env)
+        assert result.returncode == 0, (command, (result.stdout + result.stderr)[-3000:])
+    logs = next((tmp_path / "output" / "stage_b_sft").glob("v*/logging.jsonl")).read_text().splitlines()
+    assert any(json.loads(line).get("loss", 0) > 0 for line in logs)   # SFT trained on the replies
+    metrics = json.loads((tmp_path / "output" / "eval" / "infer" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["overall"]["n"] == len((tmp_path / "output" / "infer.jsonl").read_text().splitlines()) > 0
