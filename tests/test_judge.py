@@ -69,6 +69,7 @@ def _direct_logprobs(model_dir, adapter, rows) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch, with_adapter", [("qwen2_5_vl", True), ("qwen2_5_vl", False), ("qwen3_vl", False)])
 def test_p_fail_equals_a_direct_transformers_computation(tiny_model_factory, tmp_path, arch, with_adapter):
     """Batched (left-padded, prompts of different lengths) through ms-swift's engine and template, with a LoRA
