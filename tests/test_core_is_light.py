@@ -1,0 +1,36 @@
+"""The pure core stays free of torch, transformers, ms-swift and datasets: each module the README's layout table
+lists as core is imported alone in a fresh interpreter, and none of those may be imported with it."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "transformers", "swift", "datasets")
+
+
+def core_modules() -> list[str]:
+    """`stage_a.missions`, … from the README's layout rows: `| `stage_a/` | pure core (`missions`, …) …`."""
+    out = []
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        row = re.match(r"\| `(stage_[ab])/` \| pure core \(([^)]*)\)", line)
+        if row:
+            out += [f"{row.group(1)}.{name}" for name in re.findall(r"`(\w+)`", row.group(2))]
+    return out
+
+
+def test_the_readme_lists_the_core():
+    assert {"stage_a.jsonl", "stage_b.rewards", "stage_b.operating_point", "stage_b.sft"} <= set(core_modules())
+
+
+@pytest.mark.parametrize("module", core_modules())
+def test_a_core_module_imports_nothing_heavy(module):
+    code = (f"import sys, {module}; "
+            f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()[:300]}"
