@@ -19,16 +19,15 @@ from .jsonl import iter_jsonl
 from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import summaries_of
-from .review_page import LABEL_TEXT, render_review
+from .review_page import LABEL_TEXT, render_review, report
 
 OUTCOMES = [("error", "Stage-A error"), ("sample", "sampled group")]
 
 
 def _photos_in(folder: Path) -> list[str]:
-    from .discovery import IMAGE_EXTENSIONS, natural_key
-    if not folder.is_dir():
-        return []
-    return sorted((p.name for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS), key=natural_key)
+    """The group folder's photos in discovery's order (none when the folder is gone)."""
+    from .discovery import _scan_group
+    return _scan_group(folder, str(folder))[0] if folder.is_dir() else []
 
 
 def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int) -> tuple[list[dict], list[str], list[list]]:
@@ -94,17 +93,8 @@ def _review(args) -> int:
                                   f"mission. Check that each summary says what its photo shows."],
                            tables=[{"title": "Per mission", "columns": ["mission", "groups written", "errors", "sampled"],
                                     "rows": table}])
-    _print_result(result)
+    report(result)
     return 0
-
-
-def _print_result(result: dict) -> None:
-    t = result["thumbs"]
-    if result["missing_photos"]:
-        print(f"warning: {len(result['missing_photos'])} photo(s) not found or unreadable (placeholders on the "
-              f"page), e.g. {result['missing_photos'][0]}; pass --input_dir if the photos moved", file=sys.stderr)
-    print(f"{result['cards']} group cards on {len(result['pages'])} page(s); thumbnails: {t.made} made "
-          f"({t.photos_per_s:.1f} photos/s), {t.reused} reused, {t.failed} missing -> {result['index']}")
 
 
 if __name__ == "__main__":

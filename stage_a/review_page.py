@@ -12,6 +12,7 @@ with no network: no CDN, no framework, a few lines of vanilla JS for the mission
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .records import image_key
@@ -94,3 +95,14 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
         written.append(path)
     return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
             "missing_photos": missing}
+
+
+def report(result: dict) -> None:
+    """What every command that renders a review says: missing photos on stderr, then where the page is."""
+    t = result["thumbs"]
+    if result["missing_photos"]:
+        print(f"warning: review page: {len(result['missing_photos'])} photo(s) not found or unreadable, shown as "
+              f"placeholders (first: {result['missing_photos'][0]}); pass --input_dir if the photos moved",
+              file=sys.stderr)
+    print(f"review page: {result['cards']} group cards, {len(result['pages'])} page(s); thumbnails {t.made} made "
+          f"({t.photos_per_s:.0f} photos/s), {t.reused} reused -> {result['index']}")

@@ -28,13 +28,14 @@ from pathlib import Path
 
 from stage_a.engine import add_model_type_args
 from stage_a.exits import run_cli
+from stage_a.review_page import REVIEW_DIR
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
 from .dataset import build_rows, load_records, stage_a_files
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
-                              checkpoint_identity, curve, p_fail, parse_targets, pick_threshold, points_of,
+                              checkpoint_identities, curve, p_fail, parse_targets, pick_threshold, points_of,
                               rates_at)
 from .rewards import REWARDS
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
@@ -307,6 +308,8 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                                    model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
                                    resolve=resolve)
         metrics["operating_point"] = {k: op[k] for k in ("review_share", "missions", "overall")}
+    if review is not None:
+        metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
     write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
     (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
     (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
@@ -318,10 +321,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
         (output_dir / "operating_point.json").write_text(json.dumps(op, ensure_ascii=False, indent=2),
                                                          encoding="utf-8")
     if review is not None:
-        result = write_review(output_dir, predictions, metrics, title, **review)
-        metrics["review"] = str(result["index"])
-        (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
-        (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
+        write_review(output_dir, predictions, metrics, title, **review)
     return metrics
 
 
@@ -329,7 +329,7 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
                  input_dirs: list, all: bool = False) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
-    from stage_a.review_page import render_review
+    from stage_a.review_page import render_review, report
     from .review_cards import EVALUATION_OUTCOMES, evaluation_cards
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
@@ -348,18 +348,8 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
                            intro=[f"Photos from {', '.join(map(str, input_dirs)) or 'nowhere known (pass --input_dir)'}. "
                                   f"Misses first, then overkills, then unparseable replies"
                                   + (", then every other group." if all else "; --review_all adds every group.")])
-    report_photos(result)
+    report(result)
     return result
-
-
-def report_photos(result: dict) -> None:
-    t = result["thumbs"]
-    if result["missing_photos"]:
-        print(f"warning: review page: {len(result['missing_photos'])} photo(s) not found or unreadable, shown as "
-              f"placeholders (first: {result['missing_photos'][0]}); pass --input_dir if the photos moved",
-              file=sys.stderr)
-    print(f"review page: {result['cards']} group cards, {len(result['pages'])} page(s); thumbnails {t.made} made "
-          f"({t.photos_per_s:.0f} photos/s), {t.reused} reused -> {result['index']}")
 
 
 def review_inputs(args, records: list[dict]) -> dict | None:
@@ -480,12 +470,6 @@ def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | 
     if args.model:
         checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
     return earlier.get("data"), checkpoints
-
-
-def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
-    from stage_a.engine import resolve_model
-    spec = resolve_model(model, tuple(adapters), model_type, template)   # a wrong path fails here, naming it
-    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 
 
 def _evaluate(args) -> int:

@@ -30,8 +30,8 @@ from stage_a.records import summaries_of, utc_now
 
 from .dataset import load_records
 from .prompts import stage_b_messages
-from .operating_point import (OperatingPointError, check_rate, file_digest, load_operating_point, p_fail,
-                              thresholds_for, verdict_at)
+from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, file_digest,
+                              load_operating_point, p_fail, thresholds_for, verdict_at)
 from .settings import add_selection_args, selection_from
 from .verdict import parse
 
@@ -134,7 +134,6 @@ def _thresholds(args, missions: list[str], checkpoints: dict) -> tuple[dict, str
 def _judge(args) -> int:
     from stage_a.missions import load_registry
 
-    from .evaluate import checkpoint_identities
     if args.batch_size < 1:
         raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
     output_dir = Path(args.output_dir)
@@ -192,9 +191,8 @@ def _judge(args) -> int:
 
 def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
-    from stage_a.review_page import render_review
+    from stage_a.review_page import render_review, report
 
-    from .evaluate import report_photos
     from .review_cards import JUDGE_OUTCOMES, judge_cards
     verdicts = [rec for m in missions if verdicts_path(output_dir, m).exists()
                 for _, rec in iter_jsonl(verdicts_path(output_dir, m))]
@@ -213,7 +211,7 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                            intro=["Groups that need a person's review first, then 不通过, then 通过. needs review: "
                                   "p_fail within the operating point's review margin of the threshold, or a reply "
                                   "that is not the two-line contract."])
-    report_photos(result)
+    report(result)
     return result
 
 

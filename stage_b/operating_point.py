@@ -14,6 +14,7 @@ The rule, so that anyone can recompute it from predictions.jsonl:
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -83,7 +84,6 @@ def curve(points: list[tuple[float, str]]) -> list[dict]:
 
 
 def _count_below(sorted_values: list[float], t: float) -> int:
-    import bisect
     return bisect.bisect_left(sorted_values, t)
 
 
@@ -195,6 +195,13 @@ def checkpoint_identity(path) -> dict:
                 tail = fh.read(_SAMPLE)
             digest.update(f"{f.name}\0{size}\0".encode() + head + tail)
     return {"path": str(folder), "fingerprint": digest.hexdigest()[:32]}
+
+
+def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
+    """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
+    from stage_a.engine import resolve_model
+    spec = resolve_model(model, tuple(adapters), model_type, template)
+    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 
 
 def file_digest(path) -> str:

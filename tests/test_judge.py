@@ -207,7 +207,7 @@ def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tm
 
 
 def test_a_mission_missing_from_the_operating_point_is_refused_naming_it(tiny_qwen2_5_vl, tmp_path):
-    from stage_b.evaluate import checkpoint_identities
+    from stage_b.operating_point import checkpoint_identities
     stage_a = _stage_a(tmp_path / "sa", n=2)
     ids = checkpoint_identities(str(tiny_qwen2_5_vl), [])
     op = tmp_path / "op.json"
