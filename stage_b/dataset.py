@@ -1,8 +1,9 @@
 """Stage-B rows built straight from Stage-A JSONL (no intermediate file). Pure (no torch/swift).
 
 Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
-Each row: `messages` (system + user, text only), `solution` (`通过`|`不通过` from `label`), `mission`,
-`group_id`, `summaries`. Files of the project's public origin are read too (stage_a.records.from_origin).
+Each row: `messages` (system + user), `solution` (`通过`|`不通过` from `label`), `mission`, `group_id`,
+`summaries`; in photo-aware mode (Selection.images, GROUP_QC_STAGE_B_IMAGES=1) also `images`, the group's photos
+(ms-swift's multimodal column; stage_b.photos), with an `<image>` before each summary line. Files of the project's public origin are read too (stage_a.records.from_origin).
 Split by group-id hash (stage_b.split), the same everywhere. An unreviewed record
 (`label` null, from Stage-A's --unlabeled) is refused: it has no verdict to train toward or to score.
 The selection (input, missions, split, balancing) is `stage_b.settings.Selection`; ms-swift reaches this
@@ -22,9 +23,10 @@ from stage_a.missions import Registry, is_all, load_registry
 from stage_a.outputs import MissionOutputs, existing_group_ids
 from stage_a.records import RecordError, from_origin, summaries_of, validate_record
 
+from .photos import PhotoSourceError, group_photo_copies
 from .prompts import stage_b_messages
 from .sft import REVIEWER_REASON, reply_for
-from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, Selection
+from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, PHOTO_MODE, TEXT_MODE, Selection
 from .split import in_split
 from .verdict import FAIL, PASS
 
@@ -152,16 +154,47 @@ def _solution(record: dict) -> str:
     return solution
 
 
-def row_from_record(record: dict, registry: Registry) -> dict:
+def prompt_row(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
+    """What the model is asked for a group, never its label: the Stage-B messages over its summaries, and with
+    `images` (photo-aware mode: one photo per summary, in order) an `<image>` before each summary line."""
     mission = registry.resolve(record["mission"])
     summaries = summaries_of(record)
-    return {
-        "messages": stage_b_messages(mission, summaries),
-        "solution": _solution(record),
-        "mission": mission.name,
-        "group_id": record["group_id"],
-        "summaries": summaries,
-    }
+    row = {"messages": stage_b_messages(mission, summaries, photos=images is not None), "mission": mission.name,
+           "group_id": record["group_id"], "summaries": summaries}
+    if images is not None:
+        row["images"] = images
+    return row
+
+
+def row_mode(row: dict) -> str:
+    """What a row puts to the model: summaries, or summaries+photos."""
+    return PHOTO_MODE if "images" in row else TEXT_MODE
+
+
+def row_from_record(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
+    """A GRPO row: the prompt and the reviewer's verdict (`solution`) the rewards score against."""
+    return {**prompt_row(record, registry, images), "solution": _solution(record)}
+
+
+def rows_for(records: list[dict], source: Selection, registry: Registry, make_row=row_from_record) -> list[dict]:
+    """`make_row` over records, with each group's photos when the selection is photo-aware."""
+    if not source.images:
+        return [make_row(r, registry) for r in records]
+    try:
+        copies = group_photo_copies(records, source.input_dir, source.max_pixels, photo_cache(source))
+    except PhotoSourceError as exc:
+        raise DatasetError(str(exc)) from None
+    return [make_row(r, registry, images) for r, images in zip(records, copies)]
+
+
+def photo_cache(source: Selection) -> Path:
+    """Where photo-aware rows' photo copies live: beside the Stage-A files they come from (stage_b.photos)."""
+    if source.stage_a_dir:
+        folder = Path(source.stage_a_dir)
+    else:
+        matched = [p for pattern in source.files for p in sorted(glob.glob(os.path.expanduser(pattern)))]
+        folder = Path(matched[0]).parent if matched else Path(".")
+    return folder.expanduser() / "stage_b_photos"
 
 
 def ids_digest(group_ids) -> str:
@@ -169,10 +202,10 @@ def ids_digest(group_ids) -> str:
     return hashlib.sha256("\n".join(sorted(group_ids)).encode("utf-8")).hexdigest()[:16]
 
 
-def sft_row(record: dict, registry: Registry) -> dict:
+def sft_row(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
     """A GRPO row plus the reply to imitate (`group_qc_sft`): the reviewer's verdict and a reason grounded in the
     summaries, or the reviewer's own reason when the record carries one (stage_b.sft)."""
-    row = row_from_record(record, registry)
+    row = row_from_record(record, registry, images)
     reply = reply_for(registry.resolve(record["mission"]), row["summaries"], row["solution"],
                       record.get(REVIEWER_REASON))
     return {**row, "messages": row["messages"] + [{"role": "assistant", "content": reply}]}
@@ -186,18 +219,19 @@ def build_rows(source: Selection, split: str = "train", registry: Registry | Non
     registry = registry or load_registry()
     records = load_records(source, registry)
     counts: dict[str, dict] = {}
-    rows = []
+    chosen = []
     for record in records:
         c = counts.setdefault(record["mission"], {"groups": 0, "rows": 0, "ids": []})
         c["groups"] += 1
         if in_split(record["group_id"], split, source.val_ratio, source.seed):
-            rows.append(make_row(record, registry))
+            chosen.append(record)
             c["rows"] += 1
             c["ids"].append(record["group_id"])
+    rows = rows_for(chosen, source, registry, make_row)
     for mission, c in counts.items():
-        log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (%s; ids %s)",
+        log.info("group_qc %s: %s: %d Stage-A groups -> %d %s rows, %d in the other split (%s; ids %s; %s)",
                  split, mission, c["groups"], c["rows"], split, c["groups"] - c["rows"], source.describe_split(),
-                 ids_digest(c["ids"]))
+                 ids_digest(c["ids"]), source.describe_mode())
     if not rows and not allow_empty:
         raise DatasetError(f"the {split} split of the selection {source.missions!r} is empty "
                            f"(groups per mission: { {m: c['groups'] for m, c in counts.items()} }, "

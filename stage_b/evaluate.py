@@ -32,7 +32,7 @@ from stage_a.review_page import REVIEW_DIR
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
-from .dataset import build_rows, load_records, stage_a_files
+from .dataset import build_rows, load_records, row_mode, stage_a_files
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
                               checkpoint_identities, curve, p_fail, parse_targets, pick_threshold, points_of,
@@ -52,7 +52,7 @@ class EvaluationError(ValueError):
 
 
 def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
-                     p_fail: float | None = None) -> dict:
+                     p_fail: float | None = None, mode: str | None = None) -> dict:
     """One predictions.jsonl record: the verdict read from the completion, every reward, and p_fail when the
     verdict probabilities were scored. A group the model could not be asked about has an empty completion and
     its `error`: no verdict, no p_fail, counted wrong."""
@@ -61,6 +61,8 @@ def score_prediction(group_id, mission, expected, completion, summaries, error: 
               "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
                                                     for name, func in REWARDS.items()},
               "summaries": summaries}
+    if mode:   # what the model read: summaries, or summaries+photos (photo-aware Stage-B)
+        record["mode"] = mode
     if p_fail is not None:
         record["p_fail"] = p_fail
     return {**record, "error": error} if error else record
@@ -70,7 +72,7 @@ def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict
                           p_fails: list[float | None] | None = None) -> list[dict]:
     errors = errors or {}
     return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"], errors.get(i),
-                             None if errors.get(i) or not p_fails else p_fails[i])
+                             None if errors.get(i) or not p_fails else p_fails[i], row_mode(r))
             for i, (r, c) in enumerate(zip(rows, completions))]
 
 
@@ -194,7 +196,8 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         lines += ["Review page, each group with its photos: [review/index.html](review/index.html)", ""]
     if data:
         lines += [f"Data: the {data['split']} split, {data['split_settings']}"
-                  + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".", ""]
+                  + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".",
+                  "", f"The model read: {data.get('mode_settings', 'summaries only')}.", ""]
     if data.get("train_overlap"):
         lines += [f"**WARNING: {data['train_overlap']} of these groups were in the training run's train split "
                   f"(--allow_train_overlap): these numbers overstate held-out quality.**", ""]
@@ -352,14 +355,15 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     return result
 
 
-def review_inputs(args, records: list[dict]) -> dict | None:
-    """What write_review needs: the Stage-A records by (mission, group id) and the photo folders (--input_dir,
-    else the input_dir the records name)."""
+def review_inputs(args, records: list[dict], input_dir: str | None = None) -> dict | None:
+    """What write_review needs: the Stage-A records by (mission, group id) and the photo folders (`input_dir`,
+    the selection's: --input_dir or GROUP_QC_INPUT_DIR; else the input_dir the records name)."""
     if args.no_review:
         return None
     named = list(dict.fromkeys(r["input_dir"] for r in records if r.get("input_dir")))
+    input_dir = input_dir or args.input_dir
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
-            "input_dirs": [Path(args.input_dir)] if args.input_dir else [Path(d) for d in named],
+            "input_dirs": [Path(input_dir)] if input_dir else [Path(d) for d in named],
             "all": args.review_all}
 
 
@@ -412,7 +416,8 @@ def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, 
             f"(evaluation: {selection.describe_split()}; training: {run_selection(run, run_path).describe_split()}). "
             f"Drop --val_ratio/--split_seed and unset GROUP_QC_VAL_RATIO/GROUP_QC_SPLIT_SEED to score the run's "
             f"validation groups, or pass --allow_train_overlap to score them anyway (the report will say so)")
-    data = {"split": split, "split_settings": selection.describe_split(), "selection": selection.to_record(),
+    data = {"split": split, "split_settings": selection.describe_split(), "mode": selection.mode,
+            "mode_settings": selection.describe_mode(), "selection": selection.to_record(),
             "run": str(run_path) if run_path else None, "train_overlap": len(overlap),
             "groups": {m: c["rows"] for m, c in counts.items()}}
     return rows, counts, data
@@ -440,8 +445,6 @@ def main(argv=None) -> int:
     p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
     p.add_argument("--review_all", action="store_true",
                    help="the review page shows every group, not only misses, overkills and unparseable replies")
-    p.add_argument("--input_dir", help="where the photos are, for the review page (default: the folder the Stage-A "
-                                       "records name)")
     p.add_argument("--review_share", type=float, default=DEFAULT_REVIEW_SHARE,
                    help="the judge's needs_review band around each threshold covers this share of the validation "
                         "errors")
@@ -511,7 +514,8 @@ def _evaluate(args) -> int:
         print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
               + (f" (training run {run_path})" if run else ""))
         missions = [m.name for m in chosen if m.name in counts]
-        review = review_inputs(args, load_records(selection, registry) if not args.no_review else [])
+        review = review_inputs(args, load_records(selection, registry) if not args.no_review else [],
+                               selection.input_dir)
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                model_type=args.model_type, template=args.template,

@@ -21,7 +21,7 @@ VERDICT_LINES = {FAIL: FAIL + "\n", PASS: PASS + "\n"}
 
 
 class VerdictEngine:
-    """Generates completions for Stage-B rows (text-only chat) with a Qwen-VL checkpoint."""
+    """Generates completions for Stage-B rows (summaries, or summaries and photos) with a Qwen-VL checkpoint."""
 
     def __init__(self, model: str, *, adapters=(), backend: str = "transformers", batch_size: int = 16,
                  max_new_tokens: int = 64, temperature: float = 0.0, seed: int | None = None,
@@ -38,12 +38,12 @@ class VerdictEngine:
         at inference) and each completion is the prefix plus what the model wrote after it.
         A row the model cannot take (a prompt over its max_length, say) fails alone, named by group and
         mission; the others are generated. When every row fails, the first reason is raised."""
-        from swift.infer_engine import InferRequest, RequestConfig
+        from swift.infer_engine import RequestConfig
         config = RequestConfig(max_tokens=self.max_new_tokens, temperature=self.temperature, n=n, seed=self.seed)
         out: list[list[str]] = [[] for _ in rows]
 
         def infer(indices):
-            requests = [InferRequest(messages=_with_prefix(rows[i], prefixes and prefixes[i])) for i in indices]
+            requests = [_request(rows[i], prefixes and prefixes[i]) for i in indices]
             responses = self.engine.infer(requests, config, use_tqdm=len(requests) > 1)
             for i, resp in zip(indices, responses):
                 head = prefixes[i] if prefixes else ""
@@ -107,8 +107,7 @@ class VerdictEngine:
         return [{v: float(t[i]) for v, t in totals.items()} for i in range(len(rows))]
 
     def _encode(self, row: dict, prefix: str | None = None) -> dict:
-        from swift.infer_engine import InferRequest
-        return self.engine.template.encode(InferRequest(messages=_with_prefix(row, prefix)))
+        return self.engine.template.encode(_request(row, prefix))
 
     def _check_continuation(self, row: dict, prompt: dict, lines: dict[str, list[int]]) -> None:
         """The template must encode a reply that starts with a verdict line as the prompt followed by that line's
@@ -150,6 +149,9 @@ class VerdictEngine:
         return None
 
 
-def _with_prefix(row: dict, prefix: str | None) -> list[dict]:
-    """The row's messages, plus the start of the assistant's reply when given."""
-    return row["messages"] + [{"role": "assistant", "content": prefix}] if prefix else row["messages"]
+def _request(row: dict, prefix: str | None = None):
+    """The row as ms-swift's request: its messages (plus the start of the assistant's reply when given) and, for a
+    photo-aware row, its photos, one per `<image>` in the prompt."""
+    from swift.infer_engine import InferRequest
+    messages = row["messages"] + [{"role": "assistant", "content": prefix}] if prefix else row["messages"]
+    return InferRequest(messages=messages, images=list(row.get("images") or []))

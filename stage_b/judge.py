@@ -28,14 +28,13 @@ from stage_a.exits import run_cli
 from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.records import summaries_of, utc_now
 
-from .dataset import load_records
-from .prompts import stage_b_messages
+from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, file_digest,
                               load_operating_point, p_fail, thresholds_for, verdict_at)
-from .settings import add_selection_args, selection_from
+from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
 from .verdict import parse
 
-PROVENANCE = ("fingerprints", "operating_point", "threshold")   # a resumed file must agree on these
+PROVENANCE = ("fingerprints", "operating_point", "threshold", "mode")   # a resumed file must agree on these
 
 
 class JudgeError(ValueError):
@@ -69,13 +68,6 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
             "created_at": utc_now()}
 
 
-def prompt_row(record: dict, registry) -> dict:
-    """What the model is asked for a group: the Stage-B prompt, never the label."""
-    summaries = summaries_of(record)
-    return {"messages": stage_b_messages(registry.resolve(record["mission"]), summaries),
-            "mission": record["mission"], "group_id": record["group_id"], "summaries": summaries}
-
-
 def check_resumable(path: Path, provenance: dict) -> set[str]:
     """Group ids already judged in `path`, after checking it was written with the same model, adapters and
     operating point (a file mixing two would hold verdicts no one threshold explains)."""
@@ -83,7 +75,8 @@ def check_resumable(path: Path, provenance: dict) -> set[str]:
     if not path.exists():
         return done
     for line_no, rec in iter_jsonl(path):
-        differs = [k for k in PROVENANCE if rec.get(k) != provenance.get(k)]
+        # a file written before modes were recorded was judged on summaries
+        differs = [k for k in PROVENANCE if rec.get(k, TEXT_MODE if k == "mode" else None) != provenance.get(k)]
         if differs:
             raise JudgeError(f"{path}:{line_no} was judged with another {', '.join(differs)} "
                              f"({', '.join(f'{k}={rec.get(k)!r}' for k in differs)}); pass --overwrite to judge "
@@ -105,8 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "for the missions it has none for)")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
-    p.add_argument("--input_dir", help="where the photos are, for the review page (default: the folder the Stage-A "
-                                       "records name)")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_new_tokens", type=int, default=96)
     return p
@@ -117,11 +108,27 @@ def main(argv=None) -> int:
     return run_cli(lambda: _judge(args), on_interrupt=f"interrupted: {RESUME}")
 
 
-def _thresholds(args, missions: list[str], checkpoints: dict) -> tuple[dict, str | None]:
+def judging_selection(args, op: dict | None) -> Selection:
+    """What to judge and how the model reads it. The mode (summaries, or summaries and photos, and the photos' pixel
+    budget) defaults to the one the operating point was calibrated in; asking for another is refused: its thresholds
+    are on p_fail as the model gives it in that mode, and mean nothing in the other."""
+    recorded = ((op or {}).get("data") or {}).get("selection") or {}
+    calibrated = Selection.from_record({k: recorded[k] for k in MODE_FIELDS if k in recorded},
+                                       f"the operating point {args.operating_point}")
+    selection = selection_from(args, base=calibrated)
+    if op is not None and recorded and (selection.images, selection.images and selection.max_pixels) != \
+            (calibrated.images, calibrated.images and calibrated.max_pixels):
+        raise JudgeError(f"the operating point {args.operating_point} was calibrated on {calibrated.describe_mode()}, "
+                         f"and this judge would read {selection.describe_mode()}: its thresholds do not carry over. "
+                         f"Drop the mode settings to judge as it was calibrated, or calibrate again in this mode "
+                         f"(python -m stage_b.evaluate --target_miss_rate R with the same settings)")
+    return selection
+
+
+def _thresholds(args, op: dict | None, missions: list[str], checkpoints: dict) -> tuple[dict, str | None]:
     """{mission: {"threshold", "review_margin", "source"}} and the operating point file's digest."""
     fallback = check_rate(args.threshold, "--threshold") if args.threshold is not None else None
-    if args.operating_point:
-        op = load_operating_point(args.operating_point)
+    if op is not None:
         points = thresholds_for(op, args.operating_point, missions, model=checkpoints["model"],
                                 adapters=checkpoints["adapters"], fallback=fallback)
         return points, file_digest(args.operating_point)
@@ -138,7 +145,8 @@ def _judge(args) -> int:
         raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
     output_dir = Path(args.output_dir)
     registry = load_registry()
-    selection = selection_from(args)
+    op = load_operating_point(args.operating_point) if args.operating_point else None
+    selection = judging_selection(args, op)
     records = load_records(selection, registry, require_label=False)
     by_mission: dict[str, list[dict]] = {}
     for record in records:
@@ -148,7 +156,10 @@ def _judge(args) -> int:
         raise JudgeError(f"no Stage-A group to judge for {selection.missions!r} in "
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
     checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
-    points, op_digest = _thresholds(args, missions, checkpoints)
+    points, op_digest = _thresholds(args, op, missions, checkpoints)
+    rows, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
+    if not rows:   # before the model loads: nothing can be judged (photos in another folder, say)
+        raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
     output_dir.mkdir(parents=True, exist_ok=True)
     engine = None
     total = started = 0.0
@@ -158,7 +169,7 @@ def _judge(args) -> int:
         provenance = {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
                       "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                                        "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
-                      "operating_point": op_digest, "threshold": points[mission]["threshold"]}
+                      "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
@@ -178,14 +189,14 @@ def _judge(args) -> int:
                                        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
                 started = time.perf_counter()
             t0 = time.perf_counter()
-            judged += _judge_mission(engine, registry, todo, points[mission], provenance, path,
+            judged += _judge_mission(engine, rows, unjudgeable, todo, points[mission], provenance, path,
                                      errors_path(output_dir, mission), args.batch_size)
             total += time.perf_counter() - t0
     if judged:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
     if not args.no_review:
-        write_review(output_dir, missions, [Path(args.input_dir)] if args.input_dir else None)
+        write_review(output_dir, missions, [Path(selection.input_dir)] if selection.input_dir else None)
     return 0
 
 
@@ -215,13 +226,36 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     return result
 
 
-def _judge_mission(engine, registry, todo: list[dict], point: dict, provenance: dict, path: Path,
-                   errors_file: Path, batch_size: int) -> int:
+def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[dict[str, dict], dict[str, str]]:
+    """({group id: what the model is asked}, {group id: why it cannot be asked}). Only photo-aware rows can fail
+    (a photo missing or unreadable): such a group goes to the errors file, retried on the next run, and the others
+    are judged."""
+    try:
+        return {r["group_id"]: row for r, row in zip(records, rows_for(records, selection, registry, prompt_row))}, {}
+    except DatasetError:
+        rows, failed = {}, {}
+        for record in records:
+            try:
+                rows[record["group_id"]] = rows_for([record], selection, registry, prompt_row)[0]
+            except DatasetError as exc:
+                failed[record["group_id"]] = f"group {record['group_id']} of {record['mission']}: {exc}"
+        return rows, failed
+
+
+def _judge_mission(engine, prompts: dict[str, dict], unjudgeable: dict[str, str], todo: list[dict], point: dict,
+                   provenance: dict, path: Path, errors_file: Path, batch_size: int) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
+        for record in todo:
+            if record["group_id"] in unjudgeable:
+                why = unjudgeable[record["group_id"]]
+                errors.write({"group_id": record["group_id"], "mission": record["mission"], "error": why,
+                              "created_at": utc_now()})
+                print(f"warning: not judged (retried on the next run): {why}", file=sys.stderr)
+        todo = [r for r in todo if r["group_id"] in prompts]
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
-            rows = [prompt_row(r, registry) for r in batch]
+            rows = [prompts[r["group_id"]] for r in batch]
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}

@@ -2,11 +2,14 @@
 choices (scripts/run_grpo.sh calls this). `build_command` is pure; `main` checks the data, then prints or runs.
 
     python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… val_ratio=… split_seed=…
+                             images=0|1 max_pixels=N input_dir=…
                              output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
                              val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
                              rollout=colocate|server vllm_server=HOST:PORT config=… nproc=N dry_run=1
                              model_type=… template=… extra="--flags"]
 
+images=1: photo-aware GRPO, each group's photos beside their summaries (GROUP_QC_STAGE_B_IMAGES; max_pixels per
+photo, GROUP_QC_STAGE_B_MAX_PIXELS; photos found under input_dir, else where the Stage-A records say).
 model_type/template: ms-swift's names, for a Qwen-VL checkpoint whose config.json model_type group-qc does not
 know (read from config.json otherwise).
 
@@ -39,8 +42,8 @@ from stage_a.missions import is_all, load_registry
 
 from .dataset import build_rows
 from .lora import target_regex
-from .settings import (ENV_LORA_LAST_K, ENV_SPLIT_SEED, ENV_STAGE_A_DIR, ENV_VAL_RATIO, parse_flag, parse_seed,
-                       selection_from)
+from .settings import (ENV_IMAGES, ENV_INPUT_DIR, ENV_LORA_LAST_K, ENV_MAX_PIXELS, ENV_SPLIT_SEED, ENV_STAGE_A_DIR,
+                       ENV_VAL_RATIO, parse_flag, parse_seed, selection_from)
 from .training_signal import BEST_METRIC
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,9 +61,11 @@ DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
 ROLLOUTS = ("colocate", "server")
 SETTINGS = ("mission", "cuda", "nproc", "stage_a_dir", "val_ratio", "split_seed", "model", "output_dir",
             "lora_last_k", "num_generations", "prompts_per_step", "max_steps", "val", "eval_steps", "deepspeed",
-            "rollout", "vllm_server", "config", "dry_run", "extra", "model_type", "template")
+            "rollout", "vllm_server", "config", "dry_run", "extra", "model_type", "template", "images", "max_pixels",
+            "input_dir")
 ENV_SETTINGS = {"stage_a_dir": ENV_STAGE_A_DIR, "val_ratio": ENV_VAL_RATIO, "split_seed": ENV_SPLIT_SEED,
-                "lora_last_k": ENV_LORA_LAST_K}
+                "lora_last_k": ENV_LORA_LAST_K, "images": ENV_IMAGES, "max_pixels": ENV_MAX_PIXELS,
+                "input_dir": ENV_INPUT_DIR}
 
 
 def read_config(config) -> tuple[dict, dict]:
@@ -94,7 +99,8 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
                   eval_steps: int | None = None, val_groups: int | None = None, deepspeed: str | None = None,
                   rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
                   config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None,
-                  environ=None, model_type: str | None = None, template: str | None = None
+                  environ=None, model_type: str | None = None, template: str | None = None,
+                  images: str | None = None, max_pixels: str | None = None, input_dir: str | None = None
                   ) -> tuple[dict, list[str], list[str]]:
     """(environment additions, argv after `swift`, notes). Raises ValueError on a bad setting.
     `val_groups`: the validation split's size, to fit the evaluation batch to it."""
@@ -104,7 +110,8 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     selection = "all" if is_all(mission) else "/".join(m.name for m in missions)
     yaml_env, args = read_config(config)
     explicit = {ENV_SETTINGS[k]: str(v) for k, v in
-                dict(stage_a_dir=stage_a_dir, val_ratio=val_ratio, split_seed=split_seed, lora_last_k=lora_last_k).items()
+                dict(stage_a_dir=stage_a_dir, val_ratio=val_ratio, split_seed=split_seed, lora_last_k=lora_last_k,
+                     images=images, max_pixels=max_pixels, input_dir=input_dir).items()
                 if v is not None}
     env, notes = run_environment(yaml_env, environ, explicit)
     merged = {**environ, **env}

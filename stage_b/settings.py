@@ -31,7 +31,16 @@ ENV_SPLIT_SEED = "GROUP_QC_SPLIT_SEED"
 ENV_BALANCE = "GROUP_QC_BALANCE_LABELS"
 ENV_LORA_LAST_K = "GROUP_QC_LORA_LAST_K"
 ENV_MISSIONS = "GROUP_QC_MISSIONS"
+ENV_IMAGES = "GROUP_QC_STAGE_B_IMAGES"
+ENV_MAX_PIXELS = "GROUP_QC_STAGE_B_MAX_PIXELS"
+ENV_INPUT_DIR = "GROUP_QC_INPUT_DIR"
 ENV_PREFIX = "GROUP_QC_"
+# Photo-aware mode's per-photo budget: 256 x 28 x 28 pixels = 256 visual tokens per photo on Qwen2.5-VL (one token
+# per 28x28 patch after the 2x2 merge; 196 on Qwen3-VL's 32-px merged patches). A 6-photo group then costs ~1.5k
+# visual tokens next to ~0.4k of text: the README ("Stage-B that can look") works out why a 7B model's GRPO with
+# 8 generations fits one 80 GB GPU at this budget.
+DEFAULT_MAX_PIXELS = 256 * 28 * 28
+MIN_MAX_PIXELS, MAX_MAX_PIXELS = 56 * 56, 16384 * 28 * 28
 KNOWN_ENV = {
     ENV_STAGE_A_DIR: "folder of <mission>_stage_a.jsonl files",
     ENV_STAGE_A_FILES: "comma-separated Stage-A files or globs (wins over the folder)",
@@ -40,8 +49,13 @@ KNOWN_ENV = {
     ENV_BALANCE: "1: training rows alternate 不通过/通过 so every step holds both verdicts",
     ENV_LORA_LAST_K: "qc_lora_guard stops a run unless exactly the last K language-model layers train",
     ENV_MISSIONS: "mission registry YAML (default configs/missions.yaml)",
+    ENV_IMAGES: "1: Stage-B rows carry the group's photos beside the summaries (photo-aware GRPO); default 0",
+    ENV_MAX_PIXELS: f"photo-aware mode's pixel budget per photo (default {DEFAULT_MAX_PIXELS} = 256 x 28 x 28)",
+    ENV_INPUT_DIR: "photo folder (Stage-A's --input_dir) when the Stage-A records' own input_dir is not where they are",
 }
 DEFAULT_SPLIT_SEED = 0
+TEXT_MODE, PHOTO_MODE = "summaries", "summaries+photos"   # what Stage-B's model reads
+MODE_FIELDS = ("images", "max_pixels")   # a model trained or calibrated in one mode is scored in the same
 
 
 class SettingError(ValueError):
@@ -75,6 +89,18 @@ def parse_flag(text, source: str) -> bool:
     return value in ("1", "true")
 
 
+def parse_pixels(text, source: str) -> int:
+    try:
+        pixels = int(str(text).strip())
+    except ValueError:
+        raise SettingError(f"{source}={text!r} is not an integer: use a pixel count such as {DEFAULT_MAX_PIXELS} "
+                           f"(256 x 28 x 28: 256 visual tokens per photo on Qwen2.5-VL)") from None
+    if not MIN_MAX_PIXELS <= pixels <= MAX_MAX_PIXELS:
+        raise SettingError(f"{source}={text!r} is out of range: use {MIN_MAX_PIXELS} (56 x 56) to {MAX_MAX_PIXELS:,} "
+                           f"(16384 x 28 x 28, Qwen-VL's own ceiling) pixels per photo")
+    return pixels
+
+
 def parse_files(text, source: str) -> tuple[str, ...]:
     return tuple(f.strip() for f in str(text).split(",") if f.strip())
 
@@ -105,6 +131,12 @@ SETTINGS = (
     Setting("seed", "--split_seed", ENV_SPLIT_SEED, parse_seed, "seed of the train/validation split"),
     Setting("balance_labels", "--balance_labels", ENV_BALANCE, parse_flag,
             "1: training rows alternate 不通过/通过"),
+    Setting("images", "--images", ENV_IMAGES, parse_flag,
+            "1: the model sees each group's photos beside their summaries (photo-aware mode)"),
+    Setting("max_pixels", "--max_pixels", ENV_MAX_PIXELS, parse_pixels,
+            "photo-aware mode: pixels per photo (the template rescales larger photos)"),
+    Setting("input_dir", "--input_dir", ENV_INPUT_DIR, parse_text,
+            "where the photos are (default: the input_dir the Stage-A records name)"),
 )
 INPUT_FIELDS = ("stage_a_dir", "files")  # one Stage-A input: whichever level sets either sets both
 SPLIT_FIELDS = ("val_ratio", "seed")
@@ -119,6 +151,9 @@ class Selection:
     val_ratio: float = DEFAULT_VAL_RATIO
     seed: int = DEFAULT_SPLIT_SEED
     balance_labels: bool = False
+    images: bool = False
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    input_dir: str | None = None
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def where(self, name: str) -> str:
@@ -127,6 +162,15 @@ class Selection:
     def describe_split(self) -> str:
         return (f"val_ratio {self.val_ratio:g} ({self.where('val_ratio')}), "
                 f"split_seed {self.seed} ({self.where('seed')})")
+
+    @property
+    def mode(self) -> str:
+        """What the model reads: `summaries` (the default) or `summaries+photos`."""
+        return PHOTO_MODE if self.images else TEXT_MODE
+
+    def describe_mode(self) -> str:
+        return (f"summaries and photos ({self.where('images')}), max_pixels {self.max_pixels} "
+                f"({self.where('max_pixels')})" if self.images else "summaries only")
 
     def same_split(self, other: "Selection") -> bool:
         return all(getattr(self, f) == getattr(other, f) for f in SPLIT_FIELDS)
@@ -151,11 +195,14 @@ class Selection:
         """The GROUP_QC_* variables that carry this selection into `swift rlhf` (missions travel in the
         dataset name, `group_qc_train:<missions>`)."""
         env = {ENV_VAL_RATIO: f"{self.val_ratio:g}", ENV_SPLIT_SEED: str(self.seed),
-               ENV_BALANCE: "1" if self.balance_labels else "0"}
+               ENV_BALANCE: "1" if self.balance_labels else "0", ENV_IMAGES: "1" if self.images else "0",
+               ENV_MAX_PIXELS: str(self.max_pixels)}
         if self.stage_a_dir:
             env[ENV_STAGE_A_DIR] = self.stage_a_dir
         if self.files:
             env[ENV_STAGE_A_FILES] = ",".join(self.files)
+        if self.input_dir:
+            env[ENV_INPUT_DIR] = self.input_dir
         return env
 
 

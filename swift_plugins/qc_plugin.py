@@ -82,6 +82,7 @@ def _selection(subsets: list[str], split: str):
     return replace(selection, missions=",".join(subsets or ["all"]),
                    stage_a_dir=selection.stage_a_dir and os.path.abspath(selection.stage_a_dir),
                    files=tuple(os.path.abspath(os.path.expanduser(f)) for f in selection.files),
+                   input_dir=selection.input_dir and os.path.abspath(os.path.expanduser(selection.input_dir)),
                    origin={**selection.origin, "missions": f"dataset group_qc_{split}"})
 
 

@@ -16,6 +16,7 @@ import pytest
 from stage_a.jsonl import output_lock
 from stage_a.missions import load_registry
 from stage_b import judge
+from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
 from stage_b.operating_point import p_fail
 from tests.test_evaluate import M, _random_adapter, _stage_a
@@ -41,7 +42,65 @@ def _rows(n=5):
     records = [{"group_id": f"QC-PF-20250101-{k}", "mission": M, "label": None, "images": ["a.jpg"] * (1 + k % 3),
                 "per_image": {f"图片_{i + 1}": f"接地线×1/{'未捆扎' if (k + i) % 2 else '已捆扎'}"
                               for i in range(1 + k % 3)}} for k in range(n)]
-    return [judge.prompt_row(r, registry) for r in records]
+    return [prompt_row(r, registry) for r in records]
+
+
+def _photo_rows(folder: Path, n=3):
+    """Photo-aware rows over real JPEGs of different sizes and colours (1 to 3 photos per group)."""
+    from stage_b.settings import Selection
+    from stage_b.dataset import rows_for
+    from tests.photos import jpeg
+    records = []
+    for k in range(n):
+        count = 1 + k % 3
+        names = [f"g{k}/p{i}.jpg" for i in range(count)]
+        for i, name in enumerate(names):
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            jpeg(folder / name, size=(96 + 32 * i, 64 + 16 * k), color=(40 * i, 200 - 50 * k, 90))
+        records.append({"group_id": f"QC-PH-20250101-{k}", "mission": M, "label": None, "images": names,
+                        "input_dir": str(folder), "per_image": {f"图片_{i + 1}": "接地线×1/已捆扎" for i in range(count)}})
+    return rows_for(records, Selection(stage_a_dir=str(folder), images=True, max_pixels=12_544), load_registry(),
+                    prompt_row)
+
+
+def _uncached_logprobs(engine, rows) -> list[dict]:
+    """Each verdict line's log-probability from one forward pass over prompt + line (as ms-swift encodes them, photos
+    included): no cache, no position arithmetic, nothing batched."""
+    import torch
+    from stage_b.generate import _request
+    template, model = engine.engine.template, engine.engine.model
+    out = []
+    for row in rows:
+        logprobs = {}
+        for verdict, line in VERDICT_LINES.items():
+            n = len(template.tokenizer.encode(line, add_special_tokens=False))
+            inputs = template.data_collator([template.encode(_request(row, line))])
+            ids, length = inputs["input_ids"][0], inputs["input_ids"].shape[1]
+            _, inputs = template.pre_forward_hook(model, None, inputs)
+            with torch.no_grad():
+                lp = torch.log_softmax(model(**inputs).logits.float(), dim=-1)[0]
+            logprobs[verdict] = sum(float(lp[length - n - 1 + j, ids[length - n + j]]) for j in range(n))
+        out.append(logprobs)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_photo_aware_p_fail_equals_one_uncached_pass(tiny_model_factory, tmp_path, arch):
+    """Photo-aware prompts put images between text lines, and Qwen-VL's rope positions jump over each image: the
+    cached continuation (batched, left-padded, photos of different sizes) must still score the tokens the model would
+    write after the prompt, as one plain forward pass over prompt + line does."""
+    from stage_b.generate import VerdictEngine
+    rows = _photo_rows(tmp_path)
+    assert [len(r["images"]) for r in rows] == [1, 2, 3]
+    assert all(r["messages"][1]["content"].count("<image>") == len(r["images"]) for r in rows)
+    engine = VerdictEngine(str(tiny_model_factory(arch)), batch_size=3)
+    scores, errors = engine.verdict_logprobs(rows)
+    assert not errors
+    plain = _uncached_logprobs(engine, rows)
+    assert max(abs(a[v] - b[v]) for a, b in zip(scores, plain) for v in VERDICT_LINES) < 1e-3, (scores, plain)
+    swapped = engine.verdict_logprobs([{**rows[1], "images": rows[1]["images"][::-1]}])[0][0]
+    assert abs(swapped["通过"] - scores[1]["通过"]) > 1e-5   # the photos reach the model, each in its place
 
 
 def _direct_logprobs(model_dir, adapter, rows) -> list[dict]:
