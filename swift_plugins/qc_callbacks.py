@@ -150,6 +150,7 @@ class QCRunCallback(TrainerCallback):
         def compute_advantages(samples, rewards_per_func, batch_encoded_inputs):
             advantages = original(samples, rewards_per_func, batch_encoded_inputs)
             self._observe(samples, rewards_per_func)
+            self._check_photos(samples, batch_encoded_inputs)
             return advantages
         trainer._compute_advantages = compute_advantages
         if "val" in LOADED:
@@ -177,7 +178,11 @@ class QCRunCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if not getattr(self, "active", False) or not state.is_world_process_zero:
             return
-        self.record["frozen_parts_sha256"]["at_end"] = tensor_digest(frozen_parts(self.trainer.model))
+        frozen = self.record["frozen_parts_sha256"]
+        frozen["at_end"] = tensor_digest(frozen_parts(self.trainer.model))
+        if frozen["at_end"] != frozen["at_start"]:
+            log.error("group-qc: the vision tower or aligner changed during training (sha256 %s -> %s): it was meant "
+                      "to stay frozen; do not use this run's checkpoints", frozen["at_start"], frozen["at_end"])
         self.record["validation"].update(
             history=self.history, best_step=state.best_global_step, best_value=state.best_metric,
             best_checkpoint=state.best_model_checkpoint)
@@ -185,6 +190,27 @@ class QCRunCallback(TrainerCallback):
         if state.best_model_checkpoint:
             log.info("best checkpoint by %s: %s (%s = %s)", args.metric_for_best_model, state.best_model_checkpoint,
                      args.metric_for_best_model, state.best_metric)
+
+    # ------------------------------------------------------------ what the policy read
+    def _check_photos(self, samples, batch_encoded_inputs) -> None:
+        """Counts the visual tokens in what the trainer actually encoded (`qc/photo_tokens_per_sample`, and the first
+        step's count in the run record), and stops a run whose inputs contradict its mode: photo-aware rows with no
+        visual token (the photos never reached the policy) or summary rows with some."""
+        token_id = getattr(self.trainer.template, "image_token_id", None)
+        if token_id is None or not samples:
+            return
+        batches = [b.get("model_inputs", b) for b in batch_encoded_inputs]   # ms-swift 4.6: {"model_inputs", "grpo_batch"}
+        photo = sum(int((b["input_ids"] == token_id).sum()) for b in batches if "input_ids" in b)
+        per_sample = photo / len(samples)
+        if self.trainer.model.training:
+            self.trainer._metrics["train"]["qc/photo_tokens_per_sample"].append(per_sample)
+        images = LOADED["train"][0].images
+        if images != (photo > 0):
+            raise RuntimeError(f"group-qc: the trainer's inputs hold {photo} visual tokens for {len(samples)} samples, "
+                               f"but the rows are {'photo-aware' if images else 'summaries only'}: the photos "
+                               f"{'never reached' if images else 'reached'} the policy")
+        if hasattr(self, "record") and "photo_tokens_per_sample" not in self.record:
+            self.record["photo_tokens_per_sample"] = per_sample
 
     # ------------------------------------------------------------ what ms-swift scored
     def _observe(self, samples, rewards_per_func) -> None:

@@ -223,6 +223,59 @@ def test_swift_rlhf_grpo_two_steps_trains_exactly_the_last_k_llm_layers(arch, ti
     assert projections == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
 
+def _checkpoint_digest(model_dir: Path, part: str = "visual.") -> str:
+    """tensor_digest of a checkpoint's tensors under `part` (vision tower and aligner), read from its files."""
+    from safetensors import safe_open
+    from swift_plugins.qc_callbacks import tensor_digest
+    tensors = []
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            tensors += [(k[k.index(part):], f.get_tensor(k)) for k in f.keys() if part in k]
+    assert tensors
+    return tensor_digest(tensors)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_photo_aware_grpo_trains_last_k_llm_layers_with_the_tower_bit_identical_then_evaluates(
+        arch, tiny_model_factory, stage_a_dir, tmp_path):
+    """run_grpo.sh images=1 for 2 steps: the trainer's inputs hold the photos' visual tokens, the adapter holds only
+    the last K LLM layers, the vision tower and aligner after training are bit-identical to the checkpoint's, and
+    evaluation scores the result in the same mode (from the run record) and says so."""
+    model = tiny_model_factory(arch)
+    out = tmp_path / "grpo"
+    result = subprocess.run(
+        ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={model}", f"stage_a_dir={stage_a_dir}",
+         "lora_last_k=2", "num_generations=4", "max_steps=2", f"output_dir={out}", "val=0", "images=1",
+         "max_pixels=12544", "extra=--max_completion_length 12 --save_steps 2 --dynamic_sample false"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHON": sys.executable})
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    (run_dir,) = out.glob("v*")
+    record = json.loads((run_dir / "group_qc_run.json").read_text())
+    assert record["selection"]["images"] is True and record["selection"]["max_pixels"] == 12544
+    assert record["photo_tokens_per_sample"] >= 8   # 1-6 photos of >= 4 visual tokens each reached the policy
+    steps = [json.loads(line) for line in (run_dir / "logging.jsonl").read_text().splitlines()]
+    assert steps[0]["qc/photo_tokens_per_sample"] > 0
+    frozen = record["frozen_parts_sha256"]
+    assert frozen["at_start"] == frozen["at_end"] == _checkpoint_digest(model)
+    from safetensors import safe_open
+    with safe_open(str(run_dir / "checkpoint-2" / "adapter_model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+    assert keys and not [k for k in keys if "visual" in k or "merger" in k]
+    assert {layer_of(k) for k in keys} == {4, 5}
+    evaluation = subprocess.run(
+        [sys.executable, "-m", "stage_b.evaluate", "--model", str(model), "--adapters", str(run_dir / "checkpoint-2"),
+         "--output_dir", str(tmp_path / "eval"), "--max_new_tokens", "8", "--no_review"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["data"]["mode"] == "summaries+photos" and metrics["data"]["selection"]["max_pixels"] == 12544
+    predictions = [json.loads(line) for line in (tmp_path / "eval" / "predictions.jsonl").read_text().splitlines()]
+    assert predictions and {p["mode"] for p in predictions} == {"summaries+photos"}
+    assert "The model read: summaries and photos" in (tmp_path / "eval" / "report.md").read_text()
+
+
 @pytest.mark.slow
 def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
     env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
