@@ -1,6 +1,7 @@
 """`python -m stage_b.compare <metrics A> <metrics B>`: two evaluations side by side (e.g. the starting
-point and the GRPO result), with B - A and whether the change exceeds the 95% intervals (the intervals
-do not overlap: a conservative test)."""
+point and the GRPO result, or text-only and photo-aware GRPO), with B - A and whether the change exceeds the 95%
+intervals (the intervals do not overlap: a conservative test). The header says what each model read (summaries,
+or summaries and photos) and on which groups; scoring different groups is said, not hidden."""
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,19 @@ def compare_rows(a: dict, b: dict) -> list[dict]:
     return out
 
 
+def describe(data: dict | None) -> str:
+    """What an evaluation's model read and which groups it scored, from metrics.json's `data`."""
+    data = data or {}
+    return (f"read {data.get('mode_settings', 'summaries only')}; "
+            f"{data.get('split', '?')} split, {data.get('split_settings', 'split not recorded')}")
+
+
 def render(a: dict, b: dict, name_a: str, name_b: str) -> str:
     fmt = lambda x: "n/a" if x is None else f"{100 * x:6.1f}%"  # noqa: E731
-    lines = []
+    lines = [f"A = {name_a}: {describe(a.get('data'))}", f"B = {name_b}: {describe(b.get('data'))}"]
+    da, db = a.get("data") or {}, b.get("data") or {}
+    if (da.get("split"), da.get("split_settings")) != (db.get("split"), db.get("split_settings")):
+        lines.append("note: A and B scored different groups; differences mix the models with the data")
     for scope, ma, mb in [("overall", a["overall"], b["overall"]),
                           *[(m, a["per_mission"].get(m, {}), b["per_mission"].get(m, {}))
                             for m in dict.fromkeys([*a["per_mission"], *b["per_mission"]])]]:

@@ -15,6 +15,7 @@ from stage_a.records import make_record
 from stage_b.evaluate import (EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions,
                               render_report)
 from stage_b.metrics import compute_metrics
+from stage_b.settings import Selection
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -68,12 +69,19 @@ def test_existing_output_folder_is_refused_unless_overwrite(tmp_path):
 
 
 def test_compare_and_plot_clis(tmp_path):
-    for name, completions in [("a", COMPLETIONS), ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"])]:
+    text_only, photo_aware = Selection(val_ratio=0.5), Selection(val_ratio=0.5, images=True, max_pixels=50176)
+    for name, completions, sel in [("a", COMPLETIONS, text_only),
+                                   ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"], photo_aware)]:
         metrics = compute_metrics(predictions_from_rows(ROWS, completions), [M])
+        metrics["data"] = {"split": "val", "split_settings": sel.describe_split(), "mode": sel.mode,
+                           "mode_settings": sel.describe_mode()}
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics, ensure_ascii=False))
-    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
-                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                          "--names", "text-only", "photo-aware"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "miss_rate" in out.stdout and "-50.0 pt" in out.stdout and "(better)" in out.stdout
+    assert "A = text-only: read summaries only; val split" in out.stdout
+    assert "B = photo-aware: read summaries and photos (default), max_pixels 50176 (default)" in out.stdout
+    assert "scored different groups" not in out.stdout
     run = tmp_path / "run" / "v0-20260101-000000"
     run.mkdir(parents=True)
     (run / "logging.jsonl").write_text("\n".join(json.dumps(
