@@ -8,7 +8,9 @@
 3. a GRPO run of --steps steps on the tiny model (in-process `swift rlhf`), split into model load,
    rollout, reward, loss forward and backward, with the rewards' share of a step; then the same run with
    a trivial constant reward, to show what our rewards cost inside the trainer; and with ms-swift's
-   default right padding instead of the config's left padding, to show what that saves;
+   default right padding instead of the config's left padding, to show what that saves; and photo-aware
+   (GROUP_QC_STAGE_B_IMAGES=1, phone-sized photos at the default GROUP_QC_STAGE_B_MAX_PIXELS) against text-only:
+   s/step, and tokens per prompt as ms-swift's template encodes them (visual tokens among them);
 4. with --judging: groups/s of judging (p_fail, then the reason after the threshold's verdict, written to a
    verdicts file) against evaluation's generation alone and generation + p_fail, on the same groups with
    one loaded engine, alternating, --judge_repeats times; and p_fail's cost per group.
@@ -81,7 +83,7 @@ TIMED = ("_generate_completions", "_compute_rewards_per_func", "_prepare_inputs"
 
 
 def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_funcs: list[str],
-               extra: tuple[str, ...] = ()) -> dict:
+               extra: tuple[str, ...] = (), images: bool = False) -> dict:
     """One in-process `swift rlhf` run with timers around the trainer's phases."""
     from swift.callbacks import TrainerCallback, callbacks_map
     from swift.pipelines import rlhf_main
@@ -119,7 +121,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     callbacks_map["bench_marks"] = Marks
 
     env, argv, _ = build_command(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k=2, num_generations=4,
-                                 max_steps=steps, output_dir=str(out), val="0")
+                                 max_steps=steps, output_dir=str(out), val="0", images="1" if images else "0")
     os.environ.update(env)
     argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
                        "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,
@@ -136,10 +138,47 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     train = marks["train_end"] - marks["train_begin"]
     reward = times["_compute_rewards_per_func"]
     backward = times["training_step"] - times["_prepare_inputs"] - times["compute_loss"]
-    return {"reward_funcs": reward_funcs, "extra": list(extra), "steps": steps, "total_s": total, "model_load_and_setup_s": total - train,
+    return {"reward_funcs": reward_funcs, "extra": list(extra), "images": images, "steps": steps, "total_s": total,
+            "model_load_and_setup_s": total - train, "s_per_step": train / steps,
             "train_s": train, "rollout_s": times["_generate_completions"], "reward_s": reward,
             "loss_forward_s": times["compute_loss"], "backward_s": backward,
             "reward_share_of_train": reward / train}
+
+
+def prompt_tokens(model: str, stage_a_dir: Path) -> dict:
+    """Tokens per prompt, text-only and photo-aware, as ms-swift's template encodes the rows (default budget)."""
+    from stage_b.generate import VerdictEngine
+    from stage_a.missions import load_registry as registry
+    engine = VerdictEngine(model, batch_size=1)
+    pad = engine.engine.template.image_token_id
+    out = {}
+    for mode, images in (("text", False), ("photos", True)):
+        rows, _ = build_rows(Selection(stage_a_dir=str(stage_a_dir), missions=M, images=images), "all",
+                             registry())
+        ids = [engine._encode(row)["input_ids"] for row in rows]
+        out[mode] = {"prompts": len(rows), "photos_per_prompt": sum(len(r["summaries"]) for r in rows) / len(rows),
+                     "tokens_per_prompt": sum(map(len, ids)) / len(ids),
+                     "visual_tokens_per_prompt": sum(list(i).count(pad) for i in ids) / len(ids)}
+    return out
+
+
+def write_photo_groups(folder: Path, photos: Path, n: int = 32) -> None:
+    """n groups of 1 to 6 phone-sized photos (1600x1200 JPEG) and their Stage-A records: prompt lengths differ
+    by ~100 text tokens, as in real data, and by the photos' visual tokens in photo-aware mode."""
+    from PIL import Image, ImageDraw
+    records = []
+    for k in range(n):
+        rels = [f"g{k}/{i}.jpg" for i in range(1, k % 6 + 2)]
+        for i, rel in enumerate(rels):
+            im = Image.new("RGB", (1600, 1200), (90 + 20 * i, 110, 130))
+            draw = ImageDraw.Draw(im)
+            for j in range(12):   # cabinet-like edges, so the JPEG is not trivially flat
+                draw.rectangle((60 * j, 40 * j, 1600 - 50 * j, 1200 - 30 * j), outline=(20 * j % 255, 200, 40), width=6)
+            (photos / rel).parent.mkdir(parents=True, exist_ok=True)
+            im.save(photos / rel, "JPEG", quality=90)
+        records.append(make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass", tuple(rels)),
+                                   (SUMMARIES * 2)[:len(rels)], model="m", input_dir=photos))
+    write_jsonl_atomic(folder / f"{M}_stage_a.jsonl", records)
 
 
 def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path, repeats: int,
@@ -204,11 +243,7 @@ def main(argv=None) -> int:
             model = args.model or str(make_tiny_model.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
             small = tmp / "small"
             small.mkdir()
-            write_jsonl_atomic(small / f"{M}_stage_a.jsonl", [
-                # 1 to 6 photos per group, as in real data: prompt lengths differ by ~100 tokens
-                make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass",
-                                  tuple(f"{i}.jpg" for i in range(1, k % 6 + 2))),
-                            (SUMMARIES * 2)[:k % 6 + 1], model="m") for k in range(32)])
+            write_photo_groups(small, tmp / "photos")
         if args.judging:
             (tmp / "judging").mkdir()
             result["judging"] = bench_judging(args.judge_model or model, args.judge_adapters,
@@ -220,16 +255,20 @@ def main(argv=None) -> int:
             # the YAML's padding_side left against ms-swift's default right padding, same run otherwise
             result["grpo_right_padding"] = bench_grpo(model, small, tmp / "right", args.steps, list(REWARDS),
                                                       ("--padding_side", "right"))
+            # photo-aware, same groups, same rewards; last, since each run exports its GROUP_QC_* variables
+            result["grpo_photos"] = bench_grpo(model, small, tmp / "photos_run", args.steps, list(REWARDS), images=True)
+            result["prompt_tokens"] = prompt_tokens(model, small)
     print("\nStage-B benchmark")
     for name, rate in result["rewards_completions_per_s"].items():
         print(f"  reward {name:<15} {rate:>12,.0f} completions/s")
     d = result["dataset"]
     print(f"  rows from {d['groups']:,} Stage-A groups: {d['build_rows_s']:.2f} s (+ {d['to_hf_dataset_s']:.2f} s "
           f"to a datasets.Dataset)")
-    for key in ("grpo_ours", "grpo_trivial", "grpo_right_padding"):
+    for key in ("grpo_ours", "grpo_trivial", "grpo_right_padding", "grpo_photos"):
         if key in result:
             g = result[key]
-            print(f"  GRPO {g['steps']} steps, rewards {' '.join(g['reward_funcs'])}: total {g['total_s']:.1f} s = "
+            print(f"  GRPO {g['steps']} steps{', photo-aware' if g['images'] else ''}, rewards "
+                  f"{' '.join(g['reward_funcs'])}: total {g['total_s']:.1f} s = "
                   f"load/setup {g['model_load_and_setup_s']:.1f} + train {g['train_s']:.1f} "
                   f"(rollout {g['rollout_s']:.2f}, reward {g['reward_s'] * 1000:.1f} ms, loss forward "
                   f"{g['loss_forward_s']:.2f}, backward {g['backward_s']:.2f}); reward share "
@@ -239,6 +278,14 @@ def main(argv=None) -> int:
               f"{result['grpo_ours']['train_s'] / result['grpo_trivial']['train_s']:.3f}")
         print(f"  right padding (ms-swift default) vs our left padding, train time ratio: "
               f"{result['grpo_right_padding']['train_s'] / result['grpo_ours']['train_s']:.2f}x")
+    if "grpo_photos" in result:
+        t = result["prompt_tokens"]
+        print(f"  photo-aware vs text-only GRPO, s/step: {result['grpo_photos']['s_per_step']:.2f} vs "
+              f"{result['grpo_ours']['s_per_step']:.2f} = {result['grpo_photos']['s_per_step'] / result['grpo_ours']['s_per_step']:.2f}x")
+        print(f"  tokens per prompt ({t['text']['photos_per_prompt']:.1f} photos per group): text-only "
+              f"{t['text']['tokens_per_prompt']:.0f}, photo-aware {t['photos']['tokens_per_prompt']:.0f} of which "
+              f"{t['photos']['visual_tokens_per_prompt']:.0f} visual = "
+              f"{t['photos']['tokens_per_prompt'] / t['text']['tokens_per_prompt']:.2f}x")
     if "judging" in result:
         j = result["judging"]
         g = j["groups_per_s"]
