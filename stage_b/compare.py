@@ -49,11 +49,19 @@ def describe(data: dict | None) -> str:
             f"{data.get('split', '?')} split, {data.get('split_settings', 'split not recorded')}")
 
 
+def scored(metrics: dict) -> tuple:
+    """Which groups an evaluation scored, as far as metrics.json says: the split, its ratio and seed (values, not
+    where they came from), and the groups per mission."""
+    data = metrics.get("data") or {}
+    selection = data.get("selection") or {}
+    return (data.get("split"), selection.get("val_ratio"), selection.get("seed"),
+            sorted((data.get("groups") or {}).items()))
+
+
 def render(a: dict, b: dict, name_a: str, name_b: str) -> str:
     fmt = lambda x: "n/a" if x is None else f"{100 * x:6.1f}%"  # noqa: E731
     lines = [f"A = {name_a}: {describe(a.get('data'))}", f"B = {name_b}: {describe(b.get('data'))}"]
-    da, db = a.get("data") or {}, b.get("data") or {}
-    if (da.get("split"), da.get("split_settings")) != (db.get("split"), db.get("split_settings")):
+    if scored(a) != scored(b):
         lines.append("note: A and B scored different groups; differences mix the models with the data")
     for scope, ma, mb in [("overall", a["overall"], b["overall"]),
                           *[(m, a["per_mission"].get(m, {}), b["per_mission"].get(m, {}))

@@ -74,7 +74,7 @@ def test_compare_and_plot_clis(tmp_path):
                                    ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"], photo_aware)]:
         metrics = compute_metrics(predictions_from_rows(ROWS, completions), [M])
         metrics["data"] = {"split": "val", "split_settings": sel.describe_split(), "mode": sel.mode,
-                           "mode_settings": sel.describe_mode()}
+                           "mode_settings": sel.describe_mode(), "selection": sel.to_record(), "groups": {M: 3}}
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics, ensure_ascii=False))
     out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                           "--names", "text-only", "photo-aware"], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -82,6 +82,12 @@ def test_compare_and_plot_clis(tmp_path):
     assert "A = text-only: read summaries only; val split" in out.stdout
     assert "B = photo-aware: read summaries and photos (default), max_pixels 50176 (default)" in out.stdout
     assert "scored different groups" not in out.stdout
+    other = json.loads((tmp_path / "b.json").read_text())
+    other["data"]["selection"] = {"val_ratio": 0.3, "seed": 0}
+    (tmp_path / "c.json").write_text(json.dumps(other, ensure_ascii=False))
+    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "c.json")],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert "A and B scored different groups" in out.stdout
     run = tmp_path / "run" / "v0-20260101-000000"
     run.mkdir(parents=True)
     (run / "logging.jsonl").write_text("\n".join(json.dumps(
