@@ -126,7 +126,7 @@ def _as_ours(rec: dict, fmt: str, where: str) -> dict:
                               + ("a string under response" if fmt == SWIFT_INFER else
                                  "choices[0].message.content, under response or at the top level") + ")")
     return {"group_id": rec["group_id"], "mission": rec["mission"], "expected": rec["solution"],
-            "completion": text, "summaries": rec["summaries"]}
+            "completion": text, "summaries": rec["summaries"], "mode": row_mode(rec)}   # the row's images column
 
 
 def read_prediction_file(path: Path) -> tuple[list[dict], str]:
@@ -172,7 +172,7 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
             except OperatingPointError as exc:
                 raise EvaluationError(f"{path}:{line_no}: {exc}") from None
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
-                                    rec["summaries"], rec.get("error"), p_fail))
+                                    rec["summaries"], rec.get("error"), p_fail, rec.get("mode")))
     return out, first or OURS
 
 
