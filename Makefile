@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,demo]'
 	touch $@
 
 setup: $(VENV)/.installed

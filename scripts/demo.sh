@@ -33,7 +33,7 @@ MIN_STAGE_A_ACCURACY=${DEMO_MIN_STAGE_A_ACCURACY:-0.9}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false CUDA_VISIBLE_DEVICES=""
 # A finished step is reused on the next run, but never from another version of the recipe: photos or
 # models made by older code would silently disagree with this one. Only the demo's own outputs are removed.
-RECIPE=$(cat scripts/demo.sh scripts/make_synthetic_qc.py scripts/make_sft_data.py scripts/make_tiny_model.py \
+RECIPE=$(cat scripts/demo.sh group_qc_dev/synthetic.py group_qc_dev/sft_data.py group_qc_dev/tiny_model.py \
   configs/demo/*.yaml | sha1sum | cut -c1-12)
 if [ -d "$OUT" ] && [ "$(cat "$OUT/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
   echo "$OUT was made by another version of the demo: starting afresh"
@@ -61,18 +61,18 @@ sft() {  # sft <model> <rows.jsonl> <out> <steps> [more flags]
 
 step "1/8 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
 [ -f "$OUT/models/tiny-qwen2_5_vl/config.json" ] || \
-  "$PY" scripts/make_tiny_model.py --arch qwen2_5_vl --out "$OUT/models/tiny-qwen2_5_vl" --force
+  "$PY" -m group_qc_dev.tiny_model --arch qwen2_5_vl --out "$OUT/models/tiny-qwen2_5_vl" --force
 
 step "2/8 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photos/field (held out)"
 [ -f "$OUT/photos/workshop/ground_truth.jsonl" ] || \
-  "$PY" scripts/make_synthetic_qc.py --out "$OUT/photos/workshop" --seed 0 --groups-per-label "$WORKSHOP_GROUPS"
+  "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/workshop" --seed 0 --groups_per_label "$WORKSHOP_GROUPS"
 [ -f "$OUT/photos/field/ground_truth.jsonl" ] || \
-  "$PY" scripts/make_synthetic_qc.py --out "$OUT/photos/field" --seed 1 --groups-per-label "$FIELD_GROUPS"
+  "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/field" --seed 1 --groups_per_label "$FIELD_GROUPS"
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml.
 step "3/8 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, aligner + LLM)"
-"$PY" scripts/make_sft_data.py stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
+"$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
 STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS")
 echo "  summary model: $STAGE_A_MODEL"
 
@@ -85,12 +85,12 @@ echo "  the same command again resumes: nothing left to do, the model is not eve
 "$PY" -c 'import json, sys; print(json.dumps(json.loads(open(sys.argv[1], encoding="utf-8").readline()),
   ensure_ascii=False, indent=2)[:900])' "$OUT/stage_a/BBU接地线检查_stage_a.jsonl"
 echo "  Stage-A summaries vs the field photos' ground truth:"
-"$PY" scripts/score_stage_a.py --photos "$OUT/photos/field" --stage_a_dir "$OUT/stage_a" \
+"$PY" -m group_qc_dev.score_stage_a --photos "$OUT/photos/field" --stage_a_dir "$OUT/stage_a" \
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
   || echo "  WARNING: below the ${MIN_STAGE_A_ACCURACY} target: summaries that miss a defect make those fail groups unlearnable for Stage-B; the demo goes on"
 
 step "5/8 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
-"$PY" scripts/make_sft_data.py stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
+"$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
   --verdicts both --reading
 START_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_b_start.jsonl" "$OUT/sft/stage_b_start" \
   "$STAGE_B_SFT_STEPS")
@@ -137,7 +137,7 @@ step "7/8 evaluation on the field groups' validation split: start point vs the b
 
 step "8/8 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
 [ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
-  "$PY" scripts/make_synthetic_qc.py --out "$OUT/photos/today" --seed 2 --groups-per-label "$TODAY_GROUPS" --unlabeled
+  "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 rm -rf "$OUT/today"
 bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/today" output_dir="$OUT/today" \
   stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" \
@@ -147,8 +147,7 @@ bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/today" output_
 "$PY" - "$OUT/photos/today" "$OUT/today" "$OUT/eval/grpo/operating_point.json" <<'PY'
 import json, sys
 from pathlib import Path
-sys.path.insert(0, "scripts")
-from make_synthetic_qc import groups_of, read_truth
+from group_qc_dev.synthetic import groups_of, read_truth
 truth = {g["group_id"]: g["label"] for g in groups_of(read_truth(Path(sys.argv[1])))}
 op = json.loads(Path(sys.argv[3]).read_text(encoding="utf-8"))
 pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"

@@ -4,7 +4,7 @@
     python scripts/probe_vision.py --model DIR --train_photos DIR --test_photos DIR [--max_pixels 37632]
                                    [--pool flat|mean] [--json out.json]
 
-For every relevant photo (ground truth from scripts/make_synthetic_qc.py), the vision tower's merged
+For every relevant photo (ground truth from group_qc_dev/synthetic.py), the vision tower's merged
 tokens are the features and "its summary carries a 备注 defect remark" is the label. A logistic
 regression per mission is fitted on --train_photos and scored on --test_photos. `flat` keeps every
 token (position-aware), `mean` averages them (closer to what one attention read can pick up).
@@ -22,8 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_synthetic_qc import IRRELEVANT, read_truth  # noqa: E402
+from group_qc_dev.synthetic import IRRELEVANT, read_truth
 
 
 def read_photos(root: Path) -> list[dict]:
@@ -100,8 +99,8 @@ def probe(model_dir: str, train_root: Path, test_root: Path, max_pixels: int, po
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="checkpoint folder (Qwen2.5-VL or Qwen3-VL)")
-    p.add_argument("--train_photos", required=True, type=Path, help="folder from make_synthetic_qc.py (fit)")
-    p.add_argument("--test_photos", required=True, type=Path, help="folder from make_synthetic_qc.py (score)")
+    p.add_argument("--train_photos", required=True, type=Path, help="folder from python -m group_qc_dev.synthetic (fit)")
+    p.add_argument("--test_photos", required=True, type=Path, help="folder from python -m group_qc_dev.synthetic (score)")
     p.add_argument("--max_pixels", type=int, default=224 * 168)
     p.add_argument("--pool", choices=["flat", "mean"], default="flat")
     p.add_argument("--json", help="also write the result here")

@@ -148,7 +148,7 @@ class SwiftSummaryEngine:
         """Run once on each thread that calls prepare(): torch ops there (the image processor) use one
         core. With torch's default, every such thread starts its own OpenMP team of one thread per
         core, whose spinning starves the model's threads: measured on 2 CPU cores, tiny model, batch
-        16 (scripts/bench_stage_a.py), ours/bare 0.66 with torch's default against 1.03 with one thread."""
+        16 (group_qc_dev/bench_stage_a.py), ours/bare 0.66 with torch's default against 1.03 with one thread."""
         import threading
 
         import torch

@@ -167,7 +167,7 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, prepare
 
     Preparing in parallel matters at large batches: the first batch cannot start until all of its
     photos are ready, and ms-swift's bare engine decodes and encodes a batch on up to 32 threads too.
-    Measured in one run (scripts/bench_stage_a.py --all_variants --repeats 3, 2-core CPU, tiny model),
+    Measured in one run (group_qc_dev/bench_stage_a.py --all_variants --repeats 3, 2-core CPU, tiny model),
     ours/bare photos/s at batch 1/8/16 with photos encoded ahead: 0.994/1.017/1.033 with four threads,
     0.926/0.953/0.969 with one; with ms-swift encoding inside infer (the CPU default, see
     SwiftSummaryEngine): 0.988/1.053/1.055. Worker processes instead of threads were tried and dropped:

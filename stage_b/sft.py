@@ -1,5 +1,5 @@
 """Stage-B SFT replies: the two-line answer a start point is taught, built from a group's Stage-A summaries and
-its reviewer label (`group_qc_sft`; scripts/make_sft_data.py uses the same reason for the demo). Pure.
+its reviewer label (`group_qc_sft`; group_qc_dev/sft_data.py uses the same reason for the demo). Pure.
 
 The reason is grounded in what the summaries say, so the model learns to cite photos, never to invent:
   - a reviewer's own reason, when the Stage-A record carries one (optional field `reviewer_reason`), wins;
@@ -41,11 +41,20 @@ def grounded_reason(mission: Mission, summaries: list[str], verdict: str) -> str
         return "；".join(f"{image_key(i)} {what}" for i, what in defects)
     if verdict != PASS:
         raise ValueError(f"verdict must be {PASS} or {FAIL}, got {verdict!r}")
-    seen = f"{image_key(1)}至{image_key(len(summaries))}" if len(summaries) > 1 else image_key(1)
-    return f"{seen} 均符合要求，检查要点均已确认"
+    return f"{every_photo(len(summaries))} 均符合要求，检查要点均已确认"
+
+
+def every_photo(n: int) -> str:
+    """All n photos by key: `图片_1至图片_n` (or `图片_1` alone)."""
+    return f"{image_key(1)}至{image_key(n)}" if n > 1 else image_key(1)
+
+
+def two_line_reply(verdict: str, reason: str) -> str:
+    """The contract stage_b.verdict.parse reads: the verdict, a line break, `理由: ` and the reason."""
+    return f"{verdict}\n理由: {reason}"
 
 
 def reply_for(mission: Mission, summaries: list[str], verdict: str, reviewer_reason: str | None = None) -> str:
     """The two-line reply: the verdict, then `理由: ` and the reason (the reviewer's, on one line, when given)."""
     reason = " ".join(reviewer_reason.split()) if reviewer_reason and reviewer_reason.strip() else None
-    return f"{verdict}\n理由: {reason or grounded_reason(mission, summaries, verdict)}"
+    return two_line_reply(verdict, reason or grounded_reason(mission, summaries, verdict))

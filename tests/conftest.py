@@ -14,8 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def load_script(name: str):
-    """scripts/<name>.py as a module, imported the way the scripts import each other (scripts/ on
-    sys.path), so a script and the tests share one copy of it."""
+    """scripts/<name>.py (a user launcher, not a package module) as a module, for tests of its functions."""
     if str(REPO / "scripts") not in sys.path:
         sys.path.insert(0, str(REPO / "scripts"))
     return importlib.import_module(name)
@@ -24,7 +23,7 @@ def load_script(name: str):
 @pytest.fixture(scope="session")
 def tiny_model_factory(tmp_path_factory):
     cache: dict[str, Path] = {}
-    make = load_script("make_tiny_model")
+    from group_qc_dev import tiny_model as make
 
     def get(arch: str) -> Path:
         if arch not in cache:
@@ -46,7 +45,8 @@ def tiny_qwen3_vl(tiny_model_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def synthetic():
-    return load_script("make_synthetic_qc")
+    from group_qc_dev import synthetic
+    return synthetic
 
 
 def run_command(argv, log: Path, env=None, timeout=900) -> str:
@@ -71,7 +71,8 @@ def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     import json
     root = tmp_path_factory.mktemp("start_point")
     synthetic.generate(root / "workshop", seed=0, groups_per_label=12)
-    rows = load_script("make_sft_data").stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
+    from group_qc_dev import sft_data
+    rows = sft_data.stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
     data = root / "start.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     swift = str(Path(sys.executable).parent / "swift")

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def bench(script: str, *args: str, json_out: Path, timeout: int = 600) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, f"scripts/{script}", *args, "--json", str(json_out)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", f"group_qc_dev.{script}", *args, "--json", str(json_out)], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(json_out.read_text())
@@ -25,7 +25,7 @@ def test_stage_a_bench_gives_both_sides_the_same_work(tiny_qwen2_5_vl, tmp_path)
     """Bare and ours get the same photos in the same order, so they generate the same tokens in the same
     number of decode steps; otherwise their photos/s would not be comparable. vLLM, absent here, is
     reported as skipped."""
-    result = bench("bench_stage_a.py", "--model", str(tiny_qwen2_5_vl), "--photos", "6", "--batch_sizes", "1", "4",
+    result = bench("bench_stage_a", "--model", str(tiny_qwen2_5_vl), "--photos", "6", "--batch_sizes", "1", "4",
                    "--repeats", "1", "--max_new_tokens", "4", "--resume_groups", "20",
                    "--backends", "transformers", "vllm", "--all_variants", json_out=tmp_path / "a.json")
     rows = result["backends"]["transformers"]
@@ -42,7 +42,7 @@ def test_stage_a_bench_gives_both_sides_the_same_work(tiny_qwen2_5_vl, tmp_path)
 
 
 def test_stage_b_bench_measures_rewards_and_rows_without_a_model(tmp_path):
-    result = bench("bench_stage_b.py", "--groups", "300", "--completions", "300", "--steps", "0",
+    result = bench("bench_stage_b", "--groups", "300", "--completions", "300", "--steps", "0",
                    json_out=tmp_path / "b.json")
     assert set(result["rewards_completions_per_s"]) == {"qc_label", "qc_format", "qc_consistency"}
     assert all(rate > 0 for rate in result["rewards_completions_per_s"].values())

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from stage_a.images import PhotoError, load_photo
-from tests.photos import broken, jpeg, png_header_only
+from group_qc_dev.photos import broken, jpeg, png_header_only
 
 
 @pytest.mark.parametrize("kind, message", [

@@ -49,7 +49,7 @@ def _photo_rows(folder: Path, n=3):
     """Photo-aware rows over real JPEGs of different sizes and colours (1 to 3 photos per group)."""
     from stage_b.settings import Selection
     from stage_b.dataset import rows_for
-    from tests.photos import jpeg
+    from group_qc_dev.photos import jpeg
     records = []
     for k in range(n):
         count = 1 + k % 3

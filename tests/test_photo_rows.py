@@ -15,7 +15,7 @@ from stage_a.records import make_record
 from stage_b.dataset import DatasetError, build_rows, row_mode
 from stage_b.judge import JudgeError, build_parser, judging_selection
 from stage_b.settings import Selection, SettingError, selection_from
-from tests.photos import broken, jpeg
+from group_qc_dev.photos import broken, jpeg
 
 REGISTRY = load_registry()
 M = "BBU接地线检查"

@@ -15,7 +15,7 @@ from stage_a.engine import SwiftSummaryEngine, resolve_model
 from stage_a.jsonl import iter_jsonl, output_lock
 from stage_a.records import validate_record
 from stage_a.runner import StageAOptions, run_stage_a
-from tests.photos import broken, jpeg
+from group_qc_dev.photos import broken, jpeg
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ from stage_a.missions import load_registry
 from stage_a.prompts import stage_a_messages
 from stage_b.prompts import VERDICT_REQUEST
 from stage_b.verdict import parse
+from group_qc_dev import sft_data
 from tests.conftest import load_script
 
 
@@ -26,7 +27,7 @@ def test_generator_layout_labels_and_ground_truth(tmp_path, synthetic):
 
 def test_sft_rows_use_the_inference_prompts_and_shuffled_verdicts_keep_their_mix(tmp_path, synthetic):
     synthetic.generate(tmp_path, seed=1, groups_per_label=4)
-    sft = load_script("make_sft_data")
+    sft = sft_data
     a_rows = sft.stage_a_rows(tmp_path)
     truth = [json.loads(l) for l in (tmp_path / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(a_rows) == len(truth)
@@ -48,7 +49,7 @@ def test_start_point_rows_carry_no_verdict_signal_and_teach_reading(tmp_path, sy
     """--verdicts both --reading: each prompt with each verdict and the same grounded reason, plus one
     reading row per distinct group whose answer names exactly the photos with a 备注 remark."""
     truth = synthetic.generate(tmp_path, seed=2, groups_per_label=3)
-    sft = load_script("make_sft_data")
+    sft = sft_data
     rows = sft.stage_b_rows(tmp_path, verdicts="both", seed=0, reading=True)
     verdict_rows = [r for r in rows if r["messages"][1]["content"].endswith(VERDICT_REQUEST)]
     reading_rows = [r for r in rows if r["messages"][1]["content"].endswith(sft.READING_REQUEST)]

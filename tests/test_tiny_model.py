@@ -1,4 +1,4 @@
-"""scripts/make_tiny_model.py: real token ids, valid configs, determinism, and ms-swift running it offline."""
+"""group_qc_dev/tiny_model.py: real token ids, valid configs, determinism, and ms-swift running it offline."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import load_script
 
 REPO = Path(__file__).resolve().parent.parent
-make = load_script("make_tiny_model")
+from group_qc_dev import tiny_model as make
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 
 
@@ -64,9 +63,16 @@ def test_cli_help_documents_every_flag(capsys):
         make.main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for flag in ["--arch", "--out", "--layers", "--hidden", "--vision-depth", "--vision-hidden", "--init-std",
+    for flag in ["--arch", "--out", "--layers", "--hidden", "--vision_depth", "--vision_hidden", "--init_std",
                  "--seed", "--force"]:
         assert flag in out
+
+
+def test_old_dashed_flags_still_work_with_a_note(capsys):
+    from group_qc_dev import underscored
+    assert underscored(["--groups-per-label", "3", "--init-std=0.2", "--out", "a-b"]) == \
+        ["--groups_per_label", "3", "--init_std=0.2", "--out", "a-b"]
+    assert "--groups-per-label is deprecated; use --groups_per_label" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- slow: build checkpoints (~15 s each)
@@ -133,7 +139,7 @@ def test_tokenizer_matches_tiktoken_bpe(built):
     rng = random.Random(0)
     alphabet = ([chr(c) for c in range(32, 127)] + [chr(0x4E00 + i) for i in range(400)]
                 + list("，。！？：；“”（）　\n\t  éüßñ😀"))
-    texts = [Path(__file__).read_text(), (REPO / "scripts" / "make_tiny_model.py").read_text()]
+    texts = [Path(__file__).read_text(), (REPO / "group_qc_dev" / "tiny_model.py").read_text()]
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(300)]
     for text in texts:
         text = unicodedata.normalize("NFC", text)  # the HF tokenizer NFC-normalizes, tiktoken does not

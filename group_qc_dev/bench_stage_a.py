@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Stage-A throughput, measured in one run on one engine and one set of photos (a script, not a test).
 
-    python scripts/bench_stage_a.py [--model DIR | --arch qwen2_5_vl | --preset qwen2_5_vl-3b] [--photos 64]
+    python -m group_qc_dev.bench_stage_a [--model DIR | --arch qwen2_5_vl | --preset qwen2_5_vl-3b] [--photos 64]
                                     [--batch_sizes 1 4 8 16] [--max_new_tokens 32] [--backends transformers vllm]
                                     [--resume_groups 10000] [--all_variants] [--json out.json]
 
@@ -11,7 +11,7 @@ same order, and their ratio; where each side's engine time went (ms-swift's enco
 generate) and whether both generated the same tokens; the cost of resuming a finished mission of
 --resume_groups groups (no inference at all); peak memory. --variants times single design choices
 (one preparation thread, encoding inside the engine, PIL inputs for bare) in the same run.
-Without --model it builds the tiny random-weight model (scripts/make_tiny_model.py); on a GPU pass
+Without --model it builds the tiny random-weight model (group_qc_dev/tiny_model.py); on a GPU pass
 `--model` a real checkpoint or `--preset qwen2_5_vl-3b` (random weights, real dimensions), and
 `--backends transformers vllm` to measure both engines in the same run where vLLM is installed.
 """
@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
@@ -38,8 +36,7 @@ from stage_a.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
 from stage_a import runner  # noqa: E402
 from stage_a.runner import StageAOptions, run_stage_a  # noqa: E402
-import make_synthetic_qc  # noqa: E402
-import make_tiny_model  # noqa: E402
+from group_qc_dev import synthetic, tiny_model  # noqa: E402
 
 M = "BBU接地线检查"
 
@@ -53,7 +50,7 @@ def make_photos(root: Path, n_photos: int, scale: int = 1) -> int:
     per_label = max(1, n_photos // 6)
     while True:
         shutil.rmtree(root, ignore_errors=True)
-        truth = make_synthetic_qc.generate(root, seed=11, groups_per_label=per_label, missions=M)
+        truth = synthetic.generate(root, seed=11, groups_per_label=per_label, missions=M)
         if len(truth) >= n_photos:
             break
         per_label += max(1, per_label // 4)
@@ -181,7 +178,7 @@ def bench_ours(engine, model: str, photos: Path, out: Path, batch_size: int, max
 
 def bench_resume(model: str, root: Path, n_groups: int) -> dict:
     """A finished mission of n_groups groups: discovery + reading the JSONL, no model, no inference."""
-    from tests.photos import jpeg  # small valid JPEG writer shared with the tests
+    from group_qc_dev.photos import jpeg  # small valid JPEG writer shared with the tests
     src = jpeg(root / "one.jpg", size=(32, 24))
     photos, out = root / "photos", root / "out"
     records = []
@@ -333,7 +330,7 @@ def main(argv=None) -> int:
     p.add_argument("--model", help="checkpoint folder (default: build the tiny model, or --preset)")
     p.add_argument("--arch", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl"], help="tiny model arch")
     p.add_argument("--preset", help="build a random-weight model of real dimensions instead of the tiny one "
-                                    "(a PRESETS name in scripts/make_tiny_model.py, e.g. qwen2_5_vl-3b; bfloat16, "
+                                    "(a PRESETS name in group_qc_dev/tiny_model.py, e.g. qwen2_5_vl-3b; bfloat16, "
                                     "initialised on the GPU when there is one)")
     p.add_argument("--photos", type=int, default=64, help="at least this many synthetic photos")
     p.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 4, 8, 16])
@@ -361,16 +358,16 @@ def main(argv=None) -> int:
         if args.model:
             model = args.model
         elif args.preset:
-            if args.preset not in make_tiny_model.PRESETS:
-                p.error(f"--preset must be one of {', '.join(sorted(make_tiny_model.PRESETS))}, got {args.preset!r}")
+            if args.preset not in tiny_model.PRESETS:
+                p.error(f"--preset must be one of {', '.join(sorted(tiny_model.PRESETS))}, got {args.preset!r}")
             import torch
             start = time.perf_counter()
-            model = str(make_tiny_model.build_tiny_model(
+            model = str(tiny_model.build_tiny_model(
                 out=tmp / "model", force=True, dtype="bfloat16", device="cuda" if torch.cuda.is_available() else "cpu",
-                **make_tiny_model.PRESETS[args.preset]))
+                **tiny_model.PRESETS[args.preset]))
             print(f"built {args.preset} in {time.perf_counter() - start:.0f} s", flush=True)
         else:
-            model = str(make_tiny_model.build_tiny_model(args.arch, tmp / "model", force=True))
+            model = str(tiny_model.build_tiny_model(args.arch, tmp / "model", force=True))
         n_photos = make_photos(tmp / "photos", args.photos, args.photo_scale)
         results, skipped = {}, {}
         for backend in args.backends:

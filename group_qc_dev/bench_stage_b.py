@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Stage-B costs, measured in one run (a script, not a test).
 
-    python scripts/bench_stage_b.py [--model DIR] [--groups 100000] [--completions 20000] [--steps 2]
+    python -m group_qc_dev.bench_stage_b [--model DIR] [--groups 100000] [--completions 20000] [--steps 2]
 
 1. reward throughput: completions/s of each reward on realistic completions;
 2. building Stage-B rows from a Stage-A file of --groups groups;
@@ -15,7 +15,7 @@
    verdicts file) against evaluation's generation alone and generation + p_fail, on the same groups with
    one loaded engine, alternating, --judge_repeats times; and p_fail's cost per group.
 
-    python scripts/bench_stage_b.py --steps 0 --judging [--judge_model DIR --judge_adapters DIR
+    python -m group_qc_dev.bench_stage_b --steps 0 --judging [--judge_model DIR --judge_adapters DIR
                                     --judge_stage_a_dir DIR]   # e.g. the demo's GRPO checkpoint and field set
 """
 from __future__ import annotations
@@ -32,7 +32,6 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.discovery import Group  # noqa: E402
@@ -88,8 +87,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     from swift.callbacks import TrainerCallback, callbacks_map
     from swift.pipelines import rlhf_main
     from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
-    sys.path.insert(0, str(REPO / "swift_plugins"))
-    import qc_plugin  # noqa: F401
+    from swift_plugins import qc_plugin  # noqa: F401 - registers the datasets and rewards
     from swift.rewards import ORM, orms
     from stage_b.launch import build_command
 
@@ -238,9 +236,8 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         result["dataset"] = bench_dataset(tmp / "big", args.groups)
         if args.steps or args.judging:
-            sys.path.insert(0, str(REPO / "scripts"))
-            import make_tiny_model
-            model = args.model or str(make_tiny_model.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
+            from group_qc_dev import tiny_model
+            model = args.model or str(tiny_model.build_tiny_model("qwen2_5_vl", tmp / "model", force=True))
             small = tmp / "small"
             small.mkdir()
             write_photo_groups(small, tmp / "photos")
