@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from stage_a.engine import SwiftSummaryEngine, resolve_model  # noqa: E402
+from stage_a.checkpoints import resolve_model  # noqa: E402
+from stage_a.engine import SwiftSummaryEngine  # noqa: E402
 from stage_a.images import load_photo  # noqa: E402
 from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402

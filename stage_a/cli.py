@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from .engine import add_model_type_args
+from .checkpoints import add_model_type_args
 from .exits import run_cli
 from .images import DEFAULT_MAX_IMAGE_PIXELS
 from .jsonl import RESUME

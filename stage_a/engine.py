@@ -1,72 +1,15 @@
 """Thin adapter from Stage-A to ms-swift's inference engines (the only Stage-A module that
-imports torch/swift, and only when an engine is built).
-
-`resolve_model` checks a checkpoint folder before anything heavy happens, so a wrong path fails in
-a second with a message instead of after minutes of discovery or model loading.
+imports torch/swift, and only when an engine is built). Checkpoints are resolved by stage_a.checkpoints.
 """
 from __future__ import annotations
 
-import json
+import inspect
+import logging
 from dataclasses import dataclass
-from pathlib import Path
 
-# config.json `model_type` -> (ms-swift model_type, ms-swift template). A local Qwen2.5-VL folder
-# matches two ms-swift templates (qwen2_5_vl, mimo_vl), so the template is always passed explicitly.
-ARCHITECTURES = {
-    "qwen2_vl": ("qwen2_vl", "qwen2_vl"),
-    "qwen2_5_vl": ("qwen2_5_vl", "qwen2_5_vl"),
-    "qwen3_vl": ("qwen3_vl", "qwen3_vl"),
-    "qwen3_vl_moe": ("qwen3_vl_moe", "qwen3_vl"),
-}
-BACKENDS = ("transformers", "vllm")
+from .checkpoints import BACKENDS, ModelPathError, ModelSpec
 
-
-class ModelPathError(ValueError):
-    """A model or adapter folder that cannot be used."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    path: str
-    model_type: str
-    template: str
-    adapters: tuple[str, ...] = ()
-
-
-def resolve_model(model: str, adapters=(), model_type: str | None = None,
-                  template: str | None = None) -> ModelSpec:
-    """Validate a local checkpoint (and LoRA adapters) and pick ms-swift's model_type/template."""
-    path = Path(model).expanduser()
-    config = path / "config.json"
-    if not config.is_file():
-        what = "does not exist" if not path.exists() else "has no config.json"
-        raise ModelPathError(
-            f"model path {model!r} {what}; pass a local Qwen2.5-VL/Qwen3-VL checkpoint folder "
-            f"(download it first; group-qc never reaches a model hub at run time)")
-    for adapter in adapters:
-        if not (Path(adapter).expanduser() / "adapter_config.json").is_file():
-            raise ModelPathError(f"adapter path {adapter!r} has no adapter_config.json; pass a LoRA "
-                                 f"checkpoint folder (e.g. output/.../checkpoint-100)")
-    if model_type is None or template is None:
-        try:
-            arch = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (OSError, ValueError) as exc:
-            raise ModelPathError(f"cannot read {config}: {exc}") from None
-        if arch not in ARCHITECTURES:
-            raise ModelPathError(f"{config}: model_type {arch!r} is not a supported Qwen-VL architecture "
-                                 f"({', '.join(ARCHITECTURES)}); for a Qwen-VL checkpoint saved under another name, "
-                                 f"pass --model_type and --template (scripts/run_grpo.sh: model_type=… template=…) "
-                                 f"to force one")
-        model_type = model_type or ARCHITECTURES[arch][0]
-        template = template or ARCHITECTURES[arch][1]
-    return ModelSpec(str(path), model_type, template, tuple(str(a) for a in adapters))
-
-
-def add_model_type_args(parser) -> None:
-    """--model_type/--template, for every command that loads a checkpoint (resolve_model's message names them)."""
-    parser.add_argument("--model_type", default=None, help="ms-swift model_type (default: from config.json)")
-    parser.add_argument("--template", default=None, help="ms-swift template (default: from config.json)")
-
+log = logging.getLogger("group_qc.stage_a")
 
 def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
     """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
@@ -84,6 +27,31 @@ def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_siz
         return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
                           adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
     raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+# TransformersEngine's private encode step, which encoding ahead replaces; as in ms-swift 4.6.
+BATCH_ENCODE_PARAMETERS = ("self", "infer_requests", "strict")
+_warned_hook = False
+
+
+def batch_encode_hook_problem(engine) -> str | None:
+    """Why encoding ahead cannot hook this engine's `_batch_encode` (a private method of ms-swift's
+    TransformersEngine: an upgrade may rename it or change its arguments), or None. Said once per process as a
+    warning: photos are then encoded inside the engine calls, as bare ms-swift does, which is correct but slower
+    on a GPU."""
+    global _warned_hook
+    method = getattr(type(engine), "_batch_encode", None)
+    if method is None:
+        problem = f"{type(engine).__name__} has no _batch_encode"
+    else:
+        found = tuple(inspect.signature(method).parameters)
+        problem = None if found == BATCH_ENCODE_PARAMETERS else \
+            f"{type(engine).__name__}._batch_encode takes {found}, not {BATCH_ENCODE_PARAMETERS}"
+    if problem and not _warned_hook:
+        _warned_hook = True
+        log.warning("%s (this ms-swift differs from 4.6): photos are encoded inside the engine calls, not ahead "
+                    "on the preparation threads", problem)
+    return problem
 
 
 @dataclass
@@ -128,7 +96,7 @@ class SwiftSummaryEngine:
         # 853 photos, batch 16, 2 cores: 21.8/22.6 against 22.9/23.8 photos/s), so ms-swift encodes
         # inside infer there. vLLM encodes inside its own scheduler and keeps its own path.
         self._handover: dict[int, dict] = {}  # id(InferRequest) -> encoding, for one infer call
-        can = backend == "transformers" and hasattr(self.engine, "_batch_encode")
+        can = backend == "transformers" and batch_encode_hook_problem(self.engine) is None
         if pre_encode and not can:
             raise ValueError(f"pre_encode needs the transformers backend of ms-swift 4.x, not {backend!r}")
         self.pre_encodes = can and (pre_encode if pre_encode is not None else self.model_device() != "cpu")

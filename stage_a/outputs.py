@@ -6,13 +6,14 @@ stage_a.merge into the single-process names.
 """
 from __future__ import annotations
 
-import hashlib
+import glob
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .jsonl import iter_jsonl
+from .stable_hash import stable_u64
 
 _SHARD_RE = re.compile(r"\.shard-(\d{5})-of-(\d{5})\.jsonl$")
 
@@ -22,8 +23,7 @@ def shard_of(key: str, num_shards: int) -> int:
     and unchanged for old groups when new groups arrive."""
     if num_shards <= 1:
         return 0
-    digest = hashlib.sha1(key.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % num_shards
+    return stable_u64(key) % num_shards
 
 
 def shard_from_env(num_shards: int | None, shard_index: int | None) -> tuple[int, int]:
@@ -78,7 +78,7 @@ class MissionOutputs:
     def part_files(self) -> list[tuple[int, int, Path]]:
         """Existing shard part files of this mission: (shard index, num shards, path)."""
         parts = []
-        for path in sorted(self.output_dir.glob(f"{glob_escape(self.stem)}.shard-*-of-*.jsonl")):
+        for path in sorted(self.output_dir.glob(f"{glob.escape(self.stem)}.shard-*-of-*.jsonl")):
             m = _SHARD_RE.search(path.name)
             if m and path.name.startswith(self.stem + ".shard-"):
                 parts.append((int(m.group(1)), int(m.group(2)), path))
@@ -88,10 +88,6 @@ class MissionOutputs:
 def errors_of(main: Path) -> Path:
     """`<x>.jsonl` -> `<x>.errors.jsonl`: each main file's errors file beside it."""
     return main.with_name(main.name[: -len(".jsonl")] + ".errors.jsonl")
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def existing_group_ids(path: Path) -> set[str]:

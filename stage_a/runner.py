@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .batching import GroupBatcher
 from .discovery import Group, discover_mission, mission_folders
-from .engine import BACKENDS, resolve_model
+from .checkpoints import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
 from .jsonl import JsonlAppender, output_lock, write_jsonl_atomic
 from .missions import Mission, is_all, load_registry

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from stage_a.engine import add_model_type_args
+from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
 from stage_a.review_page import REVIEW_DIR
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic

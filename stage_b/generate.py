@@ -7,7 +7,8 @@ verdict lines, from which stage_b.operating_point.p_fail is computed).
 """
 from __future__ import annotations
 
-from stage_a.engine import ModelSpec, build_swift_engine, resolve_model
+from stage_a.checkpoints import ModelSpec, resolve_model
+from stage_a.engine import build_swift_engine
 
 from .verdict import FAIL, PASS
 

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from stage_a.engine import add_model_type_args
+from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
 from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.records import summaries_of, utc_now

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from stage_a.engine import resolve_model
+from stage_a.checkpoints import resolve_model
 from stage_a.exits import run_cli
 from stage_a.missions import is_all, load_registry
 

@@ -199,7 +199,7 @@ def checkpoint_identity(path) -> dict:
 
 def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
     """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
-    from stage_a.engine import resolve_model
+    from stage_a.checkpoints import resolve_model
     spec = resolve_model(model, tuple(adapters), model_type, template)
     return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 

@@ -13,7 +13,7 @@ import json
 import sys
 from collections import defaultdict
 
-from stage_a.engine import add_model_type_args
+from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
 
 from .dataset import build_rows

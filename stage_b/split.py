@@ -4,15 +4,14 @@ A group's split depends only on its id, the ratio and the seed (SHA-1, not Pytho
 training, preflight and evaluation agree on every machine and no group ever leaks across."""
 from __future__ import annotations
 
-import hashlib
+from stage_a.stable_hash import stable_u64
 
 DEFAULT_VAL_RATIO = 0.2
 SPLITS = ("train", "val", "all")
 
 
 def split_of(group_id: str, val_ratio: float = DEFAULT_VAL_RATIO, seed: int = 0) -> str:
-    digest = hashlib.sha1(f"{seed}:{group_id}".encode("utf-8")).digest()
-    position = int.from_bytes(digest[:8], "big") / 2**64   # uniform in [0, 1)
+    position = stable_u64(f"{seed}:{group_id}") / 2**64   # uniform in [0, 1)
     return "val" if position < val_ratio else "train"
 
 

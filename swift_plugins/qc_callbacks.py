@@ -40,8 +40,7 @@ def lora_last_k() -> int | None:
 
 
 def num_llm_layers(model) -> int:
-    config = model.config
-    return int((config.get_text_config() if hasattr(config, "get_text_config") else config).num_hidden_layers)
+    return int(model.config.get_text_config().num_hidden_layers)
 
 
 def tensor_digest(named_tensors) -> str | None:

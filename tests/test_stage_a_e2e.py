@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.engine import SwiftSummaryEngine, resolve_model
+from stage_a.checkpoints import resolve_model
+from stage_a.engine import SwiftSummaryEngine
 from stage_a.jsonl import iter_jsonl, output_lock
 from stage_a.records import validate_record
 from stage_a.runner import StageAOptions, run_stage_a
@@ -354,3 +355,25 @@ def test_unlabeled_writes_label_null_reports_a_label_folder_and_resumes_once(tin
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p.name: p.read_bytes() for p in outputs} == files
     assert again.stdout.count("wrote 0 groups, 0 failed (see errors file), 2 skipped") == 2, again.stdout
+
+
+def test_encoding_ahead_hooks_the_installed_ms_swift_and_says_when_it_cannot(caplog):
+    """Encoding ahead replaces TransformersEngine's private `_batch_encode`: pinned against the installed ms-swift;
+    an engine whose method is gone or takes other arguments gets one warning, and photos are encoded inside it."""
+    from swift.infer_engine import TransformersEngine
+    from stage_a import engine as adapter
+    assert adapter.batch_encode_hook_problem(TransformersEngine.__new__(TransformersEngine)) is None
+
+    class Renamed:
+        def _encode_batch(self, infer_requests, strict):
+            pass
+
+    class Changed:
+        def _batch_encode(self, infer_requests, strict, pool):
+            pass
+    adapter._warned_hook = False
+    with caplog.at_level("WARNING", logger="group_qc.stage_a"):
+        assert "has no _batch_encode" in adapter.batch_encode_hook_problem(Renamed())
+        assert "takes ('self', 'infer_requests', 'strict', 'pool')" in adapter.batch_encode_hook_problem(Changed())
+    warnings = [r.message for r in caplog.records if "encoded inside the engine calls" in r.message]
+    assert len(warnings) == 1 and "Renamed has no _batch_encode" in warnings[0]

@@ -24,7 +24,8 @@ REWARD_NAMES = ["qc_label", "qc_format", "qc_consistency"]
 @pytest.fixture(scope="module")
 def stage_a_dir(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
     """Stage-A output for all four missions, written by the real runner and engine."""
-    from stage_a.engine import SwiftSummaryEngine, resolve_model
+    from stage_a.checkpoints import resolve_model
+    from stage_a.engine import SwiftSummaryEngine
     from stage_a.runner import StageAOptions, run_stage_a
     root = tmp_path_factory.mktemp("stage_b")
     synthetic.generate(root / "photos", seed=7, groups_per_label=2)
@@ -295,7 +296,7 @@ def _completion_logps(model_dir, padding_side, rows):
     from swift.model import get_model_processor
     from swift.template import get_template
 
-    from stage_a.engine import resolve_model
+    from stage_a.checkpoints import resolve_model
 
     spec = resolve_model(str(model_dir))
     model, processor = get_model_processor(spec.path, model_type=spec.model_type, torch_dtype=torch.float32,

@@ -1,0 +1,67 @@
+"""Which local checkpoint, with which ms-swift model_type and template: `resolve_model` checks a folder (and its
+LoRA adapters) before anything heavy happens, so a wrong path fails in a second with a message instead of after
+minutes of discovery or model loading. Pure (json/pathlib): the launchers and the LoRA regex use it without
+importing an engine (stage_a.engine builds those).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# config.json `model_type` -> (ms-swift model_type, ms-swift template). A local Qwen2.5-VL folder
+# matches two ms-swift templates (qwen2_5_vl, mimo_vl), so the template is always passed explicitly.
+ARCHITECTURES = {
+    "qwen2_vl": ("qwen2_vl", "qwen2_vl"),
+    "qwen2_5_vl": ("qwen2_5_vl", "qwen2_5_vl"),
+    "qwen3_vl": ("qwen3_vl", "qwen3_vl"),
+    "qwen3_vl_moe": ("qwen3_vl_moe", "qwen3_vl"),
+}
+BACKENDS = ("transformers", "vllm")
+
+
+class ModelPathError(ValueError):
+    """A model or adapter folder that cannot be used."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    model_type: str
+    template: str
+    adapters: tuple[str, ...] = ()
+
+
+def resolve_model(model: str, adapters=(), model_type: str | None = None,
+                  template: str | None = None) -> ModelSpec:
+    """Validate a local checkpoint (and LoRA adapters) and pick ms-swift's model_type/template."""
+    path = Path(model).expanduser()
+    config = path / "config.json"
+    if not config.is_file():
+        what = "does not exist" if not path.exists() else "has no config.json"
+        raise ModelPathError(
+            f"model path {model!r} {what}; pass a local Qwen2.5-VL/Qwen3-VL checkpoint folder "
+            f"(download it first; group-qc never reaches a model hub at run time)")
+    for adapter in adapters:
+        if not (Path(adapter).expanduser() / "adapter_config.json").is_file():
+            raise ModelPathError(f"adapter path {adapter!r} has no adapter_config.json; pass a LoRA "
+                                 f"checkpoint folder (e.g. output/.../checkpoint-100)")
+    if model_type is None or template is None:
+        try:
+            arch = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError) as exc:
+            raise ModelPathError(f"cannot read {config}: {exc}") from None
+        if arch not in ARCHITECTURES:
+            raise ModelPathError(f"{config}: model_type {arch!r} is not a supported Qwen-VL architecture "
+                                 f"({', '.join(ARCHITECTURES)}); for a Qwen-VL checkpoint saved under another name, "
+                                 f"pass --model_type and --template (scripts/run_grpo.sh: model_type=… template=…) "
+                                 f"to force one")
+        model_type = model_type or ARCHITECTURES[arch][0]
+        template = template or ARCHITECTURES[arch][1]
+    return ModelSpec(str(path), model_type, template, tuple(str(a) for a in adapters))
+
+
+def add_model_type_args(parser) -> None:
+    """--model_type/--template, for every command that loads a checkpoint (resolve_model's message names them)."""
+    parser.add_argument("--model_type", default=None, help="ms-swift model_type (default: from config.json)")
+    parser.add_argument("--template", default=None, help="ms-swift template (default: from config.json)")
