@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -219,12 +220,8 @@ def backend_missing(backend: str) -> str | None:
 
 def with_setting(owner, name: str, value, run):
     """run() with owner.name set to value, then put back."""
-    before = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
+    with patch.object(owner, name, value):
         return run()
-    finally:
-        setattr(owner, name, before)
 
 
 # --variants: each isolates one design choice, timed in the same run as bare and ours (key -> label).

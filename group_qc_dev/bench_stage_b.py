@@ -29,7 +29,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
+from unittest.mock import patch
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -98,7 +100,6 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
 
     times: dict = defaultdict(float)
     marks: dict = {}
-    originals = {name: getattr(GRPOTrainer, name) for name in TIMED}
 
     def timed(name, func):
         @functools.wraps(func)
@@ -124,14 +125,11 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
                        "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,
                        "--reward_weights", *["1"] * len(reward_funcs), *extra]
-    for name in TIMED:
-        setattr(GRPOTrainer, name, timed(name, originals[name]))
     start = time.perf_counter()
-    try:
+    with ExitStack() as timers:   # every phase timed for this run only, put back afterwards
+        for name in TIMED:
+            timers.enter_context(patch.object(GRPOTrainer, name, timed(name, getattr(GRPOTrainer, name))))
         rlhf_main(argv)
-    finally:
-        for name, func in originals.items():
-            setattr(GRPOTrainer, name, func)
     total = time.perf_counter() - start
     train = marks["train_end"] - marks["train_begin"]
     reward = times["_compute_rewards_per_func"]

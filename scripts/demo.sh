@@ -18,8 +18,7 @@
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-.venv/bin/python}
+source "$(dirname "$0")/launcher.sh"   # repo root, $PY
 SWIFT=${SWIFT:-$(dirname "$PY")/swift}
 OUT=${DEMO_OUT:-demo_out}
 WORKSHOP_GROUPS=${DEMO_WORKSHOP_GROUPS:-40}   # per label and mission

@@ -11,31 +11,23 @@
 # Writes <output_dir>/predictions.jsonl, metrics.json, report.md, operating_curve.png, and with target_miss_rate
 # operating_point.json (the thresholds scripts/judge.sh uses).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cuda=cpu; baseline=""
+source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
+
+FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share"
+for key in $FLAGS adapters target_miss_rate baseline; do declare "$key="; done
+cuda=cpu; overwrite=0; allow_train_overlap=0
+settings "$FLAGS adapters target_miss_rate overwrite allow_train_overlap baseline cuda" "model output_dir" "$@"
 args=()
-for arg in "$@"; do
-  value=${arg#*=}
-  case "$arg" in
-    model=*|output_dir=*|stage_a_dir=*|mission=*|split=*|val_ratio=*|split_seed=*|images=*|max_pixels=*|input_dir=*)
-      args+=("--${arg%%=*}" "$value") ;;
-    adapters=*) [ -n "$value" ] && args+=(--adapters $value) ;;
-    target_miss_rate=*) [ -n "$value" ] && args+=(--target_miss_rate $value) ;;
-    review_share=*) args+=(--review_share "$value") ;;
-    overwrite=1|allow_train_overlap=1) args+=("--${arg%%=*}") ;;
-    overwrite=*|allow_train_overlap=*) ;;
-    baseline=*) baseline=$value ;;
-    cuda=*) cuda=$value ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
-  esac
-done
-PY=${PYTHON:-python}
-[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
+for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
+# shellcheck disable=SC2206
+[ -n "$adapters" ] && args+=(--adapters $adapters)
+# shellcheck disable=SC2206
+[ -n "$target_miss_rate" ] && args+=(--target_miss_rate $target_miss_rate)
+[ "$overwrite" = 1 ] && args+=(--overwrite)
+[ "$allow_train_overlap" = 1 ] && args+=(--allow_train_overlap)
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"
 export HF_HUB_OFFLINE=1
 "$PY" -m stage_b.evaluate "${args[@]}"
 if [ -n "$baseline" ]; then
-  output_dir=$(printf '%s\n' "$@" | sed -n 's/^output_dir=//p' | tail -1)
   "$PY" -m stage_b.compare "$baseline" "$output_dir/metrics.json" --names baseline candidate
 fi

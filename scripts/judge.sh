@@ -11,26 +11,15 @@
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=""; judge_extra=""
-for arg in "$@"; do
-  case "$arg" in
-    mission=*|cuda=*|input_dir=*|output_dir=*|stage_a_model=*|stage_a_adapters=*|model=*|adapters=*|\
-    operating_point=*|threshold=*|batch_size=*|stage_a_extra=*|judge_extra=*) declare "${arg%%=*}=${arg#*=}" ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
-  esac
-done
-for required in input_dir output_dir stage_a_model model; do
-  [ -n "${!required}" ] || { echo "error: $required=… is required (see --help)" >&2; exit 2; }
-done
+settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
+          batch_size stage_a_extra judge_extra" "input_dir output_dir stage_a_model model" "$@"
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
   echo "error: operating_point=<operating_point.json> or threshold=<0..1> is required" >&2; exit 2
 fi
-PY=${PYTHON:-python}
-[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
 export HF_HUB_OFFLINE=1
 
 judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size")

@@ -14,8 +14,6 @@
 # images=1 trains photo-aware: each group's photos beside their summaries, vision tower frozen.
 # dry_run=1 prints the final command and exits. Follow a run: tail -f <output_dir>/v*/logging.jsonl
 set -euo pipefail
-cd "$(dirname "$0")/.."
-case " $* " in *" -h "*|*" --help "*) sed -n '2,16p' "$0"; exit 0 ;; esac
-PY=${PYTHON:-python}
-[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
-exec "$PY" -m stage_b.launch "$@"
+source "$(dirname "$0")/launcher.sh"   # repo root, $PY
+case " $* " in *" -h "*|*" --help "*) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 0 ;; esac
+exec "$PY" -m stage_b.launch "$@"   # stage_b.launch parses the key=value settings (stage_a.key_values)

@@ -14,21 +14,12 @@
 #   bash scripts/stage_a_infer.sh mission=all cuda=0 unlabeled=1 input_dir=data/today output_dir=output/today model=…
 # Progress: tail -f <output_dir>/<mission>_stage_a.jsonl (or the .shard-* part files while sharded).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
 batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=""
-for arg in "$@"; do
-  case "$arg" in
-    mission=*|cuda=*|input_dir=*|output_dir=*|model=*|adapters=*|batch_size=*|backend=*|max_pixels=*|\
-    max_new_tokens=*|num_shards=*|unlabeled=*|extra=*) declare "${arg%%=*}=${arg#*=}" ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "error: unknown argument '$arg' (expected key=value; see --help)" >&2; exit 2 ;;
-  esac
-done
-[ -n "$model" ] || { echo "error: model=<checkpoint folder> is required" >&2; exit 2; }
-PY=${PYTHON:-python}
-[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
+settings "mission cuda input_dir output_dir model adapters batch_size backend max_pixels max_new_tokens num_shards
+          unlabeled extra" "model" "$@"
 
 args=(--input_dir "$input_dir" --output_dir "$output_dir" --model "$model" --mission "$mission"
       --batch_size "$batch_size" --infer_backend "$backend")

@@ -38,6 +38,7 @@ import yaml
 
 from stage_a.checkpoints import resolve_model
 from stage_a.exits import run_cli
+from stage_a.key_values import parse_key_values
 from stage_a.missions import is_all, load_registry
 
 from .dataset import build_rows
@@ -216,15 +217,7 @@ def cpu_config_text(config=DEFAULT_CONFIG) -> str:
 
 
 def parse_settings(tokens: list[str]) -> dict:
-    settings = {}
-    for token in tokens:
-        key, sep, value = token.partition("=")
-        if not sep or key not in SETTINGS:
-            raise ValueError(f"unknown argument {token!r}; expected key=value with key in {', '.join(SETTINGS)}")
-        settings[key] = value
-    if not settings.get("model"):
-        raise ValueError("model=<Qwen-VL checkpoint folder> is required")
-    return settings
+    return parse_key_values(tokens, SETTINGS, required=("model",))
 
 
 def main(argv=None) -> int:
