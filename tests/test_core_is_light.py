@@ -34,3 +34,15 @@ def test_a_core_module_imports_nothing_heavy(module):
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()[:300]}"
+
+
+@pytest.mark.parametrize("package", ["stage_a", "stage_b"])
+def test_every_module_is_placed_in_the_readme_layout_table(package):
+    """A new module must be classified (pure core, renderer, adapter or command) in the README's row for its
+    package, or the core list could silently leave it out."""
+    row = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith(f"| `{package}/` |"))
+    named = set(re.findall(r"`(\w+)`", row))
+    modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"}
+    assert modules - named == set(), f"{package} modules missing from the README's layout table"
+    assert named - modules <= {"templates"}, f"the README names {package} modules that do not exist"
