@@ -255,6 +255,9 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
     )
     ids = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
                vision_end_token_id=151653)
+    common_vision = dict(depth=vision_depth, hidden_size=vision_hidden, num_heads=vision_heads, in_channels=3,
+                         spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden,
+                         initializer_range=init_std)
     if arch == "qwen2_5_vl":
         from transformers import Qwen2_5_VLConfig
 
@@ -270,22 +273,8 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         # Real Qwen2.5-VL: window attention, full attention every 8th block ([7, 15, 23, 31] of 32).
         # Keep at least the last block full, so a 2-block tower has one of each kind.
         full = [i for i in range(vision_depth) if (i + 1) % 8 == 0] or [vision_depth - 1]
-        vision = dict(
-            depth=vision_depth,
-            hidden_size=vision_hidden,
-            intermediate_size=vision_intermediate or 2 * vision_hidden,
-            num_heads=vision_heads,
-            hidden_act="silu",
-            in_channels=3,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            window_size=112,
-            fullatt_block_indexes=full,
-            tokens_per_second=2,
-            out_hidden_size=hidden,
-            initializer_range=init_std,
-        )
+        vision = dict(common_vision, intermediate_size=vision_intermediate or 2 * vision_hidden, hidden_act="silu",
+                      patch_size=14, window_size=112, fullatt_block_indexes=full, tokens_per_second=2)
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
                                 dtype=getattr(torch, dtype), **ids)
 
@@ -299,21 +288,9 @@ def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_
         rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "mrope_interleaved": True,
                          "mrope_section": _mrope_section(arch, head_dim)},
     )
-    vision = dict(
-        depth=vision_depth,
-        hidden_size=vision_hidden,
-        intermediate_size=vision_intermediate or 4 * vision_hidden,
-        num_heads=vision_heads,
-        hidden_act="gelu_pytorch_tanh",
-        in_channels=3,
-        patch_size=16,
-        spatial_merge_size=2,
-        temporal_patch_size=2,
-        out_hidden_size=hidden,
-        num_position_embeddings=2304,
-        deepstack_visual_indexes=_deepstack_indexes(vision_depth),
-        initializer_range=init_std,
-    )
+    vision = dict(common_vision, intermediate_size=vision_intermediate or 4 * vision_hidden,
+                  hidden_act="gelu_pytorch_tanh", patch_size=16, num_position_embeddings=2304,
+                  deepstack_visual_indexes=_deepstack_indexes(vision_depth))
     return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True,
                          dtype=getattr(torch, dtype), **ids)
 
