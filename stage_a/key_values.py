@@ -11,6 +11,8 @@ from __future__ import annotations
 import shlex
 import sys
 
+from .exits import run_cli
+
 
 class KeyValueError(ValueError):
     """An argument that is not one of the launcher's key=value settings."""
@@ -37,14 +39,11 @@ def main(argv=None) -> int:
     if len(argv) < 2:
         print('usage: python -m stage_a.key_values "<known keys>" "<required keys>" key=value ...', file=sys.stderr)
         return 2
-    try:
-        settings = parse_key_values(argv[2:], argv[0].split(), argv[1].split())
-    except KeyValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for key, value in settings.items():
-        print(f"{key}={shlex.quote(value)}")
-    return 0
+    def body() -> int:
+        for key, value in parse_key_values(argv[2:], argv[0].split(), argv[1].split()).items():
+            print(f"{key}={shlex.quote(value)}")
+        return 0
+    return run_cli(body)
 
 
 if __name__ == "__main__":
