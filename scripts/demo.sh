@@ -18,7 +18,11 @@
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
 set -euo pipefail
-source "$(dirname "$0")/launcher.sh"   # repo root, $PY
+source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY
+if [ "$#" -gt 0 ]; then
+  echo "error: demo.sh takes no arguments ($*); sizes and steps are DEMO_* variables (see the header: bash scripts/demo.sh --help)" >&2
+  exit 2
+fi
 SWIFT=${SWIFT:-$(dirname "$PY")/swift}
 OUT=${DEMO_OUT:-demo_out}
 WORKSHOP_GROUPS=${DEMO_WORKSHOP_GROUPS:-40}   # per label and mission

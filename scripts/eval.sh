@@ -11,7 +11,7 @@
 # Writes <output_dir>/predictions.jsonl, metrics.json, report.md, operating_curve.png, and with target_miss_rate
 # operating_point.json (the thresholds scripts/judge.sh uses).
 set -euo pipefail
-source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
+source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share"
 for key in $FLAGS adapters target_miss_rate baseline; do declare "$key="; done

@@ -11,7 +11,7 @@
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
 set -euo pipefail
-source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
+source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=""; judge_extra=""

@@ -14,6 +14,5 @@
 # images=1 trains photo-aware: each group's photos beside their summaries, vision tower frozen.
 # dry_run=1 prints the final command and exits. Follow a run: tail -f <output_dir>/v*/logging.jsonl
 set -euo pipefail
-source "$(dirname "$0")/launcher.sh"   # repo root, $PY
-case " $* " in *" -h "*|*" --help "*) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 0 ;; esac
+source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY
 exec "$PY" -m stage_b.launch "$@"   # stage_b.launch parses the key=value settings (stage_a.key_values)

@@ -14,7 +14,7 @@
 #   bash scripts/stage_a_infer.sh mission=all cuda=0 unlabeled=1 input_dir=data/today output_dir=output/today model=…
 # Progress: tail -f <output_dir>/<mission>_stage_a.jsonl (or the .shard-* part files while sharded).
 set -euo pipefail
-source "$(dirname "$0")/launcher.sh"   # repo root, $PY, settings
+source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
 batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=""

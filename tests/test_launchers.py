@@ -13,6 +13,7 @@ from stage_a.key_values import KeyValueError, parse_key_values
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHERS = ["stage_a_infer.sh", "run_grpo.sh", "eval.sh", "judge.sh"]
+HELPED = [*LAUNCHERS, "demo.sh"]
 
 
 @pytest.mark.parametrize("tokens, required, expected", [
@@ -34,7 +35,8 @@ def test_key_values(tokens, required, expected):
 
 
 def _run(script, *args, cwd=REPO):
-    env = {**os.environ, "PYTHON": sys.executable}
+    # DEMO_OUT elsewhere: a demo.sh that failed to stop at --help must not clear the repository's demo_out
+    env = {**os.environ, "PYTHON": sys.executable, "DEMO_OUT": str(Path(cwd) / "demo_out_of_a_test")}
     return subprocess.run(["bash", str(REPO / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, env=env)
 
@@ -47,12 +49,20 @@ def test_every_launcher_refuses_an_unknown_setting_naming_the_known_ones(script,
     assert "mission" in result.stderr
 
 
-@pytest.mark.parametrize("script", LAUNCHERS)
-def test_every_launcher_prints_its_header_on_help(script):
-    result = _run(script, "--help")
+@pytest.mark.parametrize("script", HELPED)
+def test_every_launcher_prints_its_header_on_help_and_does_nothing_else(script, tmp_path):
+    """--help anywhere among the arguments; for the demo above all, which starts by clearing stale outputs."""
+    result = _run(script, "--help", cwd=tmp_path)
     header = (REPO / "scripts" / script).read_text(encoding="utf-8").splitlines()[1:]
     header = header[:next(i for i, line in enumerate(header) if not line.startswith("#"))]
     assert result.returncode == 0 and result.stdout.splitlines() == header
+
+
+def test_the_demo_refuses_arguments_before_touching_anything(tmp_path):
+    result = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), "fast=1"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "DEMO_OUT": str(tmp_path / "out")})
+    assert result.returncode == 2 and "demo.sh takes no arguments" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_values_with_spaces_and_quotes_reach_the_command_intact(tmp_path):
