@@ -226,36 +226,41 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     return result
 
 
-def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[dict[str, dict], dict[str, str]]:
-    """({group id: what the model is asked}, {group id: why it cannot be asked}). Only photo-aware rows can fail
+def group_key(record: dict) -> tuple[str, str]:
+    """A group is its mission and id: one work order photographed for several missions is several groups."""
+    return record["mission"], record["group_id"]
+
+
+def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[dict[tuple, dict], dict[tuple, str]]:
+    """({group_key: what the model is asked}, {group_key: why it cannot be asked}). Only photo-aware rows can fail
     (a photo missing or unreadable): such a group goes to the errors file, retried on the next run, and the others
     are judged."""
     try:
-        return {r["group_id"]: row for r, row in zip(records, rows_for(records, selection, registry, prompt_row))}, {}
+        return {group_key(r): row for r, row in zip(records, rows_for(records, selection, registry, prompt_row))}, {}
     except DatasetError:
         rows, failed = {}, {}
         for record in records:
             try:
-                rows[record["group_id"]] = rows_for([record], selection, registry, prompt_row)[0]
+                rows[group_key(record)] = rows_for([record], selection, registry, prompt_row)[0]
             except DatasetError as exc:
-                failed[record["group_id"]] = f"group {record['group_id']} of {record['mission']}: {exc}"
+                failed[group_key(record)] = f"group {record['group_id']} of {record['mission']}: {exc}"
         return rows, failed
 
 
-def _judge_mission(engine, prompts: dict[str, dict], unjudgeable: dict[str, str], todo: list[dict], point: dict,
+def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
                    provenance: dict, path: Path, errors_file: Path, batch_size: int) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
         for record in todo:
-            if record["group_id"] in unjudgeable:
-                why = unjudgeable[record["group_id"]]
+            if group_key(record) in unjudgeable:
+                why = unjudgeable[group_key(record)]
                 errors.write({"group_id": record["group_id"], "mission": record["mission"], "error": why,
                               "created_at": utc_now()})
                 print(f"warning: not judged (retried on the next run): {why}", file=sys.stderr)
-        todo = [r for r in todo if r["group_id"] in prompts]
+        todo = [r for r in todo if group_key(r) in prompts]
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
-            rows = [prompts[r["group_id"]] for r in batch]
+            rows = [prompts[group_key(r)] for r in batch]
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}

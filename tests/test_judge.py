@@ -310,3 +310,15 @@ def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5
     assert sorted(r["group_id"] for r in after) == sorted(f"QC-EV-20250101-{k}" for k in range(12))
     assert after[:len(before)] == before   # nothing judged before the kill was judged again
     assert math.isfinite(sum(r["p_fail"] for r in after))
+
+
+def test_one_work_order_in_two_missions_is_asked_about_twice_each_with_its_mission():
+    """Group ids repeat across missions (one work order, photographed for each inspection): each group's prompt must
+    be its own mission's, never the other's."""
+    registry = load_registry()
+    records = [{"group_id": "QC-SAME-20250101-1", "mission": m, "label": None, "images": ["a.jpg"],
+                "per_image": {"图片_1": "接地线×1/已捆扎"}} for m in ("BBU接地线检查", "挡风板安装检查")]
+    rows, failed = judge.prompt_rows(records, judge.selection_from({}, environ={}), registry)
+    assert not failed and len(rows) == 2
+    for (mission, _), row in rows.items():
+        assert row["mission"] == mission and f"检查任务：{mission}" in row["messages"][1]["content"]
