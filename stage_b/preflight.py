@@ -125,7 +125,7 @@ def _preflight(args) -> int:
     report = score(chosen, generated, args.reward_weights)
     names = list(REWARDS)
     print(f"\npreflight: {args.model} on {len(chosen)} groups x {args.num_generations} samples "
-          f"(temperature {args.temperature})")
+          f"(temperature {args.temperature}); the model reads {selection.describe_mode()}")
     print(f"{'mission':<22} {'groups':>6} " + " ".join(f"{n:>14}" for n in names) +
           f" {'format':>7} {'accuracy':>8} {'zero-adv':>8}")
     warned = False
