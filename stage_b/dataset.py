@@ -23,7 +23,7 @@ from stage_a.missions import Registry, is_all, load_registry
 from stage_a.outputs import MissionOutputs, existing_group_ids
 from stage_a.records import RecordError, from_origin, summaries_of, validate_record
 
-from .photos import PhotoSourceError, group_photo_copies
+from .photos import PhotoSourceError, cache_folder, group_photo_copies
 from .prompts import stage_b_messages
 from .sft import REVIEWER_REASON, reply_for
 from .settings import ENV_BALANCE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, PHOTO_MODE, TEXT_MODE, Selection
@@ -181,20 +181,11 @@ def rows_for(records: list[dict], source: Selection, registry: Registry, make_ro
     if not source.images:
         return [make_row(r, registry) for r in records]
     try:
-        copies = group_photo_copies(records, source.input_dir, source.max_pixels, photo_cache(source))
+        copies = group_photo_copies(records, source.input_dir, source.max_pixels,
+                                    cache_folder(source.stage_a_dir, source.files))
     except PhotoSourceError as exc:
         raise DatasetError(str(exc)) from None
     return [make_row(r, registry, images) for r, images in zip(records, copies)]
-
-
-def photo_cache(source: Selection) -> Path:
-    """Where photo-aware rows' photo copies live: beside the Stage-A files they come from (stage_b.photos)."""
-    if source.stage_a_dir:
-        folder = Path(source.stage_a_dir)
-    else:
-        matched = [p for pattern in source.files for p in sorted(glob.glob(os.path.expanduser(pattern)))]
-        folder = Path(matched[0]).parent if matched else Path(".")
-    return folder.expanduser() / "stage_b_photos"
 
 
 def ids_digest(group_ids) -> str:

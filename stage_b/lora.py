@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from stage_a.checkpoints import resolve_model
 from stage_a.exits import run_cli
 
 LLM_LAYER = re.compile(r"(?:^|\.)language_model\.layers\.(\d+)\.")
@@ -101,7 +102,6 @@ def main(argv=None) -> int:
         if not args.swift_args:
             print(regex)
             return 0
-        from stage_a.checkpoints import resolve_model
         spec = resolve_model(args.model)
         plugin = Path(__file__).resolve().parent.parent / "swift_plugins" / "qc_plugin.py"
         # one line, unquoted words: `$(python -m stage_b.lora … --swift_args)` splits into flags (the regex holds

@@ -13,6 +13,8 @@ names; a photo that is missing or cannot be decoded stops the build with its pat
 """
 from __future__ import annotations
 
+import glob
+import os
 from pathlib import Path
 
 from stage_a.thumbnails import CopyRule, make_thumbnails
@@ -36,9 +38,12 @@ def photo_sources(record: dict, input_dir: str | None) -> list[Path]:
     return [Path(folder).expanduser() / rel for rel in record["images"]]   # an absolute rel stays as it is
 
 
-def cache_folder(stage_a_dir: str | None, files: list) -> Path:
-    """Where the copies go: beside the Stage-A files the rows come from."""
-    return Path(stage_a_dir or Path(files[0]).parent).expanduser() / CACHE_FOLDER
+def cache_folder(stage_a_dir: str | None, file_patterns) -> Path:
+    """Where the copies go: beside the Stage-A files the rows come from (the folder, else the first file's)."""
+    if stage_a_dir:
+        return Path(stage_a_dir).expanduser() / CACHE_FOLDER
+    matched = [p for pattern in file_patterns for p in sorted(glob.glob(os.path.expanduser(pattern)))]
+    return (Path(matched[0]).parent if matched else Path(".")) / CACHE_FOLDER
 
 
 def group_photo_copies(records: list[dict], input_dir: str | None, max_pixels: int, cache: Path) -> list[list[str]]:

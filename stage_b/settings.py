@@ -134,7 +134,7 @@ SETTINGS = (
     Setting("images", "--images", ENV_IMAGES, parse_flag,
             "1: the model sees each group's photos beside their summaries (photo-aware mode)"),
     Setting("max_pixels", "--max_pixels", ENV_MAX_PIXELS, parse_pixels,
-            "photo-aware mode: pixels per photo (the template rescales larger photos)"),
+            "photo-aware mode: pixels per photo (larger photos are scaled down in the copies the model reads)"),
     Setting("input_dir", "--input_dir", ENV_INPUT_DIR, parse_text,
             "where the photos are (default: the input_dir the Stage-A records name)"),
 )

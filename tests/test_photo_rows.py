@@ -91,6 +91,26 @@ def test_copies_are_reused_and_a_replaced_photo_gets_a_new_one(tmp_path):
     assert replaced["images"] != first["images"]
 
 
+def test_another_budget_gets_its_own_copies_within_it(tmp_path):
+    """The copy's name includes its size rule: a smaller max_pixels must never reuse the larger copies."""
+    _, stage_a = write_groups(tmp_path, groups=1)
+    (large,) = all_rows(selection(stage_a, images="1", max_pixels="7200"))
+    (small,) = all_rows(selection(stage_a, images="1", max_pixels="3600"))
+    assert small["images"] != large["images"]
+    for path, budget in ((large["images"][0], 7200), (small["images"][0], 3600)):
+        with Image.open(path) as im:
+            assert budget / 2 < im.width * im.height <= budget
+
+
+def test_copies_live_beside_the_stage_a_files_whichever_way_they_are_named(tmp_path):
+    _, stage_a = write_groups(tmp_path, groups=1)
+    by_folder = all_rows(selection(stage_a, images="1"))
+    by_files = all_rows(selection_from({"stage_a_files": str(stage_a / "*.jsonl"), "val_ratio": "0.5",
+                                        "images": "1"}, environ={}))
+    assert by_folder[0]["images"] == by_files[0]["images"]
+    assert by_folder[0]["images"][0].startswith(str((stage_a / "stage_b_photos").resolve()))
+
+
 @pytest.mark.parametrize("damage, message", [
     ("missing", "photo not found"),
     ("garbage", "unreadable photo"),
