@@ -203,12 +203,14 @@ def sft_row(record: dict, registry: Registry, images: list[str] | None = None) -
 
 
 def build_rows(source: Selection, split: str = "train", registry: Registry | None = None,
-               allow_empty: bool = False, make_row=row_from_record) -> tuple[list[dict], dict]:
+               allow_empty: bool = False, make_row=row_from_record, records: list[dict] | None = None
+               ) -> tuple[list[dict], dict]:
     """Rows of one split (made by `make_row`: GRPO prompts, or `sft_row`) and per-mission counts
     {mission: {"groups", "rows", "ids"}} (ids: the split's group ids); logs the counts. An empty split is an
-    error (training on nothing is a wiring bug) unless allow_empty."""
+    error (training on nothing is a wiring bug) unless allow_empty. `records`: `load_records(source)` when the
+    caller has read them already (evaluation also puts them on its review page)."""
     registry = registry or load_registry()
-    records = load_records(source, registry)
+    records = load_records(source, registry) if records is None else records
     counts: dict[str, dict] = {}
     chosen = []
     for record in records:

@@ -406,9 +406,10 @@ def prepare_output_dir(path: Path, overwrite: bool) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool):
+def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool,
+                  records: list[dict] | None = None):
     """The rows to score and what metrics.json records about them; refuses groups the run trained on."""
-    rows, counts = build_rows(selection, split, allow_empty=True)
+    rows, counts = build_rows(selection, split, allow_empty=True, records=records)
     overlap = train_overlap(run, run_path, rows) if run else []
     if overlap and not allow_overlap:
         raise EvaluationError(
@@ -503,8 +504,9 @@ def _evaluate(args) -> int:
         selection, run, run_path, notes = selection_for(args, args.adapters)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-        rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap)
         registry = load_registry()
+        records = load_records(selection, registry)   # read once: the rows to score, and the review page's photos
+        rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap, records)
         chosen = registry.select(selection.missions)
         if run:
             changed = stage_a_changes(run, stage_a_files(selection, chosen, registry))
@@ -514,8 +516,7 @@ def _evaluate(args) -> int:
         print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
               + (f" (training run {run_path})" if run else ""))
         missions = [m.name for m in chosen if m.name in counts]
-        review = review_inputs(args, load_records(selection, registry) if not args.no_review else [],
-                               selection.input_dir)
+        review = review_inputs(args, records, selection.input_dir)
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                model_type=args.model_type, template=args.template,
