@@ -5,7 +5,9 @@
     <out>/review/thumbs/*.jpg    thumbnails (stage_a.thumbnails), reused on reruns
 
 A card is a dict: group_id, mission, outcome (a key of the `outcomes` given), facts [(name, value)], reason,
-error, images (paths relative to the input folder), summaries (one per image). The page works from file://
+error, images (paths relative to the input folder), summaries (one per image), and optionally `cited` and `defect`:
+the 1-based photos the reason cites and whose summary shows a defect (each photo is marked "cited" / "summary shows
+a defect"). The page works from file://
 with no network: no CDN, no framework, a few lines of vanilla JS for the mission and outcome filters, and
 `loading="lazy"` on every thumbnail. A click on a thumbnail opens the photo itself (a relative link).
 """
@@ -55,10 +57,11 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
     thumbs, report = make_thumbnails(photos.values(), review / "thumbs")
     missing = sorted(str(p) for p, t in thumbs.items() if t.name is None)
 
-    def photo_view(rel: str, index: int, summary: str) -> dict:
+    def photo_view(rel: str, index: int, summary: str, card: dict) -> dict:
         path = photos[rel]
         thumb = thumbs[path]
         return {"key": image_key(index), "summary": summary, "file": rel,
+                "cited": index in card.get("cited", ()), "defect": index in card.get("defect", ()),
                 "thumb": f"thumbs/{thumb.name}" if thumb.name else None,
                 "full": Path(os.path.relpath(path, review)).as_posix() if thumb.name else None,
                 "missing": thumb.error}
@@ -69,8 +72,9 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
         summaries = list(card.get("summaries") or [])
         summaries += [""] * (len(card["images"]) - len(summaries))
         views.append({**card, "anchor": f"card-{n + 1}", "outcome_label": labels.get(card["outcome"], card["outcome"]),
-                      "photos": [photo_view(rel, i, s) for i, (rel, s) in
-                                 enumerate(zip(card["images"], summaries), start=1)]})
+                      "photos": [photo_view(rel, i, s, card) for i, (rel, s) in
+                                 enumerate(zip(card["images"], summaries), start=1)],
+                      "cited_missing": [k for k in card.get("cited", ()) if not 1 <= k <= len(card["images"])]})
     pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
     missions = sorted({c["mission"] for c in cards})
     template = _environment().get_template("review.html.j2")

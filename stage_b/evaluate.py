@@ -32,10 +32,13 @@ from stage_a.review_page import REVIEW_DIR
 from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
+from .calibration import calibration
+from .certify import DEFAULT_CONFIDENCE, check_confidence
 from .dataset import build_rows, load_records, row_mode, stage_a_files
+from .grounding import ground
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
-                              checkpoint_identities, curve, p_fail, parse_targets, pick_threshold, points_of,
+                              checkpoint_identities, curve, fmt_p, p_fail, parse_targets, pick_threshold, points_of,
                               rates_at)
 from .rewards import REWARDS
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
@@ -43,7 +46,8 @@ from .settings import Selection, add_selection_args
 from .verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
-OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "operating_point.json", "review")
+OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
+           "operating_point.json", "review")
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
 
@@ -53,13 +57,17 @@ class EvaluationError(ValueError):
 
 def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
                      p_fail: float | None = None, mode: str | None = None) -> dict:
-    """One predictions.jsonl record: the verdict read from the completion, every reward, and p_fail when the
-    verdict probabilities were scored. A group the model could not be asked about has an empty completion and
-    its `error`: no verdict, no p_fail, counted wrong."""
+    """One predictions.jsonl record: the verdict read from the completion, every reward, the reason's grounding
+    (stage_b.grounding: photos cited, photos whose summary shows a defect, contradiction, wrong citations), and
+    p_fail when the verdict probabilities were scored. A group the model could not be asked about has an empty
+    completion and its `error`: no verdict, no p_fail, counted wrong."""
     kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}
+    g = ground(completion, summaries, mission)
     record = {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
               "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
                                                     for name, func in REWARDS.items()},
+              "grounding": {"cited": list(g.cited), "defect_photos": list(g.defect_photos),
+                            "contradiction": g.contradiction, "wrong_citations": list(g.wrong_citations)},
               "summaries": summaries}
     if mode:   # what the model read: summaries, or summaries+photos (photo-aware Stage-B)
         record["mode"] = mode
@@ -201,7 +209,9 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
     if data.get("train_overlap"):
         lines += [f"**WARNING: {data['train_overlap']} of these groups were in the training run's train split "
                   f"(--allow_train_overlap): these numbers overstate held-out quality.**", ""]
-    lines += ["Miss = a defective (审核不通过) group judged 通过; overkill = a good (审核通过) group judged 不通过. "
+    lines += render_promises(metrics)
+    lines += ["Miss = a defective (审核不通过) group not judged 不通过: judged 通过, or an unparseable reply (nothing "
+              "failed it, and evaluation routes nothing to review); overkill = a good (审核通过) group judged 不通过. "
               "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
               "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
               "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -210,6 +220,7 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
                      f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
                      f"{_ci(m['overkill_rate_ci95'])} | {_pct(m['balanced_accuracy'])} | {_pct(m['fail_recall'])} | "
                      f"{_pct(m['fail_precision'])} | {_pct(m['format_compliance'])} | {m['invalid_verdicts']} |")
+    lines += render_grounding(metrics)
     not_judged = [p for p in predictions if p.get("error")]
     if not_judged:
         lines += ["", f"**{len(not_judged)} group(s) could not be put to the model** (counted wrong, as invalid):", ""]
@@ -223,14 +234,67 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         misses = [p for p in predictions if p["mission"] == name and p["expected"] == FAIL and p["predicted"] != FAIL]
         misses.sort(key=lambda p: (p["predicted"] is None, p["rewards"]["qc_consistency"]))
         if misses:
-            lines += ["", f"Misses to review ({len(misses)}, showing up to {max_cases}):"]
+            unparseable = sum(p["predicted"] is None for p in misses)
+            lines += ["", f"Misses to review ({len(misses)}" + (f", {unparseable} of them unparseable replies"
+                                                                 if unparseable else "")
+                      + f", showing up to {max_cases}):"]
         for p in misses[:max_cases]:
             parsed = parse(p["completion"])
             reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
             lines += ["", f"- **{p['group_id']}**: judged {p['predicted'] or 'unparseable'}; reason: {reason}"]
             lines += [f"  - {image_key(i)}: {s}" for i, s in enumerate(p["summaries"], start=1)]
     lines += render_operating(metrics)
+    lines += render_calibration(metrics)
     return "\n".join(lines) + "\n"
+
+
+def render_promises(metrics: dict) -> list[str]:
+    """report.md's first section with an operating point: each mission's promise in one sentence."""
+    op = metrics.get("operating_point")
+    if not op:
+        return []
+    lines = [f"## Promises (confidence {_pct(op['confidence'])}, exact one-sided Clopper-Pearson bounds)", ""]
+    for name, e in op["missions"].items():
+        lines.append(f"- **{name}**: {e['promise']}" + (f"; {e['overkill_promise']}" if e.get("overkill_promise")
+                                                        else ""))
+    a = op["automation"]
+    lines += ["", f"Decided without review on these validation groups: {a['validation_auto_decided']} of "
+                  f"{a['validation_groups']} ({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); "
+                  f"a mission that is not certified is never decided without review.", ""]
+    return lines
+
+
+def render_grounding(metrics: dict) -> list[str]:
+    """report.md's reason-grounding table (stage_b.grounding)."""
+    rows = [*metrics["per_mission"].items(), ("**overall**", metrics["overall"])]
+    if not all("reason_contradiction_rate" in m for _, m in rows):
+        return []
+    lines = ["", "Reasons (stage_b.grounding): a contradiction is a 不通过 whose reason names no defect and cites no "
+                 "photo whose summary shows one, or a 通过 whose reason names a defect or cites such a photo; citation "
+                 "precision is the share of the photos 不通过 reasons cite that show a defect (a photo number the "
+                 "group does not have is wrong), recall the share of defect photos they cite.", "",
+             "| mission | two-line replies | contradiction rate | citation precision | citation recall "
+             "| cite 图片_1 alone |", "|---|---|---|---|---|---|"]
+    for name, m in rows:
+        c = m["grounding_counts"]
+        lines.append(f"| {name} | {c['two_line_replies']} | {_pct(m['reason_contradiction_rate'])} "
+                     f"({c['contradictions']}) | {_pct(m['citation_precision'])} ({c['citations_showing_defect']}/"
+                     f"{c['citations']}) | {_pct(m['citation_recall'])} ({c['defect_photos_cited']}/"
+                     f"{c['defect_photos']}) | {c['replies_citing_only_photo_1']} |")
+    return lines
+
+
+def render_calibration(metrics: dict) -> list[str]:
+    cal = metrics.get("calibration")
+    if not cal:
+        return []
+    lines = ["", "## Calibration of p_fail", "", "![reliability diagram](reliability.png)", "",
+             f"p_fail in {cal['bins']} equal-width bins against the share of groups reviewers failed; ECE = the "
+             f"groups-weighted mean gap (stage_b.calibration).", "", "| mission | n | ECE |", "|---|---|---|"]
+    for name, r in [*cal["per_mission"].items(), ("**overall**", cal["overall"])]:
+        ece = "n/a" if r["ece"] is None else f"{r['ece']:.3f}"
+        lines.append(f"| {name} | {r['n']} | {ece} |")
+    return lines
 
 
 def render_operating(metrics: dict) -> list[str]:
@@ -241,9 +305,10 @@ def render_operating(metrics: dict) -> list[str]:
     lines = ["", "## Miss rate against overkill rate over thresholds", "",
              "![miss/overkill curve](operating_curve.png)", "",
              "Verdict 不通过 iff p_fail >= t (p_fail: the model's probability of 不通过 against 通过 as the first line, "
-             "from both lines' token log-probabilities). For each miss-rate target, the threshold the rule picks on "
-             "these groups (the largest p_fail, or 1.0, whose miss rate is within the target) and the overkill rate "
-             "it costs. The whole curve is in metrics.json (`operating_curve`).", "",
+             "from both lines' token log-probabilities). For each miss-rate target, the threshold the point rule "
+             "picks on these groups (the largest p_fail, or 1.0, whose measured miss rate is within the target: no "
+             "confidence, see the operating point for a certified one) and the overkill rate it costs. The whole "
+             "curve is in metrics.json (`operating_curve`).", "",
              "| mission | " + " | ".join(f"miss <= {100 * r:.0f}%" for r in CURVE_TARGETS) + " |",
              "|---|" + "---|" * len(CURVE_TARGETS)]
     for name, points in [*curves["points"].items(), ("**overall**", curves["overall_points"])]:
@@ -252,24 +317,31 @@ def render_operating(metrics: dict) -> list[str]:
             t = pick_threshold([tuple(pt) for pt in points], target)
             at = rates_at([tuple(pt) for pt in points], t) if t is not None else None
             cells.append("n/a (no fail group)" if at is None else
-                         f"t={t:.3f}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
+                         f"t={fmt_p(t)}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     op = metrics.get("operating_point")
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
-                  f"Picked on these {metrics.get('data', {}).get('split', 'validation')} groups; judged groups with "
-                  f"|p_fail - t| <= the review margin are flagged needs_review (the margin covers "
-                  f"{100 * op['review_share']:.0f}% of the errors made here).", "",
-                  "| mission | target miss | threshold | n (fail/pass) | miss rate | overkill rate | review margin "
-                  "| flagged here |", "|---|---|---|---|---|---|---|---|"]
+                  f"Picked on these {metrics.get('data', {}).get('split', 'validation')} groups at "
+                  f"{_pct(op['confidence'])} confidence (stage_b.operating_point states the rule). A judged group is "
+                  f"auto-通过 when p_fail < the threshold, auto-不通过 when p_fail >= the fail threshold, and goes to "
+                  f"review otherwise, when p_fail is within the review margin of the threshold (it covers "
+                  f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.", "",
+                  "| mission | target miss | certified | threshold | fail threshold | n (fail/pass) | miss rate (upper) "
+                  "| overkill rate | review margin | decided without review |", "|---|---|---|---|---|---|---|---|---|---|"]
         for name, e in [*op["missions"].items(), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
+            certified = "yes" if e["certified"] else f"no: {e.get('fail_groups_needed') or '∞'} fail groups needed"
+            auto = (f"{e['validation_auto_decided']}/{e['n']} ({_pct(e['automation_share'])})"
+                    if "validation_auto_decided" in e else "")
             if e.get("threshold") is None:
-                lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | none: {e['why_none']} | {e['n']} | | | | |")
+                lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | none: {e['why_none']} | | "
+                             f"{e['n']} | | | | {auto} |")
                 continue
-            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {e['threshold']:.4f} | {e['n']} "
-                         f"({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} {_ci(e['miss_rate_ci95'])} | "
-                         f"{_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | {e['review_margin']:.4f} | "
-                         f"{e['validation_needs_review']} |")
+            t_fail = "none (nothing auto-fails)" if e.get("threshold_fail") is None else fmt_p(e["threshold_fail"])
+            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | {fmt_p(e['threshold'])} | "
+                         f"{t_fail} | {e['n']} ({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} "
+                         f"({_pct(e['miss_rate_upper'])}) | {_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
+                         f"{fmt_p(e['review_margin'])} | {auto} |")
     return lines
 
 
@@ -288,11 +360,12 @@ def operating_curves(predictions: list[dict], missions: list[str]) -> dict | Non
 def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
                   data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
                   review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
-                  source: dict | None = None) -> dict:
-    """metrics.json, report.md, predictions.jsonl, and with p_fail the curve PNG; with `targets`,
-    operating_point.json; with `review` ({"records", "input_dirs", "all"}) the review page; `source` (re-scoring:
-    the file and which tool wrote it) goes into metrics.json. Everything is computed before the first file is
-    written."""
+                  source: dict | None = None, confidence: float = DEFAULT_CONFIDENCE,
+                  overkill_targets: dict | None = None) -> dict:
+    """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
+    (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
+    "input_dirs", "all"}) the review page; `source` (re-scoring: the file and which tool wrote it) goes into
+    metrics.json. Everything is computed before the first file is written."""
     metrics = compute_metrics(predictions, missions)
     if source:
         metrics["rescored"] = source
@@ -303,23 +376,26 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     curves = operating_curves(predictions, list(metrics["per_mission"]))
     if curves:
         metrics["operating_curve"] = curves
+        metrics["calibration"] = calibration(points_of(predictions), list(metrics["per_mission"]))
     op = None
     if targets:
         if not curves:
             raise EvaluationError("--target_miss_rate needs p_fail in the predictions, and none has one")
         op = build_operating_point(predictions, list(metrics["per_mission"]), targets, review_share=review_share,
                                    model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
-                                   resolve=resolve)
-        metrics["operating_point"] = {k: op[k] for k in ("review_share", "missions", "overall")}
+                                   resolve=resolve, confidence=confidence, overkill_targets=overkill_targets)
+        metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "missions", "overall",
+                                                         "automation")}
     if review is not None:
         metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
     write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
     (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
     (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
     if curves:
-        from .plot_operating import plot_curves
+        from .plot_operating import plot_curves, plot_reliability
         plot_curves(curves, output_dir / "operating_curve.png", "verdict 不通过 iff p_fail >= t", chosen=op and {
             **op["missions"], "overall": op["overall"]})
+        plot_reliability(metrics["calibration"], output_dir / "reliability.png", f"reliability of p_fail: {title}")
     if op:
         (output_dir / "operating_point.json").write_text(json.dumps(op, ensure_ascii=False, indent=2),
                                                          encoding="utf-8")
@@ -336,21 +412,28 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     from .review_cards import EVALUATION_OUTCOMES, evaluation_cards
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
-             m["invalid_verdicts"]] for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
+             m["invalid_verdicts"], _pct(m.get("reason_contradiction_rate")), _pct(m.get("citation_precision")),
+             _pct(m.get("citation_recall"))]
+            for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
     confusion = [[name, *m["confusion"].values()] for name, m in metrics["per_mission"].items()]
     tables = [{"title": "Per mission (95% Wilson intervals)",
-               "columns": ["mission", "n", "accuracy", "miss rate", "overkill rate", "unparseable"], "rows": rows},
+               "columns": ["mission", "n", "accuracy", "miss rate", "overkill rate", "unparseable",
+                           "reason contradictions", "citation precision", "citation recall"], "rows": rows},
               {"title": "Confusion (reviewer -> model)", "columns": ["mission", *next(iter(metrics["per_mission"].values()),
                                                                                  {"confusion": {}})["confusion"]],
                "rows": confusion}]
-    images = ([{"title": "Miss rate against overkill rate over thresholds", "src": "../operating_curve.png"}]
-              if (output_dir / "operating_curve.png").exists() else [])
+    images = [{"title": title, "src": f"../{name}"} for name, title in (
+        ("operating_curve.png", "Miss rate against overkill rate over thresholds"),
+        ("reliability.png", "Reliability of p_fail (observed fail share against p_fail, ECE)"))
+        if (output_dir / name).exists()]
     cards = evaluation_cards(predictions, records, all)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
                            input_dirs=input_dirs, tables=tables, images=images,
                            intro=[f"Photos from {', '.join(map(str, input_dirs)) or 'nowhere known (pass --input_dir)'}. "
-                                  f"Misses first, then overkills, then unparseable replies"
-                                  + (", then every other group." if all else "; --review_all adds every group.")])
+                                  f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
+                                  f"reason contradicts them or cites a photo whose summary shows no defect"
+                                  + (", then every other group." if all else "; --review_all adds every group."),
+                                  "Each photo is marked when the reason cites it and when its summary shows a defect."])
     report(result)
     return result
 
@@ -441,8 +524,15 @@ def main(argv=None) -> int:
     p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     p.add_argument("--target_miss_rate", nargs="+", metavar="R|MISSION=R",
-                   help="write operating_point.json: per mission the threshold on p_fail whose validation miss "
-                        "rate is within R (one default R, plus MISSION=R overrides)")
+                   help="write operating_point.json: per mission the largest threshold on p_fail whose validation "
+                        "miss rate is certified <= R at --confidence (one default R, plus MISSION=R overrides; a "
+                        "mission's own R wins)")
+    p.add_argument("--confidence", default=str(DEFAULT_CONFIDENCE),
+                   help="confidence of the promises, strictly between 0 and 1 (exact one-sided Clopper-Pearson "
+                        "bounds; default %(default)s)")
+    p.add_argument("--target_overkill_rate", nargs="+", metavar="O|MISSION=O",
+                   help="also an auto-fail threshold per mission: the smallest whose overkill rate (good groups "
+                        "auto-failed) is certified <= O; groups between the two thresholds go to review")
     p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
     p.add_argument("--review_all", action="store_true",
                    help="the review page shows every group, not only misses, overkills and unparseable replies")
@@ -479,6 +569,11 @@ def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | 
 def _evaluate(args) -> int:
     output_dir = Path(args.output_dir)
     targets = parse_targets(args.target_miss_rate)
+    overkill_targets = parse_targets(args.target_overkill_rate, "--target_overkill_rate")
+    if overkill_targets and not targets:
+        raise EvaluationError("--target_overkill_rate sets the auto-fail side of an operating point: give "
+                              "--target_miss_rate too")
+    confidence = check_confidence(args.confidence)
     review_share = check_rate(args.review_share, "--review_share")
     from stage_a.missions import load_registry
     resolve = _resolver(load_registry())
@@ -534,14 +629,23 @@ def _evaluate(args) -> int:
         predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed, p_fails)
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
-                            resolve, review, source)
-    for mission, e in (metrics.get("operating_point") or {}).get("missions", {}).items():
-        print(f"operating point {mission}: " + (f"threshold {e['threshold']:.4f}, validation miss {_pct(e['miss_rate'])}"
-                                                f", overkill {_pct(e['overkill_rate'])} (n={e['n']})"
-                                                if e.get("threshold") is not None else f"none ({e['why_none']})"))
+                            resolve, review, source, confidence, overkill_targets)
+    op = metrics.get("operating_point")
+    for mission, e in (op or {}).get("missions", {}).items():
+        print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}, validation miss "
+                                                f"{_pct(e['miss_rate'])}, overkill {_pct(e['overkill_rate'])} (n={e['n']})"
+                                                if e.get("threshold") is not None else f"none ({e['why_none']})")
+              + f"; {e['promise']}")
+    if op:
+        a = op["automation"]
+        print(f"decided without review on validation: {a['validation_auto_decided']} of {a['validation_groups']} "
+              f"({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); certified: "
+              f"{', '.join(a['certified_missions']) or 'no mission'}")
     o = metrics["overall"]
     print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "
-          f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']} -> {output_dir}/report.md")
+          f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']}; reasons: contradiction rate "
+          f"{_pct(o.get('reason_contradiction_rate'))}, citation precision {_pct(o.get('citation_precision'))}, "
+          f"recall {_pct(o.get('citation_recall'))} -> {output_dir}/report.md")
     return 0
 
 

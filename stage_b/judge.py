@@ -6,8 +6,13 @@
 
 Per group: p_fail (the model's probability of 不通过 against 通过 as the first line, stage_b.operating_point),
 the verdict the mission's threshold gives (不通过 iff p_fail >= t), then the reason, generated greedily after
-that verdict line. `needs_review` is true when p_fail lies within the operating point's review margin of the
-threshold, or when the reason line is not the contract's `理由: …` (the reply is kept, never dropped).
+that verdict line. `needs_review` is true, with `review_why` saying why, when the operating point's rule does not
+decide the group by itself (stage_b.operating_point.decide: the mission is not certified, p_fail is between the
+auto-pass and auto-fail thresholds or within the review margin), when the reply is not the two-line contract
+(kept, never dropped), or when the reason contradicts the verdict or cites a photo whose summary shows no defect
+(stage_b.grounding; review_why names the photo). A mission the operating point has no threshold for is judged all
+the same, every group to review; it never stops the other missions. --allow_uncertified decides groups of
+uncertified missions without review, and every such record says so.
 
 Output: `<output_dir>/<mission>_verdicts.jsonl`, one line per group, flushed as each batch of groups is done,
 so `tail -f` shows verdicts as they come. It is resumable like Stage-A: rerunning the same command judges only
@@ -29,12 +34,15 @@ from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_
 from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
-from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, file_digest,
-                              load_operating_point, p_fail, thresholds_for, verdict_at)
+from .grounding import ground
+from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, decide, file_digest, fmt_p,
+                              load_operating_point, manual_point, p_fail, thresholds_for)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
-from .verdict import parse
+from .verdict import FAIL, parse
 
-PROVENANCE = ("fingerprints", "operating_point", "threshold", "mode")   # a resumed file must agree on these
+# a resumed file must agree on these (a record that predates a key holds its default)
+PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
+              "allow_uncertified": False}
 
 
 class JudgeError(ValueError):
@@ -49,23 +57,29 @@ def errors_path(output_dir: Path, mission: str) -> Path:
     return output_dir / f"{mission}_verdicts.errors.jsonl"
 
 
-def verdict_record(record: dict, p: float, point: dict, completion: str, provenance: dict) -> dict:
-    """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument."""
-    threshold, margin = point["threshold"], point["review_margin"]
-    verdict = verdict_at(p, threshold)
+def verdict_record(record: dict, p: float, point: dict, completion: str, provenance: dict,
+                   allow_uncertified: bool = False) -> dict:
+    """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument. `point` is
+    the mission's decision point (stage_b.operating_point.thresholds_for or manual_point)."""
+    decision = decide(p, point, allow_uncertified)
     parsed = parse(completion)
-    why = []
-    if abs(p - threshold) <= margin:
-        why.append(f"p_fail {p:.4f} is within {margin:.4f} of the threshold {threshold:.4f}")
-    if not parsed.two_lines or parsed.verdict != verdict:
+    summaries = summaries_of(record)
+    why = list(decision.why)
+    if not parsed.two_lines or parsed.verdict != decision.verdict:
         why.append("the reply is not the two-line contract (verdict, then 理由: …)")
+    else:
+        why += ground(completion, summaries, record["mission"]).review_why()
     reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
-    return {"group_id": record["group_id"], "mission": record["mission"], "verdict": verdict, "p_fail": p,
-            "threshold": threshold, "review_margin": margin, "reason": reason, "needs_review": bool(why),
-            "review_why": why, "reply": completion, "label": record.get("label"),
-            "summaries": summaries_of(record), "images": record["images"], "input_dir": record.get("input_dir"),
-            **provenance,
-            "created_at": utc_now()}
+    certified = bool(point.get("certified"))
+    promise = point.get("promise")
+    if not certified and allow_uncertified and point.get("threshold") is not None:
+        promise = f"NOT CERTIFIED, decided under --allow_uncertified: {promise}"
+    return {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
+            "threshold": point.get("threshold"), "threshold_fail": point.get("threshold_fail", point.get("threshold")),
+            "review_margin": point.get("review_margin", 0.0), "certified": certified, "promise": promise,
+            "reason": reason, "needs_review": bool(why), "review_why": why, "reply": completion,
+            "label": record.get("label"), "summaries": summaries, "images": record["images"],
+            "input_dir": record.get("input_dir"), **provenance, "created_at": utc_now()}
 
 
 def check_resumable(path: Path, provenance: dict) -> set[str]:
@@ -75,8 +89,7 @@ def check_resumable(path: Path, provenance: dict) -> set[str]:
     if not path.exists():
         return done
     for line_no, rec in iter_jsonl(path):
-        # a file written before modes were recorded was judged on summaries
-        differs = [k for k in PROVENANCE if rec.get(k, TEXT_MODE if k == "mode" else None) != provenance.get(k)]
+        differs = [k for k, default in PROVENANCE.items() if rec.get(k, default) != provenance.get(k, default)]
         if differs:
             raise JudgeError(f"{path}:{line_no} was judged with another {', '.join(differs)} "
                              f"({', '.join(f'{k}={rec.get(k)!r}' for k in differs)}); pass --overwrite to judge "
@@ -96,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--operating_point", help="operating_point.json from python -m stage_b.evaluate --target_miss_rate")
     p.add_argument("--threshold", type=float, help="a threshold on p_fail for every mission (with --operating_point: "
                                                    "for the missions it has none for)")
+    p.add_argument("--allow_uncertified", action="store_true",
+                   help="decide groups of missions without a certified promise without review (every such record "
+                        "says so); by default they all go to review")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     p.add_argument("--batch_size", type=int, default=16)
@@ -126,7 +142,7 @@ def judging_selection(args, op: dict | None) -> Selection:
 
 
 def _thresholds(args, op: dict | None, missions: list[str], checkpoints: dict) -> tuple[dict, str | None]:
-    """{mission: {"threshold", "review_margin", "source"}} and the operating point file's digest."""
+    """{mission: decision point} and the operating point file's digest."""
     fallback = check_rate(args.threshold, "--threshold") if args.threshold is not None else None
     if op is not None:
         points = thresholds_for(op, args.operating_point, missions, model=checkpoints["model"],
@@ -135,7 +151,7 @@ def _thresholds(args, op: dict | None, missions: list[str], checkpoints: dict) -
     if fallback is None:
         raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from python -m "
                                   "stage_b.evaluate --target_miss_rate R) or --threshold T")
-    return {m: {"threshold": fallback, "review_margin": 0.0, "source": "--threshold"} for m in missions}, None
+    return {m: manual_point(fallback) for m in missions}, None
 
 
 def _judge(args) -> int:
@@ -169,14 +185,16 @@ def _judge(args) -> int:
         provenance = {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
                       "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                                        "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
-                      "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode}
+                      "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
+                      "allow_uncertified": args.allow_uncertified}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
             done = check_resumable(path, provenance)
             todo = [r for r in by_mission[mission] if r["group_id"] not in done]
+            point = points[mission]
             print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge; "
-                  f"threshold {points[mission]['threshold']:.4f} ({points[mission]['source']})")
+                  f"threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}")
             write_jsonl_atomic(errors_path(output_dir, mission), [])   # failed groups are retried now
             if not todo:
                 continue
@@ -190,14 +208,45 @@ def _judge(args) -> int:
                 started = time.perf_counter()
             t0 = time.perf_counter()
             judged += _judge_mission(engine, rows, unjudgeable, todo, points[mission], provenance, path,
-                                     errors_path(output_dir, mission), args.batch_size)
+                                     errors_path(output_dir, mission), args.batch_size, args.allow_uncertified)
             total += time.perf_counter() - t0
     if judged:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
+    print_automation(automation_of(output_dir, missions))
     if not args.no_review:
         write_review(output_dir, missions, [Path(selection.input_dir)] if selection.input_dir else None)
     return 0
+
+
+def _verdicts(output_dir: Path, missions: list[str]) -> list[dict]:
+    return [rec for m in missions if verdicts_path(output_dir, m).exists()
+            for _, rec in iter_jsonl(verdicts_path(output_dir, m))]
+
+
+def automation_of(output_dir: Path, missions: list[str], verdicts: list[dict] | None = None) -> dict:
+    """Per mission and pooled, over every verdict in the files: groups judged, decided without review, the share
+    with its 95% Wilson interval, and how many went to review for an ungrounded reason."""
+    from .metrics import wilson
+    verdicts = _verdicts(output_dir, missions) if verdicts is None else verdicts
+
+    def counts(rows: list[dict]) -> dict:
+        auto = sum(not v["needs_review"] for v in rows)
+        return {"judged": len(rows), "auto_decided": auto, "automation_share": auto / len(rows) if rows else None,
+                "automation_share_ci95": wilson(auto, len(rows)), "fail": sum(v["verdict"] == FAIL for v in rows),
+                "ungrounded_reason": sum(any(w.startswith("the reason") for w in v.get("review_why", []))
+                                         for v in rows)}
+    return {"per_mission": {m: counts([v for v in verdicts if v["mission"] == m]) for m in missions},
+            "overall": counts(verdicts)}
+
+
+def print_automation(automation: dict) -> None:
+    for name, c in [*automation["per_mission"].items(), ("all missions", automation["overall"])]:
+        if c["judged"]:
+            lo, hi = c["automation_share_ci95"]
+            print(f"{name}: {c['auto_decided']} of {c['judged']} groups decided without review "
+                  f"({100 * c['automation_share']:.1f}%, 95% [{100 * lo:.1f}, {100 * hi:.1f}]); "
+                  f"{c['ungrounded_reason']} sent to review for an ungrounded reason")
 
 
 def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
@@ -205,23 +254,28 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     from stage_a.review_page import render_review, report
 
     from .review_cards import JUDGE_OUTCOMES, judge_cards
-    verdicts = [rec for m in missions if verdicts_path(output_dir, m).exists()
-                for _, rec in iter_jsonl(verdicts_path(output_dir, m))]
+    verdicts = _verdicts(output_dir, missions)
     if input_dirs is None:
         input_dirs = [Path(d) for d in dict.fromkeys(v["input_dir"] for v in verdicts if v.get("input_dir"))]
+    automation = automation_of(output_dir, missions, verdicts)
     rows = []
     for m in missions:
         mine = [v for v in verdicts if v["mission"] == m]
         if mine:
-            rows.append([m, len(mine), sum(v["verdict"] == "不通过" for v in mine), sum(v["needs_review"] for v in mine),
-                         f"{mine[0]['threshold']:.4f}"])
+            c = automation["per_mission"][m]
+            rows.append([m, len(mine), c["fail"], len(mine) - c["auto_decided"], c["ungrounded_reason"],
+                         f"{100 * c['automation_share']:.1f}%", fmt_p(mine[0]["threshold"]),
+                         "yes" if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
     result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts),
                            outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs,
-                           tables=[{"title": "Per mission", "columns": ["mission", "groups", "不通过", "needs review",
-                                                                        "threshold"], "rows": rows}],
-                           intro=["Groups that need a person's review first, then 不通过, then 通过. needs review: "
-                                  "p_fail within the operating point's review margin of the threshold, or a reply "
-                                  "that is not the two-line contract."])
+                           tables=[{"title": "Per mission", "columns": [
+                               "mission", "groups", "不通过", "needs review", "of them for the reason",
+                               "decided without review", "threshold", "certified", "promise"], "rows": rows}],
+                           intro=["Groups that need a person's review first, then 不通过, then 通过. needs review: the "
+                                  "mission is not certified, p_fail is between the auto-pass and auto-fail thresholds "
+                                  "or within the review margin, the reply is not the two-line contract, or the reason "
+                                  "contradicts the verdict or cites a photo whose summary shows no defect.",
+                                  "Each photo is marked when the reason cites it and when its summary shows a defect."])
     report(result)
     return result
 
@@ -248,7 +302,8 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
 
 
 def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
-                   provenance: dict, path: Path, errors_file: Path, batch_size: int) -> int:
+                   provenance: dict, path: Path, errors_file: Path, batch_size: int,
+                   allow_uncertified: bool = False) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
         for record in todo:
@@ -264,13 +319,13 @@ def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, 
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}
-            lines = [verdict_at(p[i], point["threshold"]) + "\n" for i in ok]
+            lines = [decide(p[i], point).verdict + "\n" for i in ok]
             replies, gen_failed = engine.generate([rows[i] for i in ok], prefixes=lines) if ok else ([], {})
             failed.update({ok[k]: why for k, why in gen_failed.items()})
             for k, i in enumerate(ok):
                 if i in failed:
                     continue
-                out.write(verdict_record(batch[i], p[i], point, replies[k][0], provenance))
+                out.write(verdict_record(batch[i], p[i], point, replies[k][0], provenance, allow_uncertified))
                 written += 1
             for i, why in sorted(failed.items()):
                 errors.write({"group_id": batch[i]["group_id"], "mission": batch[i]["mission"], "error": why,

@@ -2,8 +2,11 @@
 
 Positive class = fail (a defective installation). Per group: expected `通过`/`不通过`, predicted `通过`,
 `不通过` or None (unparseable: counted wrong, reported separately, never dropped).
-  miss rate    = fail groups judged 通过   / fail groups
+  miss rate    = fail groups not judged 不通过 / fail groups   (an unparseable reply on a defective group is a
+                 miss: nothing failed it, and evaluation routes nothing to review)
   overkill rate = pass groups judged 不通过 / pass groups
+With the replies at hand, also the reason's grounding (stage_b.grounding): reason_contradiction_rate,
+citation_precision, citation_recall.
 95% Wilson score intervals for accuracy, miss rate and overkill rate; a rate over zero groups is None.
 """
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from .grounding import ground, grounding_metrics
 from .verdict import FAIL, PASS
 
 Z95 = 1.959963984540054
@@ -56,7 +60,7 @@ def metrics_from_confusion(cm: dict, format_ok: int = 0) -> dict:
         "balanced_accuracy": sum(recalls) / len(recalls) if recalls else None,
         "fail_recall": _rate(fail_caught, n_fail),
         "fail_precision": _rate(fail_caught, fail_caught + pass_overkill),
-        "miss_rate": _rate(fail_missed, n_fail), "miss_rate_ci95": wilson(fail_missed, n_fail),
+        "miss_rate": _rate(fail_missed + fail_invalid, n_fail), "miss_rate_ci95": wilson(fail_missed + fail_invalid, n_fail),
         "overkill_rate": _rate(pass_overkill, n_pass), "overkill_rate_ci95": wilson(pass_overkill, n_pass),
         "format_compliance": _rate(format_ok, n),
         "invalid_verdict_rate": _rate(invalid, n), "invalid_verdicts": invalid,
@@ -68,14 +72,14 @@ def metrics_from_confusion(cm: dict, format_ok: int = 0) -> dict:
 def compute_metrics(predictions: list[dict], missions: list[str] | None = None) -> dict:
     """{"overall": {...}, "per_mission": {mission: {...}}}. `missions` lists missions to report even
     when they have no groups (n = 0, rates None)."""
-    per_mission = {}
     names = list(dict.fromkeys((missions or []) + [p["mission"] for p in predictions]))
-    for mission in names:
-        rows = [p for p in predictions if p["mission"] == mission]
-        per_mission[mission] = metrics_from_confusion(
-            confusion((r["expected"], r["predicted"]) for r in rows),
-            format_ok=sum(1 for r in rows if r.get("rewards", {}).get("qc_format") == 1.0))
-    overall = metrics_from_confusion(
-        confusion((r["expected"], r["predicted"]) for r in predictions),
-        format_ok=sum(1 for r in predictions if r.get("rewards", {}).get("qc_format") == 1.0))
-    return {"overall": overall, "per_mission": per_mission}
+    per_mission = {m: _metrics([p for p in predictions if p["mission"] == m]) for m in names}
+    return {"overall": _metrics(predictions), "per_mission": per_mission}
+
+
+def _metrics(rows: list[dict]) -> dict:
+    out = metrics_from_confusion(confusion((r["expected"], r["predicted"]) for r in rows),
+                                 format_ok=sum(1 for r in rows if r.get("rewards", {}).get("qc_format") == 1.0))
+    if all("completion" in r for r in rows):
+        out.update(grounding_metrics([ground(r["completion"], r.get("summaries"), r["mission"]) for r in rows]))
+    return out

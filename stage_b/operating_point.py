@@ -1,16 +1,25 @@
-"""From verdict probabilities to a threshold a QC owner chose by miss rate. Pure (math/json only).
+"""From verdict probabilities to thresholds a QC owner can sign for. Pure (math/json, scipy through certify).
 
 `p_fail` is the model's probability of the first line `不通过` against `通过`, from the log-probabilities of
 both whole lines (stage_b.generate.VerdictEngine.verdict_logprobs), normalised over the two.
 
-The rule, so that anyone can recompute it from predictions.jsonl:
+The rule, stated once here so that anyone can recompute it from predictions.jsonl (`decide` applies it):
   - the verdict at threshold t is 不通过 iff p_fail >= t;
-  - on the validation split, t is the largest of the candidates (every validation p_fail, plus 1.0, which
-    fails nothing but a p_fail of exactly 1) whose miss rate is <= the target R;
-  - a mission without fail groups in validation has no miss rate, so it gets no threshold;
+  - candidates are every validation p_fail of the mission, plus 1.0 (which fails nothing but a p_fail of 1);
+  - the auto-pass threshold t is the largest candidate whose exact one-sided Clopper-Pearson upper bound, at the
+    confidence C, of the validation miss rate (defective groups with p_fail < t, over defective groups) is <= the
+    target R (stage_b.certify). Such a t exists iff the mission has at least `fail_groups_needed` defective
+    validation groups: then the mission is `certified`. When none does, t is the point rule (the largest
+    candidate whose measured miss rate is <= R) so the file stays usable, and the mission is not certified;
+  - a mission without defective validation groups has no miss rate: no threshold, not certified;
+  - with a target overkill rate O, the auto-fail threshold t_fail is the smallest candidate whose bound on the
+    overkill rate (good groups with p_fail >= t_fail, over good groups) is <= O, raised to t when below it; when no
+    candidate certifies O, nothing is auto-failed (t_fail is None). Without O, t_fail = t (two-way decision);
   - the review margin m: the distances |p_fail - t| of the validation groups t gets wrong, sorted; m is the
-    smallest distance that covers `review_share` of them (0 when t gets none wrong). A judged group with
-    |p_fail - t| <= m needs a person's review.
+    smallest distance that covers `review_share` of them (0, no band, when t gets none wrong);
+  - a group is decided automatically iff its mission is certified (or uncertified decisions are allowed),
+    p_fail < t or p_fail >= t_fail, and |p_fail - t| > m; every other group needs a person's review, with the
+    reasons why. The automation share is the share of groups decided automatically.
 """
 from __future__ import annotations
 
@@ -18,15 +27,22 @@ import bisect
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+from .certify import DEFAULT_CONFIDENCE, certified, check_confidence, groups_needed, upper_bound
 from .metrics import wilson
 from .verdict import FAIL, PASS
 
-OPERATING_POINT_FORMAT = 1
+OPERATING_POINT_FORMAT = 2
 DEFAULT_REVIEW_SHARE = 0.8
-RULE = ("verdict is 不通过 iff p_fail >= threshold; threshold = the largest validation p_fail (or 1.0) whose "
-        "validation miss rate <= target_miss_rate; needs_review iff |p_fail - threshold| <= review_margin")
+UNCALIBRATED_THRESHOLD = 0.5   # a mission with no threshold at all: the model's own choice, and always reviewed
+RULE = ("verdict is 不通过 iff p_fail >= threshold; threshold = the largest validation p_fail (or 1.0) whose exact "
+        "one-sided Clopper-Pearson upper bound at `confidence` of the validation miss rate is <= target_miss_rate "
+        "(certified), else the largest whose measured miss rate is (not certified); threshold_fail = the smallest "
+        "whose bound on the overkill rate is <= target_overkill_rate (None: nothing auto-fails); a group is decided "
+        "without review iff its mission is certified, p_fail < threshold or p_fail >= threshold_fail, and "
+        "|p_fail - threshold| > review_margin")
 
 
 class OperatingPointError(ValueError):
@@ -88,10 +104,30 @@ def _count_below(sorted_values: list[float], t: float) -> int:
 
 
 def pick_threshold(points: list[tuple[float, str]], target_miss_rate: float) -> float | None:
-    """The rule's threshold (module doc); None when there is no fail group to measure a miss rate on."""
+    """The point rule's threshold: the largest candidate whose measured miss rate is <= the target; None when there
+    is no fail group to measure a miss rate on."""
     if not any(e == FAIL for _, e in points):
         return None
     return next(c["threshold"] for c in curve(points) if c["miss_rate"] <= target_miss_rate)
+
+
+def certified_threshold(points: list[tuple[float, str]], target_miss_rate: float, confidence: float) -> float | None:
+    """The largest candidate whose miss-rate bound at `confidence` is <= the target (module doc); None when none is."""
+    fails = sorted(p for p, e in points if e == FAIL)
+    for t in sorted({p for p, _ in points} | {1.0}, reverse=True):
+        if certified(_count_below(fails, t), len(fails), target_miss_rate, confidence):
+            return t
+    return None
+
+
+def certified_fail_threshold(points: list[tuple[float, str]], target_overkill_rate: float,
+                             confidence: float) -> float | None:
+    """The smallest candidate whose overkill-rate bound at `confidence` is <= the target; None when none is."""
+    passes = sorted(p for p, e in points if e == PASS)
+    for t in sorted({p for p, _ in points} | {1.0}):
+        if certified(len(passes) - _count_below(passes, t), len(passes), target_overkill_rate, confidence):
+            return t
+    return None
 
 
 def review_margin(points: list[tuple[float, str]], threshold: float, share: float) -> float:
@@ -102,20 +138,132 @@ def review_margin(points: list[tuple[float, str]], threshold: float, share: floa
     return wrong[max(0, math.ceil(share * len(wrong)) - 1)]
 
 
-def mission_point(points: list[tuple[float, str]], target: float, share: float) -> dict:
-    """One mission's (or the pooled) entry of operating_point.json."""
-    threshold = pick_threshold(points, target)
+def _pct(x: float) -> str:
+    return f"{100 * x:.3g}%"
+
+
+def promise_text(entry: dict) -> str:
+    """The mission's miss-rate promise in one sentence (report.md, the judge's review_why)."""
+    target, confidence = entry["target_miss_rate"], entry["confidence"]
+    if entry["certified"]:
+        return (f"miss rate <= {_pct(target)} with {_pct(confidence)} confidence ({entry['misses']} missed of "
+                f"{entry['n_fail']} defective validation groups; upper bound {_pct(entry['miss_rate_upper'])})")
+    needed = entry.get("fail_groups_needed")
+    return (f"cannot promise a miss rate <= {_pct(target)} with {_pct(confidence)} confidence: "
+            f"{entry['n_fail']} defective validation group{'s' if entry['n_fail'] != 1 else ''}, "
+            + (f"{needed} needed" if needed is not None else "no number is enough for a 0% target"))
+
+
+def overkill_promise_text(entry: dict) -> str | None:
+    """The auto-fail side's promise in one sentence, when a target overkill rate was given."""
+    target = entry.get("target_overkill_rate")
+    if target is None:
+        return None
+    confidence = entry["confidence"]
+    if entry["overkill_certified"]:
+        return (f"overkill rate of auto-failed groups <= {_pct(target)} with {_pct(confidence)} confidence "
+                f"({entry['auto_overkills']} of {entry['n_pass']} good validation groups auto-failed; upper bound "
+                f"{_pct(entry['overkill_rate_upper'])})")
+    needed = entry.get("pass_groups_needed")
+    return (f"cannot promise an overkill rate <= {_pct(target)} with {_pct(confidence)} confidence "
+            f"({entry['n_pass']} good validation groups, "
+            + (f"{needed} needed" if needed is not None else "no number is enough for a 0% target")
+            + "): nothing is auto-failed, every group above the threshold goes to review")
+
+
+def mission_point(points: list[tuple[float, str]], target: float, share: float,
+                  confidence: float = DEFAULT_CONFIDENCE, target_overkill: float | None = None) -> dict:
+    """One mission's (or the pooled) entry of operating_point.json (module doc)."""
+    n_fail = sum(e == FAIL for _, e in points)
+    n_pass = len(points) - n_fail
+    entry = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill}
+    certified_t = certified_threshold(points, target, confidence) if n_fail else None
+    threshold = certified_t if certified_t is not None else pick_threshold(points, target)
+    entry["certified"] = certified_t is not None
+    if not entry["certified"]:
+        entry["fail_groups_needed"] = groups_needed(target, confidence)
     if threshold is None:
-        return {"threshold": None, "target_miss_rate": target, "n": len(points), "n_fail": 0,
-                "n_pass": len(points), "why_none": "no fail (审核不通过) group in validation, so no miss rate to "
-                                                   "hold to the target"}
-    margin = review_margin(points, threshold, share)
+        entry.update({"threshold": None, "threshold_fail": None, "n": len(points), "n_fail": 0, "n_pass": n_pass,
+                      "misses": 0, "review_margin": 0.0, "overkill_certified": False,
+                      "why_none": "no fail (审核不通过) group in validation, so no miss rate to hold to the target"})
+        entry["promise"] = promise_text(entry)
+        return entry
     at = rates_at(points, threshold)
-    in_band = [e for p, e in points if abs(p - threshold) <= margin]
-    return {"target_miss_rate": target, **at, "review_margin": margin,
-            "validation_needs_review": len(in_band),
-            "validation_errors_in_review": sum(verdict_at(p, threshold) != e
-                                               for p, e in points if abs(p - threshold) <= margin)}
+    entry.update(at)
+    entry["miss_rate_upper"] = upper_bound(at["misses"], n_fail, confidence)
+    if target_overkill is None:
+        threshold_fail = threshold
+    else:
+        t_fail = certified_fail_threshold(points, target_overkill, confidence) if n_pass else None
+        threshold_fail = None if t_fail is None else max(t_fail, threshold)
+    entry["threshold_fail"] = threshold_fail
+    auto_overkills = sum(e == PASS and threshold_fail is not None and p >= threshold_fail for p, e in points)
+    entry.update({"auto_overkills": auto_overkills, "overkill_rate_upper": upper_bound(auto_overkills, n_pass, confidence),
+                  "overkill_certified": (target_overkill is not None and threshold_fail is not None)})
+    if target_overkill is not None and not entry["overkill_certified"]:
+        entry["pass_groups_needed"] = groups_needed(target_overkill, confidence)
+    margin = review_margin(points, threshold, share)
+    in_band = [(p, e) for p, e in points if margin > 0 and abs(p - threshold) <= margin]
+    entry.update({"review_margin": margin, "validation_needs_review": len(in_band),
+                  "validation_errors_in_review": sum(verdict_at(p, threshold) != e for p, e in in_band)})
+    entry["promise"] = promise_text(entry)
+    if target_overkill is not None:
+        entry["overkill_promise"] = overkill_promise_text(entry)
+    return entry
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rule does with one group: the verdict line, and why a person must review it (empty: decided
+    automatically)."""
+    verdict: str
+    why: tuple[str, ...]
+
+    @property
+    def automatic(self) -> bool:
+        return not self.why
+
+
+def fmt_p(x: float | None, other: float | None = None) -> str:
+    """A probability with 3 significant figures, or as many more as it takes to tell it from `other` (so a p_fail
+    and its threshold never print alike when the verdict depends on which is larger)."""
+    if x is None:
+        return "n/a"
+    digits = 3
+    while other is not None and x != other and digits < 17 and f"{x:.{digits}g}" == f"{other:.{digits}g}":
+        digits += 1
+    return f"{x:.{digits}g}"
+
+
+def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
+    """The rule (module doc) for one group. `point`: a mission entry of operating_point.json, or what
+    `thresholds_for` makes of one (threshold None: no calibration at all, the verdict is the model's own choice at
+    UNCALIBRATED_THRESHOLD and the group is always reviewed)."""
+    threshold = point.get("threshold")
+    if threshold is None:
+        return Decision(verdict_at(p, UNCALIBRATED_THRESHOLD),
+                        (f"no threshold for this mission ({point.get('why_none') or point.get('promise') or 'none'}): "
+                         f"the verdict is the model's own choice (p_fail >= {UNCALIBRATED_THRESHOLD})",))
+    why = []
+    if not point.get("certified") and not allow_uncertified:
+        why.append(f"not certified: {point.get('promise') or 'no promise for this mission'}")
+    threshold_fail = point.get("threshold_fail", threshold)
+    if p >= threshold and (threshold_fail is None or p < threshold_fail):
+        why.append(f"p_fail {fmt_p(p, threshold)} is in the review band: at or above the auto-pass threshold "
+                   f"{fmt_p(threshold, p)} and " + (f"below the auto-fail threshold {fmt_p(threshold_fail, p)}"
+                                                    if threshold_fail is not None else
+                                                    "nothing is auto-failed (no certified overkill rate)"))
+    margin = point.get("review_margin") or 0.0
+    if margin > 0 and abs(p - threshold) <= margin:
+        why.append(f"p_fail {fmt_p(p, threshold)} is within {fmt_p(margin)} of the threshold {fmt_p(threshold, p)}")
+    return Decision(verdict_at(p, threshold), tuple(why))
+
+
+def automation(points: list[tuple[float, str]], entry: dict) -> dict:
+    """How many of these groups the rule decides without review, with a 95% Wilson interval of the share."""
+    auto = sum(decide(p, entry).automatic for p, _ in points)
+    return {"validation_auto_decided": auto, "automation_share": auto / len(points) if points else None,
+            "automation_share_ci95": wilson(auto, len(points))}
 
 
 def points_of(predictions: list[dict]) -> dict[str, list[tuple[float, str]]]:
@@ -127,49 +275,69 @@ def points_of(predictions: list[dict]) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
-def parse_targets(values: list[str] | None) -> dict | None:
-    """`--target_miss_rate 0.05 BBU接地线检查=0.02` -> {"default": 0.05, "per_mission": {...}}; None if not given."""
+def parse_targets(values: list[str] | None, flag: str = "--target_miss_rate") -> dict | None:
+    """`--target_miss_rate 0.05 BBU接地线检查=0.02` -> {"default": 0.05, "per_mission": {...}}; None if not given.
+    A mission's own rate always wins over the default, in whatever order they are given."""
     if not values:
         return None
     default, per_mission = None, {}
     for value in values:
         if "=" in value:
             mission, rate = value.rsplit("=", 1)
-            per_mission[mission.strip()] = check_rate(rate, f"--target_miss_rate for {mission.strip()}")
+            per_mission[mission.strip()] = check_rate(rate, f"{flag} for {mission.strip()}")
         elif default is None:
-            default = check_rate(value, "--target_miss_rate")
+            default = check_rate(value, flag)
         else:
-            raise OperatingPointError(f"--target_miss_rate takes one plain rate (the default) plus MISSION=RATE "
+            raise OperatingPointError(f"{flag} takes one plain rate (the default) plus MISSION=RATE "
                                       f"overrides; got a second plain value {value!r}")
     return {"default": default, "per_mission": per_mission}
 
 
-def build_operating_point(predictions: list[dict], missions: list[str], targets: dict, *, review_share: float,
-                          model: dict, adapters: list[dict], data: dict | None, resolve=None) -> dict:
-    """operating_point.json's content. `resolve` maps a mission name or alias in `targets` to its canonical
-    name (stage_a.missions); a target for a mission not scored here is an error, not ignored."""
-    by_mission = points_of(predictions)
-    per_target = {}
+def _per_mission(targets: dict | None, missions: list[str], resolve, flag: str) -> dict[str, float | None]:
+    """Each mission's target (its own, else the default; None without either); a target for a mission not scored
+    here is an error, not ignored."""
+    if targets is None:
+        return {m: None for m in missions}
+    own = {}
     for name, rate in targets["per_mission"].items():
         canonical = resolve(name) if resolve else name
         if canonical not in missions:
-            raise OperatingPointError(f"--target_miss_rate names {name!r}, which is not among the missions scored "
+            raise OperatingPointError(f"{flag} names {name!r}, which is not among the missions scored "
                                       f"here ({', '.join(missions)})")
-        per_target[canonical] = rate
-    entries, missing_target = {}, []
-    for mission in missions:
-        target = per_target.get(mission, targets["default"])
-        if target is None:
-            missing_target.append(mission)
-            continue
-        entries[mission] = mission_point(by_mission.get(mission, []), target, review_share)
+        own[canonical] = rate
+    return {m: own.get(m, targets["default"]) for m in missions}
+
+
+def build_operating_point(predictions: list[dict], missions: list[str], targets: dict, *, review_share: float,
+                          model: dict, adapters: list[dict], data: dict | None, resolve=None,
+                          confidence: float = DEFAULT_CONFIDENCE, overkill_targets: dict | None = None) -> dict:
+    """operating_point.json's content. `resolve` maps a mission name or alias in the targets to its canonical
+    name (stage_a.missions)."""
+    confidence = check_confidence(confidence)
+    by_mission = points_of(predictions)
+    miss_targets = _per_mission(targets, missions, resolve, "--target_miss_rate")
+    overkill = _per_mission(overkill_targets, missions, resolve, "--target_overkill_rate")
+    missing_target = [m for m in missions if miss_targets[m] is None]
     if missing_target:
         raise OperatingPointError(f"no target miss rate for {', '.join(missing_target)}: give a default "
                                   f"(--target_miss_rate 0.05) or MISSION=RATE for each")
+    entries = {}
+    for mission in missions:
+        points = by_mission.get(mission, [])
+        entries[mission] = mission_point(points, miss_targets[mission], review_share, confidence, overkill[mission])
+        entries[mission].update(automation(points, entries[mission]))
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
-    overall = (mission_point(pooled, targets["default"], review_share) if targets["default"] is not None else None)
-    return {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share,
-            "model": model, "adapters": adapters, "data": data, "missions": entries, "overall": overall}
+    auto = sum(entries[m]["validation_auto_decided"] for m in missions)
+    overall = None
+    if targets["default"] is not None:
+        overall = mission_point(pooled, targets["default"], review_share, confidence,
+                                (overkill_targets or {}).get("default"))
+    return {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share, "confidence": confidence,
+            "model": model, "adapters": adapters, "data": data, "missions": entries, "overall": overall,
+            "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
+                           "automation_share": auto / len(pooled) if pooled else None,
+                           "automation_share_ci95": wilson(auto, len(pooled)),
+                           "certified_missions": [m for m in missions if entries[m]["certified"]]}}
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -209,33 +377,56 @@ def file_digest(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _number_or_none(value, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise OperatingPointError(f"{what} is {value!r}, not a number")
+    return check_rate(value, what)
+
+
 def load_operating_point(path) -> dict:
+    """An operating point file of this format, its types and ranges checked before anything loads."""
     path = Path(path)
     if not path.is_file():
         raise OperatingPointError(f"operating point file {path} does not exist; write one with python -m "
                                   f"stage_b.evaluate --target_miss_rate R, or pass --threshold T")
     try:
         op = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise OperatingPointError(f"cannot read operating point file {path}: {exc}") from None
-    if not isinstance(op, dict) or op.get("format") != OPERATING_POINT_FORMAT:
+    fmt = op.get("format") if isinstance(op, dict) else None
+    if fmt != OPERATING_POINT_FORMAT:
+        why = (" (format 1 predates certified promises: its thresholds carry no miss-rate bound)" if fmt == 1 else "")
         raise OperatingPointError(f"{path} is not an operating point file of format {OPERATING_POINT_FORMAT} "
-                                  f"(format {op.get('format') if isinstance(op, dict) else None!r}); recompute it "
-                                  f"with python -m stage_b.evaluate --target_miss_rate R")
-    for mission, entry in (op.get("missions") or {}).items():
-        if entry.get("threshold") is not None:
-            check_rate(entry["threshold"], f"{path}: threshold of {mission}")
-            check_rate(entry.get("review_margin", 0.0), f"{path}: review_margin of {mission}")
+                                  f"(format {fmt!r}){why}; recompute it with python -m stage_b.evaluate "
+                                  f"--target_miss_rate R --confidence C")
+    if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters", []), list):
+        raise OperatingPointError(f"{path}: `model` must be an object and `adapters` a list (as stage_b.evaluate "
+                                  f"writes them); recompute the file")
+    missions = op.get("missions")
+    if not isinstance(missions, dict):
+        raise OperatingPointError(f"{path}: `missions` must be an object of mission entries; recompute the file")
+    for mission, entry in missions.items():
+        where = f"{path}: {mission}"
+        if not isinstance(entry, dict):
+            raise OperatingPointError(f"{where}: the entry is {entry!r}, not an object; recompute the file")
+        _number_or_none(entry.get("threshold"), f"{where}: threshold")
+        _number_or_none(entry.get("threshold_fail"), f"{where}: threshold_fail")
+        _number_or_none(entry.get("review_margin", 0.0), f"{where}: review_margin")
+        if not isinstance(entry.get("certified"), bool):
+            raise OperatingPointError(f"{where}: certified is {entry.get('certified')!r}, not true or false; "
+                                      f"recompute the file")
     return op
 
 
 def thresholds_for(op: dict, path, missions: list[str], *, model: dict, adapters: list[dict],
                    fallback: float | None = None) -> dict[str, dict]:
-    """{mission: {"threshold", "review_margin", "source"}} for judging `missions` with this model, or an error.
+    """{mission: decision point} for judging `missions` with this model (the keys `decide` reads, plus "source").
 
-    Refused: a file computed for another model or other adapters (compared by content fingerprint, so a
-    moved folder is fine), and a mission the file has no threshold for unless `fallback` (--threshold) is
-    given. Every problem is named at once."""
+    Refused: a file computed for another model or other adapters (compared by content fingerprint, so a moved
+    folder is fine). A mission the file has no threshold for is judged all the same, every group to review:
+    at `fallback` (--threshold) when given, else at the model's own choice; it never stops the other missions."""
     problems = []
     if op.get("model", {}).get("fingerprint") != model.get("fingerprint"):
         problems.append(f"it was computed for model {op.get('model', {}).get('path')} and this is {model.get('path')}")
@@ -243,20 +434,27 @@ def thresholds_for(op: dict, path, missions: list[str], *, model: dict, adapters
     if theirs != [a.get("fingerprint") for a in adapters]:
         problems.append(f"it was computed with adapters {[a.get('path') for a in op.get('adapters') or []] or 'none'}"
                         f" and these are {[a.get('path') for a in adapters] or 'none'}")
+    if problems:
+        raise OperatingPointError(f"operating point {path} cannot be used: " + "; ".join(problems)
+                                  + ". Recompute it for this model with python -m stage_b.evaluate "
+                                    "--target_miss_rate R")
     out, entries = {}, op.get("missions") or {}
     for mission in missions:
         entry = entries.get(mission)
         if entry and entry.get("threshold") is not None:
-            out[mission] = {"threshold": entry["threshold"], "review_margin": entry.get("review_margin", 0.0),
-                            "source": f"{path}"}
-        elif fallback is not None:
-            out[mission] = {"threshold": fallback, "review_margin": 0.0, "source": "--threshold"}
-        elif entry:
-            problems.append(f"it has no threshold for {mission} ({entry.get('why_none', 'none computed')})")
+            out[mission] = {**entry, "source": f"{path}"}
+            continue
+        why = (entry.get("why_none") or "no threshold") if entry else \
+            f"{path} has no entry for it (its missions: {', '.join(entries) or 'none'})"
+        if fallback is not None:
+            out[mission] = manual_point(fallback, f"{why}; --threshold {fallback} used")
         else:
-            problems.append(f"it has no entry for {mission} (its missions: {', '.join(entries) or 'none'})")
-    if problems:
-        raise OperatingPointError(f"operating point {path} cannot be used: " + "; ".join(problems)
-                                  + ". Recompute it for this model and these missions with python -m stage_b.evaluate "
-                                    "--target_miss_rate R, or pass --threshold T for missions without one")
+            out[mission] = {"threshold": None, "threshold_fail": None, "review_margin": 0.0, "certified": False,
+                            "why_none": why, "promise": f"no promise: {why}", "source": "none"}
     return out
+
+
+def manual_point(threshold: float, why: str = "a threshold given by hand (--threshold)") -> dict:
+    """The decision point of `--threshold T`: a two-way verdict at T with no certified promise."""
+    return {"threshold": threshold, "threshold_fail": threshold, "review_margin": 0.0, "certified": False,
+            "promise": f"no promise: {why}, not certified on validation groups", "source": "--threshold"}

@@ -1,9 +1,11 @@
 """The miss-rate / overkill-rate curve over thresholds as a PNG (one line per mission, pooled in black), with the
-chosen operating points marked. Missions are labelled M1… when no CJK font is installed (see plot_training)."""
+chosen operating points marked; and the reliability diagram of p_fail (stage_b.calibration). Missions are labelled
+M1… when no CJK font is installed (see plot_training)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from .operating_point import fmt_p
 from .plot_training import cjk_font
 
 
@@ -32,7 +34,7 @@ def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None)
             if entry and entry.get("threshold") is not None and entry.get("miss_rate") is not None:
                 ax.plot(entry["miss_rate"], entry["overkill_rate"], marker="o", markersize=9, fillstyle="none",
                         color=line.get_color())
-                ax.annotate(f"t={entry['threshold']:.3f}", (entry["miss_rate"], entry["overkill_rate"]),
+                ax.annotate(f"t={fmt_p(entry['threshold'])}", (entry["miss_rate"], entry["overkill_rate"]),
                             textcoords="offset points", xytext=(6, 4), fontsize=7)
     ax.set_xlabel("miss rate (defective judged 通过)" if font else "miss rate (defective judged pass)")
     ax.set_ylabel("overkill rate (good judged 不通过)" if font else "overkill rate (good judged fail)")
@@ -41,6 +43,46 @@ def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
     ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return names
+
+
+def plot_reliability(calibration: dict, out: Path, title: str) -> dict[str, str]:
+    """The reliability diagram (stage_b.calibration): one panel per mission and one pooled, mean p_fail per bin
+    against the observed fail share, point size by the bin's groups, the diagonal for reference, ECE in each
+    panel's title. Returns each mission's legend name."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    font = cjk_font()
+    if font:
+        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
+    missions = list(calibration["per_mission"])
+    names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+    panels = [(names[m], calibration["per_mission"][m]) for m in missions] + [("overall", calibration["overall"])]
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.2 * rows), squeeze=False)
+    for ax, (name, rel) in zip(axes.flat, panels):
+        ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+        if rel["bins"]:
+            ax.scatter([b["mean_p_fail"] for b in rel["bins"]], [b["fail_share"] for b in rel["bins"]],
+                       s=[20 + 200 * b["n"] / rel["n"] for b in rel["bins"]], color="tab:red", alpha=0.7)
+            ax.plot([b["mean_p_fail"] for b in rel["bins"]], [b["fail_share"] for b in rel["bins"]],
+                    color="tab:red", linewidth=1)
+        ece = "n/a" if rel["ece"] is None else f"{rel['ece']:.3f}"
+        ax.set_title(f"{name}\nECE {ece}, n={rel['n']}", fontsize=8)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("mean p_fail in bin", fontsize=7)
+        ax.set_ylabel("observed fail share", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -1,32 +1,37 @@
 """Group cards for the review page (stage_a.review_page) from evaluation predictions and judge verdicts. Pure.
 
-Evaluation shows the groups a QC owner must look at first: misses, then overkills, then unparseable replies,
-then (with --review_all) every other group. Judging shows needs_review groups first, then 不通过, then 通过.
+Evaluation shows the groups a QC owner must look at first: misses, then overkills, then unparseable replies, then
+correct verdicts with an ungrounded reason (stage_b.grounding), then (with --review_all) every other group. Judging
+shows needs_review groups first, then 不通过, then 通过. Each card's photos carry two marks: the reason cites it, and
+its summary shows a defect (`cited` and `defect` photo indices, read by stage_a.review_page).
 """
 from __future__ import annotations
 
 from stage_a.records import summaries_of
 from stage_a.review_page import LABEL_TEXT
 
+from .grounding import ground
+from .operating_point import fmt_p
 from .verdict import FAIL, PASS, parse
 
 EVALUATION_OUTCOMES = [("miss", "miss (不通过 judged 通过)"), ("overkill", "overkill (通过 judged 不通过)"),
-                       ("invalid", "unparseable reply"), ("correct", "correct")]
+                       ("invalid", "unparseable reply"), ("ungrounded", "correct, reason not grounded"),
+                       ("correct", "correct")]
 JUDGE_OUTCOMES = [("needs_review", "needs review"), ("fail", "不通过"), ("pass", "通过")]
 
 
-def evaluation_outcome(expected: str, predicted: str | None) -> str:
+def evaluation_outcome(expected: str, predicted: str | None, grounded: bool = True) -> str:
     if predicted not in (PASS, FAIL):
         return "invalid"
     if expected == FAIL and predicted == PASS:
         return "miss"
     if expected == PASS and predicted == FAIL:
         return "overkill"
-    return "correct"
+    return "correct" if grounded else "ungrounded"
 
 
-def _p(value) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+def _marks(g) -> dict:
+    return {"cited": list(g.cited), "defect": list(g.defect_photos)}
 
 
 def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dict], review_all: bool) -> list[dict]:
@@ -34,18 +39,21 @@ def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dic
     order = {k: n for n, (k, _) in enumerate(EVALUATION_OUTCOMES)}
     cards = []
     for p in predictions:
-        outcome = evaluation_outcome(p["expected"], p["predicted"])
+        record = records.get((p["mission"], p["group_id"]), {})
+        summaries = p.get("summaries") or (summaries_of(record) if record else [])
+        g = ground(p["completion"], summaries, p["mission"])
+        outcome = evaluation_outcome(p["expected"], p["predicted"], not g.review_why())
         if outcome == "correct" and not review_all:
             continue
-        record = records.get((p["mission"], p["group_id"]), {})
         parsed = parse(p["completion"])
         cards.append({
             "group_id": p["group_id"], "mission": p["mission"], "outcome": outcome,
-            "facts": [("reviewer", p["expected"]), ("model", p["predicted"] or "unparseable"), ("p_fail", _p(p.get("p_fail"))),
-                      *((name, f"{value:g}") for name, value in p.get("rewards", {}).items() if value is not None)],
+            "facts": [("reviewer", p["expected"]), ("model", p["predicted"] or "unparseable"),
+                      ("p_fail", fmt_p(p.get("p_fail"))),
+                      *((name, f"{value:g}") for name, value in p.get("rewards", {}).items() if value is not None),
+                      *([("reason", "; ".join(g.review_why()))] if g.review_why() else [])],
             "reason": parsed.reason, "reply": None if parsed.two_lines else (p["completion"] or "").strip() or None,
-            "error": p.get("error"), "images": record.get("images", []),
-            "summaries": p.get("summaries") or (summaries_of(record) if record else [])})
+            "error": p.get("error"), "images": record.get("images", []), "summaries": summaries, **_marks(g)})
     cards.sort(key=lambda c: order[c["outcome"]])   # stable: file order within each outcome
     return cards
 
@@ -59,12 +67,16 @@ def judge_outcome(verdict_record: dict) -> str:
 def judge_cards(verdicts: list[dict]) -> list[dict]:
     order = {k: n for n, (k, _) in enumerate(JUDGE_OUTCOMES)}
     cards = [{"group_id": v["group_id"], "mission": v["mission"], "outcome": judge_outcome(v),
-              "facts": [("verdict", v["verdict"]), ("p_fail", _p(v["p_fail"])), ("threshold", _p(v["threshold"])),
+              "facts": [("verdict", v["verdict"]), ("p_fail", fmt_p(v["p_fail"], v["threshold"])),
+                        ("threshold", fmt_p(v["threshold"], v["p_fail"])),
+                        *([("fail threshold", fmt_p(v["threshold_fail"], v["p_fail"]))]
+                          if v.get("threshold_fail") not in (None, v["threshold"]) else []),
                         ("reviewer", LABEL_TEXT.get(v.get("label"), v.get("label"))),
                         *([("review", "; ".join(v["review_why"]))] if v.get("review_why") else [])],
               "reason": v.get("reason") if parse(v["reply"]).two_lines else None,
               "reply": None if parse(v["reply"]).two_lines else v["reply"],
-              "error": None, "images": v["images"], "summaries": v["summaries"]}
+              "error": None, "images": v["images"], "summaries": v["summaries"],
+              **_marks(ground(v["reply"], v["summaries"], v["mission"]))}
              for v in verdicts]
     cards.sort(key=lambda c: order[c["outcome"]])
     return cards

@@ -7,21 +7,14 @@ verdict), `summaries` (the group's per-photo summaries), `mission` (canonical na
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
+from .grounding import asserted_defects, defect_terms, ground
+from .verdict import FAIL, normalize, normalize_verdict, parse
 
-from .verdict import PASS, normalize, normalize_verdict, parse
-
-# Defect words every mission shares; each mission adds its own (configs/missions.yaml defect_terms).
-GENERIC_DEFECT_TERMS = ("缺失", "缺少", "松动", "破损", "损坏", "脱落", "不规范", "不合格", "错误", "裸露",
-                        "未安装", "未捆扎", "未拧紧", "未套保护管", "散乱", "不到位")
-# A defect word right after one of these is denied, not asserted ("螺丝齐全，无松动").
-NEGATIONS = ("无", "没有", "未见", "未发现", "不存在", "并无", "未出现", "不见")
-_CITATION = re.compile(r"图片?\s*_?\s*(\d+)")
 COPY_RUN = 10           # a shared run of this many characters counts as copied text
 PENALTY_INVALID_CITATION = 0.4
 PENALTY_UNSUPPORTED_DEFECT = 0.4
-PENALTY_PASS_WITH_DEFECT = 0.4
+PENALTY_CONTRADICTION = 0.4
+PENALTY_WRONG_CITATION = 0.4
 PENALTY_NO_VALID_CITATION = 0.2
 PENALTY_COPYING = 0.4
 
@@ -44,66 +37,42 @@ def qc_consistency(completions, summaries, mission=None, **kwargs) -> list[float
     holds. Starting from 1.0, subtract:
       0.4  a citation 图片_k outside 1..N (N = number of summaries);
       0.4  a defect term asserted in the reason that no summary asserts;
-      0.4  verdict 通过 with a reason that asserts any defect, or that cites a photo whose summary
-           asserts one;
+      0.4  a reason that contradicts its verdict: 通过 with a reason that asserts any defect or cites a
+           photo whose summary shows one; 不通过 with a reason that asserts no defect and cites no such photo;
+      0.4 x the share of the photos a 不通过 reason cites (within 1..N) whose summary shows no defect;
       0.2  no valid 图片_k citation at all;
       0.4 x the share of the reason's characters inside runs of >= 10 characters copied verbatim
            from the summaries (a transcript is not a judgement).
-    Defect terms: the mission's `defect_terms` plus GENERIC_DEFECT_TERMS; a term preceded by a
-    negation (无, 没有, 未发现, …) is denied, not asserted."""
+    Defect terms, negations, citations (ranges too) and contradictions are stage_b.grounding's: the rule
+    evaluation's grounding metrics and the judge's review flags use."""
     missions = mission if isinstance(mission, list) else [mission] * len(completions)
     return [_consistency(c, s, m) for c, s, m in zip(completions, summaries, missions)]
 
 
 def _consistency(completion, summaries, mission) -> float:
     try:
-        parsed = parse(completion)
-        if not parsed.two_lines:
+        g = ground(completion, summaries, mission)
+        if not g.two_lines:
             return 0.0
         texts = [normalize(s) or "" for s in (summaries or []) if isinstance(s, str)]
-        reason = parsed.reason
         terms = defect_terms(mission)
         score = 1.0
-        cited = [int(k) for k in _CITATION.findall(reason)]
-        if any(not 1 <= k <= len(texts) for k in cited):
+        valid = [k for k in g.cited if 1 <= k <= len(texts)]
+        if len(valid) < len(g.cited):
             score -= PENALTY_INVALID_CITATION
-        if not any(1 <= k <= len(texts) for k in cited):
+        if not valid:
             score -= PENALTY_NO_VALID_CITATION
-        asserted = asserted_defects(reason, terms)
         supported = set().union(*(asserted_defects(t, terms) for t in texts)) if texts else set()
-        if asserted - supported:
+        if asserted_defects(g.reason, terms) - supported:
             score -= PENALTY_UNSUPPORTED_DEFECT
-        cited_defect = any(asserted_defects(texts[k - 1], terms) for k in cited if 1 <= k <= len(texts))
-        if parsed.verdict == PASS and (asserted or cited_defect):
-            score -= PENALTY_PASS_WITH_DEFECT
-        score -= PENALTY_COPYING * copied_share(reason, "\n".join(texts))
+        if g.contradiction:
+            score -= PENALTY_CONTRADICTION
+        if g.verdict == FAIL and valid:
+            score -= PENALTY_WRONG_CITATION * sum(k not in g.defect_photos for k in valid) / len(valid)
+        score -= PENALTY_COPYING * copied_share(g.reason, "\n".join(texts))
         return min(1.0, max(0.0, score))
     except Exception:  # noqa: BLE001 - a reward must never stop training; 0.0 is the safe score
         return 0.0
-
-
-@lru_cache(maxsize=64)
-def defect_terms(mission) -> tuple[str, ...]:
-    terms = list(GENERIC_DEFECT_TERMS)
-    try:
-        from stage_a.missions import load_registry
-        terms += load_registry().resolve(mission).defect_terms if mission else []
-    except Exception:  # noqa: BLE001 - unknown mission: generic terms still apply
-        pass
-    # Longest first, so "未套保护管" is matched before a shorter term inside it.
-    return tuple(sorted(set(terms), key=len, reverse=True))
-
-
-def asserted_defects(text: str, terms) -> set[str]:
-    """Defect terms present in `text` and not preceded by a negation."""
-    found = set()
-    for term in terms:
-        for m in re.finditer(re.escape(term), text):
-            before = text[max(0, m.start() - 4):m.start()]
-            if not any(before.endswith(neg) or before[:-1].endswith(neg) for neg in NEGATIONS):
-                found.add(term)
-                break
-    return found
 
 
 def copied_share(reason: str, source: str, run: int = COPY_RUN) -> float:

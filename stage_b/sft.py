@@ -4,7 +4,7 @@ its reviewer label (`group_qc_sft`; group_qc_dev/sft_data.py uses the same reaso
 The reason is grounded in what the summaries say, so the model learns to cite photos, never to invent:
   - a reviewer's own reason, when the Stage-A record carries one (optional field `reviewer_reason`), wins;
   - 不通过: every photo whose summary asserts a defect, with what it says: the text of its 备注 remark, else the
-    mission's defect terms found in it (`configs/missions.yaml` defect_terms). When no summary shows a defect,
+    defect terms it asserts (stage_b.grounding: the mission's `defect_terms` and the generic ones). When no summary shows a defect,
     the reason says the key checkpoints cannot be confirmed from the summaries (the conservative rule);
   - 通过: every photo was seen and every checkpoint holds.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from stage_a.missions import Mission
 from stage_a.records import image_key
 
+from .grounding import asserted_defects, defect_photos, defect_terms
 from .verdict import FAIL, PASS
 
 REVIEWER_REASON = "reviewer_reason"   # optional Stage-A record field: the reviewer's reason, one line
@@ -21,15 +22,17 @@ NOT_CONFIRMED = "关键检查要点无法从摘要中确认"
 
 
 def photo_defects(mission: Mission, summaries: list[str]) -> list[tuple[int, str]]:
-    """(1-based photo index, what its summary says is wrong) for each photo whose summary asserts a defect."""
+    """(1-based photo index, what its summary says is wrong) for each photo whose summary shows a defect
+    (stage_b.grounding, the rule the metrics and the judge use): the text of its 备注 remark, else the defect
+    terms it asserts."""
+    terms = defect_terms(mission.name)
     out = []
-    for i, s in enumerate(summaries, start=1):
+    for i in defect_photos(summaries, mission.name):
+        s = summaries[i - 1]
         if REMARK in s:
             out.append((i, s.split(REMARK, 1)[1].lstrip("：: ").strip() or s))
-            continue
-        terms = [t for t in mission.defect_terms if t in s]
-        if terms:
-            out.append((i, "、".join(terms)))
+        else:
+            out.append((i, "、".join(t for t in terms if t in asserted_defects(s, terms))))
     return out
 
 

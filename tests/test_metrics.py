@@ -14,8 +14,9 @@ def cm(pp=0, pf=0, pn=0, ff=0, fp=0, fn=0):
 
 @pytest.mark.parametrize("counts, expected", [
     # 10 pass (8 ok, 2 overkill), 10 fail (6 caught, 3 missed, 1 invalid)
+    # (the unparseable reply on a fail group is a miss: nothing failed it)
     (cm(pp=8, pf=2, ff=6, fp=3, fn=1), dict(n=20, accuracy=14 / 20, fail_recall=0.6, fail_precision=6 / 8,
-                                            miss_rate=0.3, overkill_rate=0.2, balanced_accuracy=(0.6 + 0.8) / 2,
+                                            miss_rate=0.4, overkill_rate=0.2, balanced_accuracy=(0.6 + 0.8) / 2,
                                             invalid_verdict_rate=1 / 20)),
     # perfect
     (cm(pp=5, ff=5), dict(n=10, accuracy=1.0, miss_rate=0.0, overkill_rate=0.0, fail_precision=1.0,
@@ -25,8 +26,8 @@ def cm(pp=0, pf=0, pn=0, ff=0, fp=0, fn=0):
     # only fail groups: overkill undefined, balanced accuracy = fail recall
     (cm(ff=3, fp=1), dict(n=4, overkill_rate=None, overkill_rate_ci95=None, balanced_accuracy=0.75,
                           miss_rate=0.25)),
-    # all unparseable: wrong, and not silently a miss or an overkill
-    (cm(pn=2, fn=2), dict(accuracy=0.0, miss_rate=0.0, overkill_rate=0.0, invalid_verdict_rate=1.0,
+    # all unparseable: wrong; on fail groups a miss (nothing failed them), on pass groups not an overkill
+    (cm(pn=2, fn=2), dict(accuracy=0.0, miss_rate=1.0, overkill_rate=0.0, invalid_verdict_rate=1.0,
                           invalid_verdicts=4)),
     # no groups at all: n = 0, no division by zero
     (cm(), dict(n=0, accuracy=None, accuracy_ci95=None, miss_rate=None, overkill_rate=None,

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from stage_b.judge import verdict_record
-from stage_b.operating_point import (OperatingPointError, check_rate, curve, load_operating_point, mission_point,
-                                     p_fail, parse_targets, pick_threshold, rates_at, review_margin, thresholds_for,
-                                     verdict_at)
+from stage_b.operating_point import (OperatingPointError, check_rate, curve, decide, fmt_p, load_operating_point,
+                                     manual_point, mission_point, p_fail, parse_targets, pick_threshold, rates_at,
+                                     review_margin, thresholds_for, verdict_at)
 
 F, P = "不通过", "通过"
 
@@ -68,6 +68,8 @@ def test_the_review_margin_covers_a_share_of_the_validation_errors(points, thres
 
 def test_a_mission_point_reports_rates_with_wilson_intervals_and_the_band():
     entry = mission_point([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.0, share=1.0)
+    # a 0% target can never be certified: the point rule's threshold keeps the file usable
+    assert entry["certified"] is False and entry["fail_groups_needed"] is None
     assert (entry["threshold"], entry["misses"], entry["overkills"]) == (0.2, 0, 1)
     assert entry["overkill_rate"] == 0.5 and entry["overkill_rate_ci95"][0] < 0.5 < entry["overkill_rate_ci95"][1]
     assert entry["review_margin"] == pytest.approx(0.25)   # the one error, the pass at 0.45
@@ -98,9 +100,10 @@ def test_rates_and_thresholds_outside_0_1_are_refused_naming_the_value(value, me
 
 MODEL = {"path": "/m", "fingerprint": "aaa"}
 ADAPTER = {"path": "/a/checkpoint-5", "fingerprint": "bbb"}
-OP = {"format": 1, "model": MODEL, "adapters": [ADAPTER], "missions": {
-    "BBU接地线检查": {"threshold": 0.4, "review_margin": 0.1},
-    "挡风板安装检查": {"threshold": None, "why_none": "no fail group in validation"}}}
+OP = {"format": 2, "model": MODEL, "adapters": [ADAPTER], "missions": {
+    "BBU接地线检查": {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True,
+                     "promise": "miss rate <= 10%"},
+    "挡风板安装检查": {"threshold": None, "certified": False, "why_none": "no fail group in validation"}}}
 
 
 @pytest.mark.parametrize("model, adapters, missions, fallback, refusal", [
@@ -109,24 +112,41 @@ OP = {"format": 1, "model": MODEL, "adapters": [ADAPTER], "missions": {
      None, None),                                                          # moved, same content: fine
     ({"path": "/other", "fingerprint": "zzz"}, [ADAPTER], ["BBU接地线检查"], None, "model /m and this is /other"),
     (MODEL, [], ["BBU接地线检查"], None, "adapters ['/a/checkpoint-5'] and these are none"),
-    (MODEL, [ADAPTER], ["BBU线缆布放要求"], None, "no entry for BBU线缆布放要求"),
-    (MODEL, [ADAPTER], ["挡风板安装检查"], None, "no threshold for 挡风板安装检查"),
+    # a mission without an entry or a threshold is judged all the same, every group to review (never stops the day)
+    (MODEL, [ADAPTER], ["BBU线缆布放要求", "BBU接地线检查"], None, None),
+    (MODEL, [ADAPTER], ["挡风板安装检查"], None, None),
     (MODEL, [ADAPTER], ["挡风板安装检查", "BBU线缆布放要求"], 0.3, None),   # --threshold fills the gaps
 ])
-def test_an_operating_point_is_used_only_for_its_model_and_missions(model, adapters, missions, fallback, refusal):
+def test_an_operating_point_is_used_only_for_its_model_and_judges_every_mission(model, adapters, missions, fallback,
+                                                                                refusal):
     if refusal:
         with pytest.raises(OperatingPointError, match="cannot be used") as err:
             thresholds_for(OP, "op.json", missions, model=model, adapters=adapters, fallback=fallback)
         assert refusal in str(err.value)
-    else:
-        got = thresholds_for(OP, "op.json", missions, model=model, adapters=adapters, fallback=fallback)
-        assert set(got) == set(missions)
-        assert all(got[m]["threshold"] == (0.4 if m == "BBU接地线检查" else fallback) for m in missions)
+        return
+    got = thresholds_for(OP, "op.json", missions, model=model, adapters=adapters, fallback=fallback)
+    assert set(got) == set(missions)
+    for m in missions:
+        calibrated = m == "BBU接地线检查"
+        assert got[m]["threshold"] == (0.4 if calibrated else fallback) and got[m]["certified"] is calibrated
+        decision = decide(0.95, got[m])
+        assert decision.automatic is calibrated   # an uncalibrated mission: every group goes to review, saying why
+        if not calibrated:
+            assert m in ("挡风板安装检查", "BBU线缆布放要求") and any(
+                ("no fail group" in w or "no entry" in w or "--threshold" in w) for w in decision.why), decision.why
 
 
 @pytest.mark.parametrize("content, message", [
     (None, "does not exist"), ("{not json", "cannot read"), (json.dumps({"format": 99}), "format"),
-    (json.dumps({**OP, "missions": {"BBU接地线检查": {"threshold": 1.4}}}), "out of range"),
+    (json.dumps({**OP, "format": 1}), "format 1 predates certified promises"),   # never misread
+    (json.dumps({**OP, "missions": {"BBU接地线检查": {"threshold": 1.4, "certified": True}}}), "out of range"),
+    (json.dumps({**OP, "missions": {"BBU接地线检查": {"threshold": "0.4", "certified": True}}}), "not a number"),
+    (json.dumps({**OP, "missions": {"BBU接地线检查": {"threshold": 0.4, "review_margin": "0.1",
+                                                     "certified": True}}}), "not a number"),
+    (json.dumps({**OP, "missions": {"BBU接地线检查": {"threshold": 0.4}}}), "certified is None"),
+    (json.dumps({**OP, "missions": {"BBU接地线检查": None}}), "not an object"),
+    (json.dumps({**OP, "model": None}), "`model` must be an object"),
+    (json.dumps({**OP, "missions": []}), "`missions` must be an object"),
 ])
 def test_a_bad_operating_point_file_is_refused_naming_it(tmp_path, content, message):
     path = tmp_path / "operating_point.json"
@@ -137,21 +157,56 @@ def test_a_bad_operating_point_file_is_refused_naming_it(tmp_path, content, mess
     assert str(path) in str(err.value)
 
 
-RECORD = {"group_id": "QC-A-20250101-1", "mission": "BBU接地线检查", "label": None, "images": ["a/1.jpg"],
-          "per_image": {"图片_1": "接地线×1"}}
+RECORD = {"group_id": "QC-A-20250101-1", "mission": "BBU接地线检查", "label": None, "images": ["a/1.jpg", "a/2.jpg"],
+          "per_image": {"图片_1": "接地线×1/散乱 备注：接地线散乱未捆扎", "图片_2": "接地线×1/已捆扎"}}
+POINT = {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True, "promise": "miss <= 10%"}
+BAND = {**POINT, "threshold_fail": 0.8, "review_margin": 0.0}
 
 
-@pytest.mark.parametrize("p, reply, verdict, needs_review, reason", [
-    (0.9, "不通过\n理由: 图片_1 接地线松动", F, False, "图片_1 接地线松动"),
-    (0.1, "通过\n理由: 图片_1 符合要求", P, False, "图片_1 符合要求"),
-    (0.45, "不通过\n理由: 图片_1 接地线松动", F, True, "图片_1 接地线松动"),     # within the margin of 0.4
-    (0.35, "通过\n理由: 图片_1 符合要求", P, True, "图片_1 符合要求"),
-    (0.9, "不通过\n图片_1 ...\n还有一行", F, True, "图片_1 ...\n还有一行"),        # kept as written, flagged
-    (0.9, "不通过\n", F, True, ""),
+@pytest.mark.parametrize("p, point, reply, verdict, why", [
+    (0.9, POINT, "不通过\n理由: 图片_1 接地线散乱", F, []),
+    (0.1, POINT, "通过\n理由: 图片_2 符合要求", P, []),
+    (0.45, POINT, "不通过\n理由: 图片_1 接地线散乱", F, ["within 0.1 of the threshold 0.4"]),
+    (0.35, POINT, "通过\n理由: 图片_2 符合要求", P, ["within 0.1 of the threshold 0.4"]),
+    (0.9, POINT, "不通过\n图片_1 ...\n还有一行", F, ["not the two-line contract"]),        # kept as written, flagged
+    (0.9, POINT, "不通过\n", F, ["not the two-line contract"]),
+    # the reason against the verdict, naming the photos
+    (0.9, POINT, "不通过\n理由: 图片_2 符合要求", F, ["contradicts 不通过", "cites 图片_2, whose summary shows no defect"]),
+    (0.1, POINT, "通过\n理由: 图片_1 符合要求", P, ["contradicts 通过: it cites 图片_1"]),
+    (0.9, POINT, "不通过\n理由: 图片_2 接地线散乱", F, ["cites 图片_2, whose summary shows no defect"]),
+    (0.9, POINT, "不通过\n理由: 图片_9 接地线散乱", F, ["cites 图片_9, which the group does not have"]),
+    # three-way: between the auto-pass and auto-fail thresholds, always reviewed
+    (0.5, BAND, "不通过\n理由: 图片_1 接地线散乱", F, ["in the review band"]),
+    (0.85, BAND, "不通过\n理由: 图片_1 接地线散乱", F, []),
+    (0.5, {**BAND, "threshold_fail": None}, "不通过\n理由: 图片_1 接地线散乱", F, ["nothing is auto-failed"]),
+    # a mission without a certified promise is never decided without review
+    (0.9, {**POINT, "certified": False, "promise": "cannot promise 10%: 3 defective validation groups, 22 needed"},
+     "不通过\n理由: 图片_1 接地线散乱", F, ["not certified: cannot promise 10%"]),
+    (0.9, manual_point(0.4), "不通过\n理由: 图片_1 接地线散乱", F, ["not certified", "--threshold"]),
 ])
-def test_a_verdict_record_follows_the_threshold_and_flags_what_needs_a_person(p, reply, verdict, needs_review,
-                                                                              reason):
-    rec = verdict_record(RECORD, p, {"threshold": 0.4, "review_margin": 0.1}, reply, {"model": "/m"})
-    assert (rec["verdict"], rec["needs_review"], rec["reason"]) == (verdict, needs_review, reason)
-    assert rec["reply"] == reply and rec["label"] is None and rec["summaries"] == ["接地线×1"]
-    assert bool(rec["review_why"]) == needs_review
+def test_a_verdict_record_follows_the_rule_and_says_why_a_person_must_look(p, point, reply, verdict, why):
+    rec = verdict_record(RECORD, p, point, reply, {"model": "/m"})
+    assert rec["verdict"] == verdict and rec["reply"] == reply and rec["label"] is None
+    assert rec["summaries"] == ["接地线×1/散乱 备注：接地线散乱未捆扎", "接地线×1/已捆扎"]
+    assert rec["needs_review"] == bool(why) == bool(rec["review_why"]), rec["review_why"]
+    for fragment in why:
+        assert any(fragment in w for w in rec["review_why"]), (fragment, rec["review_why"])
+
+
+def test_allow_uncertified_decides_without_review_and_says_so_on_the_record():
+    point = {**POINT, "certified": False, "promise": "cannot promise 10%: 3 defective validation groups, 22 needed"}
+    rec = verdict_record(RECORD, 0.9, point, "不通过\n理由: 图片_1 接地线散乱", {}, allow_uncertified=True)
+    assert rec["needs_review"] is False and rec["certified"] is False
+    assert rec["promise"].startswith("NOT CERTIFIED, decided under --allow_uncertified")
+
+
+@pytest.mark.parametrize("x, other, text", [
+    (9.4e-07, None, "9.4e-07"),              # never "0.000"
+    (0.123456, None, "0.123"),
+    (9.41e-07, 9.4e-07, "9.41e-07"),          # as many digits as it takes to tell p_fail from its threshold
+    (0.40001, 0.4, "0.40001"),
+    (0.4, 0.4, "0.4"),
+    (None, None, "n/a"),
+])
+def test_probabilities_print_with_enough_digits_to_show_the_decision(x, other, text):
+    assert fmt_p(x, other) == text

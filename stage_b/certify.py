@@ -1,0 +1,66 @@
+"""Promises a QC owner can sign: exact one-sided Clopper-Pearson bounds on a rate measured on validation groups.
+Pure (math and scipy.stats only).
+
+A miss rate measured as k misses in n defective validation groups is a point estimate; what can be promised is its
+upper bound: the largest true rate that would still show k or fewer misses in n groups with probability
+1 - confidence. scipy's beta quantile gives it exactly:
+
+    upper(k, n, C) = Beta.ppf(C, k + 1, n - k)   (1.0 when k == n, and when n == 0: nothing was measured)
+
+With no miss it is 1 - (1 - C) ** (1 / n), so a promise "rate <= R with confidence C" needs at least
+ceil(ln(1 - C) / ln(1 - R)) groups without an error (59 for 5% at 95%, 45 for 5% at 90%, 8 for 20% at 80%).
+The same bound serves the overkill rate (good groups auto-failed over good groups).
+"""
+from __future__ import annotations
+
+import math
+
+DEFAULT_CONFIDENCE = 0.9
+_MAX_NEEDED = 10 ** 9
+
+
+class CertificationError(ValueError):
+    """A confidence or target that no promise can be made with (names the value)."""
+
+
+def check_confidence(value, what: str = "--confidence") -> float:
+    """A confidence strictly between 0 and 1 (0 promises nothing, 1 needs infinitely many groups)."""
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        raise CertificationError(f"{what} {value!r} is not a number; use a confidence between 0 and 1, "
+                                 f"e.g. 0.9") from None
+    if math.isnan(c) or not 0.0 < c < 1.0:
+        raise CertificationError(f"{what} {value!r} is out of range: use a confidence strictly between 0 and 1 "
+                                 f"(0.9 means the promise holds in 9 of 10 validation sets)")
+    return c
+
+
+def upper_bound(errors: int, n: int, confidence: float) -> float:
+    """Exact one-sided Clopper-Pearson upper bound at `confidence` of a rate with `errors` out of `n`."""
+    if not 0 <= errors <= n:
+        raise ValueError(f"errors {errors} out of n {n}")
+    if n == 0 or errors == n:
+        return 1.0
+    from scipy.stats import beta
+    return float(beta.ppf(confidence, errors + 1, n - errors))
+
+
+def groups_needed(rate: float, confidence: float) -> int | None:
+    """The smallest number of validation groups with no error whose bound is within `rate`; None when no number
+    is enough (a rate of 0)."""
+    if rate >= 1.0:
+        return 1
+    if rate <= 0.0:
+        return None
+    n = max(1, math.ceil(math.log1p(-confidence) / math.log1p(-rate)))
+    while upper_bound(0, n, confidence) > rate and n < _MAX_NEEDED:   # floating point on the closed form
+        n += 1
+    while n > 1 and upper_bound(0, n - 1, confidence) <= rate:
+        n -= 1
+    return n
+
+
+def certified(errors: int, n: int, rate: float, confidence: float) -> bool:
+    """The promise `true rate <= rate` holds at `confidence` (nothing is certified on zero groups)."""
+    return n > 0 and upper_bound(errors, n, confidence) <= rate

@@ -1,0 +1,80 @@
+"""Reason grounding on hand-made replies (stage_b.grounding): what a reason cites, which photos show a defect,
+contradictions, and the three metrics evaluation reports."""
+from __future__ import annotations
+
+import pytest
+
+from stage_b.grounding import cited_photos, defect_photos, ground, grounding_metrics
+
+M = "BBU线缆布放要求"
+DEFECT = "BBU端光纤接头×2，光纤×2/未套保护管 备注：光纤裸露无保护"
+CLEAN = "ODF端光纤接头×2，光纤×2/已套保护管/弯曲半径正常"
+GROUP = [CLEAN, CLEAN, DEFECT, CLEAN, DEFECT]          # defects shown on 图片_3 and 图片_5
+
+
+@pytest.mark.parametrize("reason, cited", [
+    ("图片_3 光纤裸露", [3]),
+    ("图片_5、图片_3 光纤裸露", [5, 3]),                  # order of first mention
+    ("图片3和图3均未套保护管", [3]),                       # one photo cited twice counts once
+    ("图片_1至图片_3 均符合要求", [1, 2, 3]),              # a range cites every photo in it
+    ("图片_2到图片_4", [2, 3, 4]), ("图片_2-图片_4", [2, 3, 4]), ("图片_2~4", [2, 3, 4]),
+    ("图片_0 与 图片_99", [0, 99]),                        # outside 1..N: cited all the same (and wrong)
+    ("图片_1至图片_100000", [1, 100000]),                  # an absurd range: its two ends only
+    ("图片_4至图片_2", [4, 2]),                            # a backwards range: its two ends
+    ("光纤裸露", []),
+])
+def test_what_a_reason_cites(reason, cited):
+    assert cited_photos(reason) == cited
+
+
+def test_a_photo_shows_a_defect_when_its_summary_asserts_one_not_when_it_denies_it():
+    assert defect_photos(GROUP, M) == [3, 5]
+    assert defect_photos(["光纤×2/已套保护管，无破损", "无关图片"], M) == []
+
+
+@pytest.mark.parametrize("reply, contradiction, wrong", [
+    ("不通过\n理由: 图片_3、图片_5 光纤裸露无保护", False, ()),
+    ("不通过\n理由: 图片_1 和 图片_2 均符合要求", True, (1, 2)),     # 不通过 naming no defect on clean photos
+    ("不通过\n理由: 关键检查要点无法从摘要中确认", True, ()),         # names no defect, cites nothing
+    ("不通过\n理由: 图片_1 光纤裸露", False, (1,)),                   # a defect, on the wrong photo
+    ("不通过\n理由: 图片_5 符合要求", False, ()),                     # cites a defect photo: not a contradiction
+    ("通过\n理由: 图片_1至图片_5 均符合要求", True, ()),              # cites 图片_3 and 图片_5, which show defects
+    ("通过\n理由: 光纤裸露无保护", True, ()),                         # 通过 naming a defect
+    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", False, ()),
+    ("不通过\n理由: 图片_0 与 图片_99 光纤裸露", False, (0, 99)),     # indices the group does not have: wrong
+    ("不通过", None, ()),                                             # not two lines: not graded
+])
+def test_contradictions_and_wrong_citations(reply, contradiction, wrong):
+    g = ground(reply, GROUP, M)
+    if contradiction is None:
+        assert not g.two_lines and not g.review_why()
+        return
+    assert g.contradiction is contradiction and g.wrong_citations == wrong
+    assert bool(g.review_why()) == (contradiction or bool(wrong))
+
+
+def test_review_why_names_the_photos():
+    why = " ".join(ground("不通过\n理由: 图片_1 光纤裸露", GROUP, M).review_why())
+    assert "图片_1, whose summary shows no defect" in why and "图片_3、图片_5" in why
+    why = " ".join(ground("不通过\n理由: 图片_99 光纤裸露", GROUP, M).review_why())
+    assert "图片_99, which the group does not have (5 photos)" in why
+
+
+def test_the_three_metrics_on_hand_made_replies():
+    replies = [
+        ("不通过\n理由: 图片_3 光纤裸露", GROUP),                  # cites 1 right; 1 of 2 defects
+        ("不通过\n理由: 图片_1、图片_5 光纤裸露", GROUP),           # 1 right, 1 wrong; 1 of 2 defects
+        ("不通过\n理由: 图片_1 和 图片_2 均符合要求", GROUP),       # contradiction; 2 wrong; 0 of 2 defects
+        ("不通过\n理由: 图片_7 光纤裸露", [CLEAN, CLEAN]),         # no defect photo: outside recall; 1 wrong
+        ("通过\n理由: 图片_1 符合要求", [CLEAN]),                   # fine
+        ("通过\n理由: 图片_3 符合要求", GROUP),                    # contradiction
+        ("通过", GROUP),                                            # not two lines: not counted
+    ]
+    m = grounding_metrics([ground(r, s, M) for r, s in replies])
+    assert m["grounding_counts"]["two_line_replies"] == 6
+    assert m["reason_contradiction_rate"] == pytest.approx(2 / 6)
+    assert m["citation_precision"] == pytest.approx(2 / 6)    # right: 图片_3, 图片_5; cited: 1 + 2 + 2 + 1
+    assert m["citation_recall"] == pytest.approx(2 / 6)       # defect photos cited: 1 + 1 + 0 of 2 + 2 + 2
+    assert m["grounding_counts"]["replies_citing_only_photo_1"] == 1
+    empty = grounding_metrics([])
+    assert (empty["reason_contradiction_rate"], empty["citation_precision"], empty["citation_recall"]) == (None,) * 3
