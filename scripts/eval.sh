@@ -4,25 +4,30 @@
 #   bash scripts/eval.sh model=<dir> output_dir=<dir> [adapters=<run>/checkpoint-N] [stage_a_dir=<dir>]
 #        [mission=…] [split=val] [val_ratio=…] [split_seed=…] [allow_train_overlap=1]
 #        [baseline=<metrics.json to compare with>] [overwrite=1] [cuda=<ids|cpu>]
-#        [target_miss_rate="0.05 [MISSION=R …]"] [review_share=0.8] [images=0|1 max_pixels=N input_dir=<photos>]
+#        [target_miss_rate="0.05 [MISSION=R …]"] [confidence=0.9] [target_overkill_rate="0.2 [MISSION=O …]"]
+#        [review_share=0.8] [images=0|1 max_pixels=N input_dir=<photos>]
 # With adapters from a GRPO run, its group_qc_run.json supplies the Stage-A input, missions and split; a
 # setting given here (or exported as GROUP_QC_*) overrides it, and groups the run trained on are refused.
 # A photo-aware run's record also supplies images=1 and its max_pixels.
-# Writes <output_dir>/predictions.jsonl, metrics.json, report.md, operating_curve.png, and with target_miss_rate
-# operating_point.json (the thresholds scripts/judge.sh uses).
+# Writes <output_dir>/predictions.jsonl, metrics.json, report.md, operating_curve.png, reliability.png, and with
+# target_miss_rate operating_point.json (the thresholds scripts/judge.sh uses, each mission's promise certified at
+# the confidence, or not, with the number of defective validation groups that would certify it).
 set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
-FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share"
-for key in $FLAGS adapters target_miss_rate baseline; do declare "$key="; done
+FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share confidence"
+for key in $FLAGS adapters target_miss_rate target_overkill_rate baseline; do declare "$key="; done
 cuda=cpu; overwrite=0; allow_train_overlap=0
-settings "$FLAGS adapters target_miss_rate overwrite allow_train_overlap baseline cuda" "model output_dir" "$@"
+settings "$FLAGS adapters target_miss_rate target_overkill_rate overwrite allow_train_overlap baseline cuda" \
+  "model output_dir" "$@"
 args=()
 for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
 # shellcheck disable=SC2206
 [ -n "$adapters" ] && args+=(--adapters $adapters)
 # shellcheck disable=SC2206
 [ -n "$target_miss_rate" ] && args+=(--target_miss_rate $target_miss_rate)
+# shellcheck disable=SC2206
+[ -n "$target_overkill_rate" ] && args+=(--target_overkill_rate $target_overkill_rate)
 [ "$overwrite" = 1 ] && args+=(--overwrite)
 [ "$allow_train_overlap" = 1 ] && args+=(--allow_train_overlap)
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"

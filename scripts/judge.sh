@@ -9,6 +9,9 @@
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
 # <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
+# A mission that fails (its Stage-A, or its judge) does not stop the others: they are judged, then the command
+# names the failed missions and exits non-zero. A mission the operating point has no threshold for is judged
+# with every group sent to review (stage_b.judge).
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
 set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
@@ -33,12 +36,15 @@ judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_siz
 mapfile -t missions < <("$PY" - "$input_dir" "$mission" <<'PY'
 import sys
 from pathlib import Path
-from stage_a.missions import is_all, load_registry
+from stage_a.missions import MissionError, is_all, load_registry
 registry = load_registry()
 root, spec = Path(sys.argv[1]), sys.argv[2]
 if not root.is_dir():
     sys.exit(f"error: input_dir {root} does not exist")
-chosen = registry.select(spec)
+try:
+    chosen = registry.select(spec)
+except MissionError as exc:
+    sys.exit(f"error: mission={spec}: {exc}")
 present = {registry.resolve(p.name).name for p in root.iterdir() if p.is_dir() and p.name in
            {f for m in chosen for f in registry.folders_of(m)}}
 for m in chosen:
@@ -49,12 +55,27 @@ PY
 [ "${#missions[@]}" -gt 0 ] || { echo "error: no mission folder of '$mission' under $input_dir" >&2; exit 2; }
 
 [ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
+failed=(); status=0
 for m in "${missions[@]}"; do
   echo "== $m: Stage-A"
+  [ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
+  rc=0
   bash scripts/stage_a_infer.sh unlabeled=1 mission="$m" cuda="$cuda" input_dir="$input_dir" \
     output_dir="$output_dir/stage_a" model="$stage_a_model" adapters="$stage_a_adapters" batch_size="$batch_size" \
-    extra="--no_progress $stage_a_extra"
+    extra="--no_progress $stage_a_extra" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "error: Stage-A for $m failed (exit $rc); the other missions go on" >&2
+    failed+=("$m (Stage-A)"); [ "$status" -ne 0 ] || status=$rc; continue
+  fi
   echo "== $m: verdicts -> $output_dir/${m}_verdicts.jsonl"
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi
-  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$m"
+  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$m" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "error: judging $m failed (exit $rc); the other missions go on" >&2
+    failed+=("$m (judge)"); [ "$status" -ne 0 ] || status=$rc
+  fi
 done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "error: not finished: ${failed[*]}; fix what the messages above say and rerun the same command (it resumes)" >&2
+  exit "$status"
+fi

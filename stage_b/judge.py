@@ -214,8 +214,9 @@ def _judge(args) -> int:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
     print_automation(automation_of(output_dir, missions))
-    if not args.no_review:
-        write_review(output_dir, missions, [Path(selection.input_dir)] if selection.input_dir else None)
+    if not args.no_review:   # the page is the folder's: every mission judged into it, by this call or another
+        in_folder = [m for m in registry.names() if verdicts_path(output_dir, m).exists()]
+        write_review(output_dir, in_folder, [Path(selection.input_dir)] if selection.input_dir else None)
     return 0
 
 
