@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from stage_a.review_page import render_review
-from stage_b.review_cards import EVALUATION_OUTCOMES, evaluation_cards
+from stage_b.grounding import defect_photos
+from stage_b.review_cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
 from stage_b.verdict import FAIL, PASS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,16 +43,20 @@ def _fixture_report(tmp_path: Path, synthetic) -> tuple[Path, dict, str]:
     photos = tmp_path / "photos"
     truth = synthetic.generate(photos, seed=4, groups_per_label=3, missions="BBU接地线检查,挡风板安装检查")
     groups = synthetic.groups_of(truth)
-    predicted = {}   # per group: a miss, an overkill, an unparseable reply or a correct verdict, in turn
-    kinds = ["miss", "overkill", "invalid", "correct"]
+    predicted = {}   # per group in turn: a miss, an overkill, an unparseable reply, a correct verdict, or a correct
+    # verdict whose reason is not grounded
+    kinds = ["miss", "overkill", "invalid", "correct", "ungrounded"]
     preds, records = [], {}
     for n, g in enumerate(groups):
         expected = FAIL if g["label"] == "fail" else PASS
-        kind = kinds[n % 4]
+        kind = kinds[n % len(kinds)]
         if kind == "miss" and expected != FAIL or kind == "overkill" and expected != PASS:
             kind = "correct"
+        defects = defect_photos(g["summaries"], g["mission"])
+        correct = f"不通过\n理由: 图片_{defects[0]} 缺失" if expected == FAIL else "通过\n理由: 图片_1 符合要求"
+        ungrounded = "不通过\n理由: 图片_99 缺失" if expected == FAIL else "通过\n理由: 接地线缺失"
         reply = {"miss": "通过\n理由: 图片_1 符合要求", "overkill": "不通过\n理由: 图片_1 不符合",
-                 "invalid": "乱码", "correct": f"{expected}\n理由: 图片_1 依据"}[kind]
+                 "invalid": "乱码", "correct": correct, "ungrounded": ungrounded}[kind]
         predicted[g["group_id"]] = kind
         preds.append({"group_id": g["group_id"], "mission": g["mission"], "expected": expected,
                       "predicted": None if kind == "invalid" else reply.split("\n")[0], "completion": reply,
@@ -138,3 +143,31 @@ def test_thumbnails_are_upright_small_and_reused(tmp_path):
     assert "bad.jpg" in thumbs[tmp_path / "bad.jpg"].error and "not found" in thumbs[tmp_path / "gone.jpg"].error
     _, again = make_thumbnails([photo], tmp_path / "thumbs")
     assert (again.made, again.reused) == (0, 1)
+
+
+def test_each_photo_is_marked_when_cited_and_when_its_summary_shows_a_defect(tmp_path):
+    """Parsed from the HTML, no browser: 图片_1 is cited but clean, 图片_2 shows the defect and is not cited, and a
+    cited 图片_9 that the group does not have is named."""
+    from html.parser import HTMLParser
+    verdict = {"group_id": "QC-M-1", "mission": "BBU接地线检查", "verdict": FAIL, "p_fail": 0.9, "threshold": 0.5,
+               "needs_review": True, "review_why": ["the reason cites 图片_1"], "label": None,
+               "reply": "不通过\n理由: 图片_1、图片_9 接地线散乱", "images": ["a.jpg", "b.jpg"],
+               "summaries": ["接地线×1/已捆扎", "接地线×1/散乱 备注：接地线散乱未捆扎"]}
+    result = render_review(tmp_path, title="t", cards=judge_cards([verdict]), outcomes=JUDGE_OUTCOMES,
+                           input_dirs=[tmp_path])
+
+    class Photos(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.marks = []
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if attrs.get("class") == "photo":
+                self.marks.append((attrs["data-cited"], attrs["data-defect"]))
+    html = result["index"].read_text(encoding="utf-8")
+    parser = Photos()
+    parser.feed(html)
+    assert parser.marks == [("1", "0"), ("0", "1")]
+    assert html.count('class="mark mark-cited"') == 1 and html.count('class="mark mark-defect"') == 1
+    assert "图片_9" in html and "which this group does not have" in html
