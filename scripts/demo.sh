@@ -10,10 +10,12 @@
 #   6 preflight, then GRPO (swift rlhf + swift_plugins/qc_plugin.py, LoRA on the last 4 of 6 LLM
 #     blocks) on the field groups' train split, validated greedily every 5 steps; the best step is kept
 #   7 evaluation of the start point and the best GRPO checkpoint on the field groups' validation split, where
-#     the GRPO checkpoint's operating point is chosen for a target miss rate
+#     the GRPO checkpoint's operating point is certified for a target miss rate at a confidence (or not: then
+#     it says how many defective validation groups would), with an auto-fail threshold for a target overkill
+#     rate; the reasons' grounding (contradictions, citation precision and recall) is measured
 #   8 judging "today's work orders": a third synthetic set, unreviewed (no label folders), through Stage-A and
-#     the judge at that operating point; the miss and overkill rates it achieved (the generator knows the
-#     truth) are printed next to what validation promised
+#     the judge at that operating point; per mission, certified or not, the share decided without review, and
+#     the miss and overkill rates achieved (the generator knows the truth) next to what validation promised
 # Evaluation and judging each end with a review page (review/index.html): every group to look at, with its photos.
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
@@ -31,7 +33,11 @@ STAGE_A_SFT_STEPS=${DEMO_STAGE_A_SFT_STEPS:-200}
 STAGE_B_SFT_STEPS=${DEMO_STAGE_B_SFT_STEPS:-150}
 GRPO_STEPS=${DEMO_GRPO_STEPS:-30}
 TODAY_GROUPS=${DEMO_TODAY_GROUPS:-10}          # today's work orders, per label and mission (unreviewed)
-TARGET_MISS_RATE=${DEMO_TARGET_MISS_RATE:-0.1}
+# The promises the validation split's sizes allow (2-8 defective groups per mission): miss <= 20% at 80% confidence
+# needs 8 defective groups without a miss; the demo's report says for each mission whether it has them.
+TARGET_MISS_RATE=${DEMO_TARGET_MISS_RATE:-0.2}
+CONFIDENCE=${DEMO_CONFIDENCE:-0.8}
+TARGET_OVERKILL_RATE=${DEMO_TARGET_OVERKILL_RATE:-0.4}
 MIN_STAGE_A_ACCURACY=${DEMO_MIN_STAGE_A_ACCURACY:-0.9}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false CUDA_VISIBLE_DEVICES=""
 # A finished step is reused on the next run, but never from another version of the recipe: photos or
@@ -40,7 +46,7 @@ RECIPE=$(cat scripts/demo.sh group_qc_dev/synthetic.py group_qc_dev/sft_data.py 
   configs/demo/*.yaml | sha1sum | cut -c1-12)
 if [ -d "$OUT" ] && [ "$(cat "$OUT/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
   echo "$OUT was made by another version of the demo: starting afresh"
-  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today} "$OUT"/stage_a_scores.json "$OUT"/grpo.log
+  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today} "$OUT"/{stage_a,today}_scores.json "$OUT"/grpo.log
 fi
 mkdir -p "$OUT"
 echo "$RECIPE" > "$OUT/.recipe"
@@ -133,8 +139,9 @@ step "7/8 evaluation on the field groups' validation split: start point vs the b
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
   --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 2>&1 | tail -1
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
-  --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" 2>&1 \
-  | grep -E "^operating point|groups: accuracy|groups/s"
+  --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
+  --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
+  | grep -E "^operating point|^decided without review|groups: accuracy|groups/s"
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
 "$PY" -m stage_b.plot_training "$OUT/grpo"
 
@@ -147,28 +154,12 @@ bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/today" output_
   operating_point="$OUT/eval/grpo/operating_point.json" \
   stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" 2>&1 \
   | grep -E "^==|to judge|groups/s|wrote" | sed 's/^/  /'
-"$PY" - "$OUT/photos/today" "$OUT/today" "$OUT/eval/grpo/operating_point.json" <<'PY'
-import json, sys
-from pathlib import Path
-from group_qc_dev.synthetic import groups_of, read_truth
-truth = {g["group_id"]: g["label"] for g in groups_of(read_truth(Path(sys.argv[1])))}
-op = json.loads(Path(sys.argv[3]).read_text(encoding="utf-8"))
-pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"
-print("  the judge on today's groups (truth from the generator) against what validation promised")
-print("  (validation: the rates at the chosen threshold, 95% interval of the miss rate, n groups):")
-print(f"  {'n':>3} {'miss':>5} {'overkill':>8} {'review':>6} | {'validation miss':>22} {'overkill':>8} {'n':>3} | mission")
-for mission, promise in op["missions"].items():
-    path = Path(sys.argv[2]) / f"{mission}_verdicts.jsonl"
-    rows = [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-    fails = [r for r in rows if truth[r["group_id"]] == "fail"]
-    passes = [r for r in rows if truth[r["group_id"]] == "pass"]
-    miss = sum(r["verdict"] == "通过" for r in fails) / len(fails) if fails else None
-    overkill = sum(r["verdict"] == "不通过" for r in passes) / len(passes) if passes else None
-    ci = promise.get("miss_rate_ci95")
-    promised = f"{pct(promise.get('miss_rate'))} [{pct(ci[0])}, {pct(ci[1])}]" if ci else "none"
-    print(f"  {len(rows):>3} {pct(miss):>5} {pct(overkill):>8} {sum(r['needs_review'] for r in rows):>6} | "
-          f"{promised:>22} {pct(promise.get('overkill_rate')):>8} {promise['n']:>3} | {mission}")
-PY
+echo "  the judge on today's groups against the generator's truth, next to what validation promised: certified (or how"
+echo "  many defective validation groups would certify it), groups, share decided without review (today, validation),"
+echo "  miss and overkill of what was decided without review, the verdict line's own rates, groups sent to review for"
+echo "  their reason:"
+"$PY" -m group_qc_dev.score_judge --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
+  --operating_point "$OUT/eval/grpo/operating_point.json" --json "$OUT/today_scores.json"
 
 echo
 echo "Reports: $OUT/eval/start/report.md  $OUT/eval/grpo/report.md   Training plot: $(ls "$OUT"/grpo/v*/training.png)"

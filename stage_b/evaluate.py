@@ -35,7 +35,7 @@ from stage_a.records import image_key
 from .calibration import calibration
 from .certify import DEFAULT_CONFIDENCE, check_confidence
 from .dataset import build_rows, load_records, row_mode, stage_a_files
-from .grounding import ground
+from .grounding import REASON_CITATIONS, citation_prefix, ground
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
                               checkpoint_identities, curve, fmt_p, p_fail, parse_targets, pick_threshold, points_of,
@@ -206,6 +206,10 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         lines += [f"Data: the {data['split']} split, {data['split_settings']}"
                   + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".",
                   "", f"The model read: {data.get('mode_settings', 'summaries only')}.", ""]
+        if data.get("reason_citations"):
+            lines += [f"Reason citations: {data['reason_citations']}"
+                      + (" (after 不通过 the reason starts with every photo whose summary shows a defect, as the judge "
+                         "writes it)." if data["reason_citations"] == "guided" else " (the model cites).") , ""]
     if data.get("train_overlap"):
         lines += [f"**WARNING: {data['train_overlap']} of these groups were in the training run's train split "
                   f"(--allow_train_overlap): these numbers overstate held-out quality.**", ""]
@@ -450,6 +454,25 @@ def review_inputs(args, records: list[dict], input_dir: str | None = None) -> di
             "all": args.review_all}
 
 
+def guide_citations(engine, rows: list[dict], completions: list[str]) -> list[str]:
+    """Guided citations, as the judge writes reasons: each reply whose verdict is 不通过 on a group whose summaries
+    show a defect is written again, its reason starting with those photos (stage_b.grounding.citation_prefix). A
+    row that cannot be written again keeps its free reply (said on stderr)."""
+    starts = {i: FAIL + "\n" + prefix for i, (row, c) in enumerate(zip(rows, completions))
+              if parse(c).verdict == FAIL and (prefix := citation_prefix(FAIL, row["summaries"], row["mission"]))}
+    if not starts:
+        return completions
+    order = sorted(starts)
+    replies, failed = engine.generate([rows[i] for i in order], prefixes=[starts[i] for i in order])
+    out = list(completions)
+    for k, i in enumerate(order):
+        if k in failed:
+            print(f"warning: reason kept as the model cited it: {failed[k]}", file=sys.stderr)
+        else:
+            out[i] = replies[k][0]
+    return out
+
+
 def verdict_probabilities(engine, rows: list[dict]) -> list[float | None]:
     """p_fail per row (None where it could not be computed, said on stderr)."""
     if not rows:
@@ -533,6 +556,9 @@ def main(argv=None) -> int:
     p.add_argument("--target_overkill_rate", nargs="+", metavar="O|MISSION=O",
                    help="also an auto-fail threshold per mission: the smallest whose overkill rate (good groups "
                         "auto-failed) is certified <= O; groups between the two thresholds go to review")
+    p.add_argument("--reason_citations", choices=REASON_CITATIONS, default="guided",
+                   help="guided (as the judge): a 不通过 reply's reason starts by citing every photo whose summary "
+                        "shows a defect; free: the model cites (default %(default)s)")
     p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
     p.add_argument("--review_all", action="store_true",
                    help="the review page shows every group, not only misses, overkills and unparseable replies")
@@ -626,7 +652,11 @@ def _evaluate(args) -> int:
         if rows:
             print(f"generation {generating:.1f}s, p_fail {scoring:.1f}s ({1000 * scoring / len(rows):.1f} ms per group, "
                   f"{len(rows) / (generating + scoring):.2f} groups/s)")
-        predictions = predictions_from_rows(rows, [c[0] if c else "" for c in generated], failed, p_fails)
+        completions = [c[0] if c else "" for c in generated]
+        if args.reason_citations == "guided":
+            completions = guide_citations(engine, rows, completions)
+        data["reason_citations"] = args.reason_citations
+        predictions = predictions_from_rows(rows, completions, failed, p_fails)
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
     metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
                             resolve, review, source, confidence, overkill_targets)

@@ -11,6 +11,11 @@ judge's review flags and the review page. Pure (stdlib and the mission registry)
       不通过: its reason asserts no defect and cites no photo that shows one ("图片_1 和 图片_3 均符合要求");
       通过:  its reason asserts a defect, or cites a photo that shows one ("光纤裸露无保护").
   - A 不通过 reply's *wrong citations*: the photos it cites that do not show a defect (or do not exist).
+  - A 通过 verdict on a group whose summaries show a defect goes against the evidence, whatever its reason says.
+
+Guided citations (`citation_prefix`, the judge's and evaluation's default): after a 不通过 verdict line the reason
+starts with every photo whose summary shows a defect (`理由: 图片_3、图片_5 `) and the model writes the rest; a 不通过
+on a group whose summaries show none, and every 通过, are written freely.
 
 Over a set of replies (evaluation's metrics.json, per mission and overall):
   reason_contradiction_rate = contradicting two-line replies / two-line replies;
@@ -112,6 +117,8 @@ class Grounding:
             shown = [k for k in self.cited if k in self.defect_photos]
             why.append("the reason contradicts 通过: " + (f"it cites {_keys(shown)}, whose summary shows a defect"
                                                          if shown else "it names a defect") + f" ({defects})")
+        if self.verdict == PASS and self.defect_photos and not self.contradiction:
+            why.append(f"the verdict is 通过 and the {defects}")
         if self.wrong_citations:
             outside = [k for k in self.wrong_citations if not 1 <= k <= self.n_photos]
             clean = [k for k in self.wrong_citations if 1 <= k <= self.n_photos]
@@ -143,6 +150,16 @@ def ground(completion, summaries, mission) -> Grounding:
         contradiction = asserts or cites_defect
         wrong = ()
     return Grounding(parsed.verdict, reason, n, cited, defects, asserts, contradiction, wrong)
+
+
+REASON_CITATIONS = ("guided", "free")
+
+
+def citation_prefix(verdict: str, summaries, mission) -> str:
+    """The start of a guided reason (module doc): `理由: 图片_3、图片_5 ` after 不通过 when summaries show a defect;
+    empty otherwise."""
+    defects = defect_photos(summaries, mission)
+    return f"理由: {_keys(defects)} " if verdict == FAIL and defects else ""
 
 
 def grounding_metrics(groundings: list[Grounding]) -> dict:

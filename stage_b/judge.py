@@ -6,11 +6,12 @@
 
 Per group: p_fail (the model's probability of 不通过 against 通过 as the first line, stage_b.operating_point),
 the verdict the mission's threshold gives (不通过 iff p_fail >= t), then the reason, generated greedily after
-that verdict line. `needs_review` is true, with `review_why` saying why, when the operating point's rule does not
+that verdict line: after 不通过 it starts by citing every photo whose summary shows a defect (--reason_citations
+guided, the default; `free` lets the model cite). `needs_review` is true, with `review_why` saying why, when the operating point's rule does not
 decide the group by itself (stage_b.operating_point.decide: the mission is not certified, p_fail is between the
 auto-pass and auto-fail thresholds or within the review margin), when the reply is not the two-line contract
-(kept, never dropped), or when the reason contradicts the verdict or cites a photo whose summary shows no defect
-(stage_b.grounding; review_why names the photo). A mission the operating point has no threshold for is judged all
+(kept, never dropped), when the reason contradicts the verdict or cites a photo whose summary shows no defect, or when the verdict is
+通过 and a summary shows a defect (stage_b.grounding; review_why names the photo). A mission the operating point has no threshold for is judged all
 the same, every group to review; it never stops the other missions. --allow_uncertified decides groups of
 uncertified missions without review, and every such record says so.
 
@@ -34,7 +35,7 @@ from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_
 from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
-from .grounding import ground
+from .grounding import REASON_CITATIONS, citation_prefix, ground
 from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, decide, file_digest, fmt_p,
                               load_operating_point, manual_point, p_fail, thresholds_for)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
@@ -42,7 +43,7 @@ from .verdict import FAIL, parse
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
-              "allow_uncertified": False}
+              "allow_uncertified": False, "reason_citations": "free"}
 
 
 class JudgeError(ValueError):
@@ -112,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow_uncertified", action="store_true",
                    help="decide groups of missions without a certified promise without review (every such record "
                         "says so); by default they all go to review")
+    p.add_argument("--reason_citations", choices=REASON_CITATIONS, default="guided",
+                   help="guided: after 不通过 the reason starts by citing every photo whose summary shows a defect; "
+                        "free: the model cites (default %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     p.add_argument("--batch_size", type=int, default=16)
@@ -186,7 +190,7 @@ def _judge(args) -> int:
                       "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                                        "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
                       "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
-                      "allow_uncertified": args.allow_uncertified}
+                      "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
@@ -208,14 +212,15 @@ def _judge(args) -> int:
                 started = time.perf_counter()
             t0 = time.perf_counter()
             judged += _judge_mission(engine, rows, unjudgeable, todo, points[mission], provenance, path,
-                                     errors_path(output_dir, mission), args.batch_size, args.allow_uncertified)
+                                     errors_path(output_dir, mission), args.batch_size, args.allow_uncertified,
+                                     args.reason_citations == "guided")
             total += time.perf_counter() - t0
     if judged:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
     print_automation(automation_of(output_dir, missions))
     if not args.no_review:   # the page is the folder's: every mission judged into it, by this call or another
-        in_folder = [m for m in registry.names() if verdicts_path(output_dir, m).exists()]
+        in_folder = [m for m in registry.names if verdicts_path(output_dir, m).exists()]
         write_review(output_dir, in_folder, [Path(selection.input_dir)] if selection.input_dir else None)
     return 0
 
@@ -302,9 +307,15 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
         return rows, failed
 
 
+def reply_start(record: dict, verdict: str, guided: bool) -> str:
+    """What the reply is made to start with: the verdict line, and with guided citations the photos whose summaries
+    show a defect (stage_b.grounding.citation_prefix)."""
+    return verdict + "\n" + (citation_prefix(verdict, summaries_of(record), record["mission"]) if guided else "")
+
+
 def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
                    provenance: dict, path: Path, errors_file: Path, batch_size: int,
-                   allow_uncertified: bool = False) -> int:
+                   allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
         for record in todo:
@@ -320,7 +331,7 @@ def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, 
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}
-            lines = [decide(p[i], point).verdict + "\n" for i in ok]
+            lines = [reply_start(batch[i], decide(p[i], point).verdict, guided) for i in ok]
             replies, gen_failed = engine.generate([rows[i] for i in ok], prefixes=lines) if ok else ([], {})
             failed.update({ok[k]: why for k, why in gen_failed.items()})
             for k, i in enumerate(ok):

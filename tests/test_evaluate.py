@@ -35,11 +35,12 @@ def test_predictions_metrics_and_report():
     assert preds[1]["rewards"] == {"qc_label": 1.0, "qc_format": 1.0, "qc_consistency": 1.0}
     metrics = compute_metrics(preds, [M, "挡风板安装检查"])
     m = metrics["per_mission"][M]
-    assert (m["n"], m["miss_rate"], m["invalid_verdicts"], m["accuracy"]) == (3, 0.5, 1, pytest.approx(1 / 3))
+    # g1 judged 通过 and g3 unparseable: both defective groups are misses (nothing failed them)
+    assert (m["n"], m["miss_rate"], m["invalid_verdicts"], m["accuracy"]) == (3, 1.0, 1, pytest.approx(1 / 3))
     report = render_report(metrics, preds, "test")
     assert "| 不通过 | 1 | 0 | 1 |" in report          # confusion row: expected 不通过
     assert "**g1**: judged 通过; reason: 图片_1 接地线规范" in report and "图片_1: 接地线×1/未捆扎" in report
-    assert "**g3**: judged unparseable" in report
+    assert "**g3**: judged unparseable" in report and "Misses to review (2, 1 of them unparseable replies" in report
     assert "n = 0 (no validation groups)" in report   # 挡风板安装检查 has none
 
 
@@ -78,7 +79,7 @@ def test_compare_and_plot_clis(tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics, ensure_ascii=False))
     out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                           "--names", "text-only", "photo-aware"], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "miss_rate" in out.stdout and "-50.0 pt" in out.stdout and "(better)" in out.stdout
+    assert out.returncode == 0 and "miss_rate" in out.stdout and "-100.0 pt" in out.stdout and "(better)" in out.stdout
     assert "A = text-only: read summaries only; val split" in out.stdout
     assert "B = photo-aware: read summaries and photos (default), max_pixels 50176 (default)" in out.stdout
     assert "scored different groups" not in out.stdout

@@ -32,25 +32,27 @@ def test_a_photo_shows_a_defect_when_its_summary_asserts_one_not_when_it_denies_
     assert defect_photos(["光纤×2/已套保护管，无破损", "无关图片"], M) == []
 
 
-@pytest.mark.parametrize("reply, contradiction, wrong", [
-    ("不通过\n理由: 图片_3、图片_5 光纤裸露无保护", False, ()),
-    ("不通过\n理由: 图片_1 和 图片_2 均符合要求", True, (1, 2)),     # 不通过 naming no defect on clean photos
-    ("不通过\n理由: 关键检查要点无法从摘要中确认", True, ()),         # names no defect, cites nothing
-    ("不通过\n理由: 图片_1 光纤裸露", False, (1,)),                   # a defect, on the wrong photo
-    ("不通过\n理由: 图片_5 符合要求", False, ()),                     # cites a defect photo: not a contradiction
-    ("通过\n理由: 图片_1至图片_5 均符合要求", True, ()),              # cites 图片_3 and 图片_5, which show defects
-    ("通过\n理由: 光纤裸露无保护", True, ()),                         # 通过 naming a defect
-    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", False, ()),
-    ("不通过\n理由: 图片_0 与 图片_99 光纤裸露", False, (0, 99)),     # indices the group does not have: wrong
-    ("不通过", None, ()),                                             # not two lines: not graded
+@pytest.mark.parametrize("reply, summaries, contradiction, wrong, review", [
+    ("不通过\n理由: 图片_3、图片_5 光纤裸露无保护", GROUP, False, (), None),
+    ("不通过\n理由: 图片_1 和 图片_2 均符合要求", GROUP, True, (1, 2), "contradicts 不通过"),   # naming no defect
+    ("不通过\n理由: 关键检查要点无法从摘要中确认", GROUP, True, (), "contradicts 不通过"),     # names none, cites none
+    ("不通过\n理由: 图片_1 光纤裸露", GROUP, False, (1,), "cites 图片_1, whose summary shows no defect"),
+    ("不通过\n理由: 图片_5 符合要求", GROUP, False, (), None),   # cites a defect photo: not a contradiction
+    ("通过\n理由: 图片_1至图片_5 均符合要求", GROUP, True, (), "contradicts 通过: it cites 图片_3、图片_5"),
+    ("通过\n理由: 光纤裸露无保护", GROUP, True, (), "contradicts 通过: it names a defect"),
+    # a grounded 通过 reason on a group whose summaries show a defect: not a contradiction, still for review
+    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", GROUP, False, (), "the verdict is 通过 and the summaries show"),
+    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", [CLEAN, CLEAN], False, (), None),
+    ("不通过\n理由: 图片_0 与 图片_99 光纤裸露", GROUP, False, (0, 99), "图片_0、图片_99, which the group does not have"),
+    ("不通过", GROUP, None, (), None),                                 # not two lines: not graded here
 ])
-def test_contradictions_and_wrong_citations(reply, contradiction, wrong):
-    g = ground(reply, GROUP, M)
+def test_contradictions_wrong_citations_and_what_review_is_told(reply, summaries, contradiction, wrong, review):
+    g = ground(reply, summaries, M)
     if contradiction is None:
         assert not g.two_lines and not g.review_why()
         return
     assert g.contradiction is contradiction and g.wrong_citations == wrong
-    assert bool(g.review_why()) == (contradiction or bool(wrong))
+    assert bool(g.review_why()) == bool(review) and (review is None or review in " ".join(g.review_why()))
 
 
 def test_review_why_names_the_photos():

@@ -265,16 +265,35 @@ def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tm
     assert time.monotonic() - started < 30 and "Loading" not in result.stderr
 
 
-def test_a_mission_missing_from_the_operating_point_is_refused_naming_it(tiny_qwen2_5_vl, tmp_path):
+def test_an_operating_point_of_format_1_is_refused_not_misread(tiny_qwen2_5_vl, tmp_path):
     from stage_b.operating_point import checkpoint_identities
     stage_a = _stage_a(tmp_path / "sa", n=2)
-    ids = checkpoint_identities(str(tiny_qwen2_5_vl), [])
     op = tmp_path / "op.json"
-    op.write_text(json.dumps({"format": 1, **ids, "missions": {"挡风板安装检查": {"threshold": 0.5, "review_margin": 0}}}),
-                  encoding="utf-8")
+    op.write_text(json.dumps({"format": 1, **checkpoint_identities(str(tiny_qwen2_5_vl), []),
+                              "missions": {M: {"threshold": 0.5, "review_margin": 0}}}), encoding="utf-8")
     result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
                     "--output_dir", str(tmp_path / "o"), timeout=120)
-    assert result.returncode == 2 and f"no entry for {M}" in result.stderr and "挡风板安装检查" in result.stderr
+    assert result.returncode == 2 and "format 1 predates certified promises" in result.stderr
+    assert "--confidence" in result.stderr and "Loading" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review(tiny_qwen2_5_vl, tmp_path):
+    """One mission with no promise must not stop the day: the judge judges it, every group to review, naming why."""
+    from stage_b.operating_point import checkpoint_identities
+    stage_a = _stage_a(tmp_path / "sa", n=3)
+    op = tmp_path / "op.json"
+    op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "missions": {
+        "挡风板安装检查": {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
+                    "promise": "miss rate <= 20%"}}}, ensure_ascii=False), encoding="utf-8")
+    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
+                    "--output_dir", str(tmp_path / "o"), "--max_new_tokens", "4", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    judged = _lines(judge.verdicts_path(tmp_path / "o", M))
+    assert len(judged) == 3 and all(r["needs_review"] and r["certified"] is False for r in judged)
+    assert all("has no entry for it" in r["review_why"][0] for r in judged)
+    assert all(r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过") for r in judged)   # the model's own choice
+    assert "0 of 3 groups decided without review" in result.stdout
 
 
 def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path):

@@ -165,9 +165,10 @@ BAND = {**POINT, "threshold_fail": 0.8, "review_margin": 0.0}
 
 @pytest.mark.parametrize("p, point, reply, verdict, why", [
     (0.9, POINT, "不通过\n理由: 图片_1 接地线散乱", F, []),
-    (0.1, POINT, "通过\n理由: 图片_2 符合要求", P, []),
+    # 图片_1's summary shows a defect: a 通过 goes to review whatever its reason says
+    (0.1, POINT, "通过\n理由: 图片_2 符合要求", P, ["the verdict is 通过 and the summaries show a defect on 图片_1"]),
     (0.45, POINT, "不通过\n理由: 图片_1 接地线散乱", F, ["within 0.1 of the threshold 0.4"]),
-    (0.35, POINT, "通过\n理由: 图片_2 符合要求", P, ["within 0.1 of the threshold 0.4"]),
+    (0.35, POINT, "通过\n理由: 图片_2 符合要求", P, ["within 0.1 of the threshold 0.4", "the verdict is 通过"]),
     (0.9, POINT, "不通过\n图片_1 ...\n还有一行", F, ["not the two-line contract"]),        # kept as written, flagged
     (0.9, POINT, "不通过\n", F, ["not the two-line contract"]),
     # the reason against the verdict, naming the photos
