@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stage_b.grounding import cited_photos, defect_photos, ground, grounding_metrics
+from stage_b.grounding import cited_photos, citation_prefix, defect_photos, ground, grounding_metrics
 
 M = "BBU线缆布放要求"
 DEFECT = "BBU端光纤接头×2，光纤×2/未套保护管 备注：光纤裸露无保护"
@@ -80,3 +80,15 @@ def test_the_three_metrics_on_hand_made_replies():
     assert m["grounding_counts"]["replies_citing_only_photo_1"] == 1
     empty = grounding_metrics([])
     assert (empty["reason_contradiction_rate"], empty["citation_precision"], empty["citation_recall"]) == (None,) * 3
+
+
+@pytest.mark.parametrize("verdict, summaries, prefix", [
+    ("不通过", GROUP, "理由: 图片_3、图片_5 "),      # every photo whose summary shows a defect, in order
+    ("不通过", [CLEAN, CLEAN], ""),                 # nothing to point at: the model writes the reason freely
+    ("通过", GROUP, ""),                            # a 通过 is never steered
+])
+def test_guided_citations_start_a_fail_reason_with_the_defect_photos(verdict, summaries, prefix):
+    assert citation_prefix(verdict, summaries, M) == prefix
+    if prefix:   # and a reply that goes on from it is grounded by the rule that measures it
+        g = ground(f"{verdict}\n{prefix}光纤裸露无保护", summaries, M)
+        assert not g.contradiction and not g.wrong_citations and set(g.cited) == set(g.defect_photos)

@@ -18,6 +18,7 @@ from stage_a.missions import load_registry
 from stage_b import judge
 from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
+from stage_b.grounding import citation_prefix
 from stage_b.operating_point import p_fail
 from tests.test_evaluate import M, _random_adapter, _stage_a
 
@@ -185,7 +186,10 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
     for r in got:
         assert r["label"] is None and r["threshold"] == 0.5 and 0.0 <= r["p_fail"] <= 1.0
         assert r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过")
-        assert r["reply"].startswith(r["verdict"] + "\n")   # the reason was generated after the chosen verdict
+        # the reason was generated after the chosen verdict; after 不通过 it cites the photos whose summaries show a
+        # defect (guided citations, the default)
+        assert r["reply"].startswith(r["verdict"] + "\n" + citation_prefix(r["verdict"], r["summaries"], r["mission"]))
+        assert r["reason_citations"] == "guided"
         # a random model's reason line is rarely the contract: such replies are kept and flagged, never dropped
         assert r["needs_review"] == bool(r["review_why"])
         assert r["model"] == str(Path(tiny_qwen2_5_vl).resolve()) and r["operating_point"] is None
@@ -212,10 +216,20 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     entry = op["missions"][M]
     points = [(p["p_fail"], p["expected"]) for p in preds]
     fails = [p for p, e in points if e == "不通过"]
-    # the rule, recomputed by hand from predictions.jsonl
+    # the rule, recomputed by hand from predictions.jsonl: 4 or so defective groups cannot certify 25% at 90% (9 are
+    # needed), so the threshold is the point rule's and the entry says how many would
+    assert not entry["certified"] and entry["fail_groups_needed"] == 9
     assert entry["threshold"] == max(t for t in {p for p, _ in points} | {1.0}
                                      if sum(p < t for p in fails) / len(fails) <= 0.25)
     assert op["data"]["split"] == "val" and op["adapters"][0]["path"] == str(adapter.resolve())
+    # the certified side, recomputed with scipy's exact bound (the rule: stage_b.operating_point)
+    from scipy.stats import binomtest
+    bound = binomtest(sum(p < entry["threshold"] for p in fails), len(fails), alternative="less").proportion_ci(
+        confidence_level=0.9).high
+    assert entry["certified"] is (bound <= 0.25) and op["confidence"] == 0.9
+    for p in preds:   # guided citations: a 不通过 reason starts with the photos whose summaries show a defect
+        prefix = citation_prefix(p["predicted"], p["summaries"], p["mission"]) if p["predicted"] == "不通过" else ""
+        assert p["completion"].startswith("不通过\n" + prefix) if prefix else True
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["operating_curve"]["per_mission"][M][0]["threshold"] == 1.0
     assert (tmp_path / "ev" / "operating_curve.png").stat().st_size > 5000
