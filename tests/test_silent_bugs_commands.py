@@ -207,9 +207,9 @@ def _trained_run(tmp_path: Path, ids: list[str]) -> Path:
     run = tmp_path / "run" / "v0-20250101-000000"
     (run / "checkpoint-2").mkdir(parents=True)
     (run / "checkpoint-2" / "adapter_config.json").write_text("{}", encoding="utf-8")
-    write_run_record(run, build_run_record(selection, train, val, stage_a_files(selection, REGISTRY.select(A), REGISTRY),
-                                           rewards=["qc_label"], reward_weights=[1.0], lora={}, world_size=1,
-                                           output_dir=str(run)))
+    files = stage_a_files(selection, REGISTRY.select(A), REGISTRY)
+    write_run_record(run, build_run_record(selection, train, val, files, rewards=["qc_label"], reward_weights=[1.0],
+                                           lora={}, world_size=1, output_dir=str(run)))
     return run / "checkpoint-2"
 
 
@@ -218,8 +218,8 @@ def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, 
     """Silent bug: evaluation refusing an overlap with the training run's train split only when more than one
     trained-on group would be scored (every earlier test's overlap was several groups). With exactly one such group
     among the validation groups, `python -m stage_b.evaluate --adapters RUN/checkpoint-N` with another split seed
-    must refuse (exit status 2, nothing written, the count named, the way out said); --allow_train_overlap scores it and the report
-    says so; the run's own split scores with no overlap."""
+    must refuse (exit status 2, nothing written, the count named, the way out said); --allow_train_overlap scores
+    it and the report says so; the run's own split scores with no overlap."""
     ids = _overlap_ids(overlapping)
     for k, g in enumerate(ids):
         engine.P_FAIL[(A, g)] = 0.03 + 0.08 * k
@@ -230,7 +230,8 @@ def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, 
     refused = tmp_path / "refused"
     assert evaluate.main([*base, *other_seed, "--output_dir", str(refused)]) == 2
     err = capsys.readouterr().err
-    assert f"{overlapping} of the {3 + overlapping} groups of the val split were in the training run's train split" in err
+    assert (f"{overlapping} of the {3 + overlapping} groups of the val split were in the training run's train "
+            f"split") in err
     assert "--allow_train_overlap" in err
     assert not (refused / "predictions.jsonl").exists() and engine.asked == []
 

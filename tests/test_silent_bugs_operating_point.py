@@ -200,7 +200,7 @@ def test_the_review_band_covers_at_least_the_review_share_of_the_errors(tmp_path
     entry = op["missions"][A]
     assert entry["certified"] and entry["threshold"] == 0.5
     assert entry["review_margin"] == covered / 64
-    errors = [p for p in overkills]   # every error of the threshold 0.5 (no defective group is below it)
+    errors = list(overkills)   # every error of the threshold 0.5 (no defective group is below it)
     in_review = [p for p in errors if abs(p - 0.5) <= entry["review_margin"]]
     assert entry["validation_errors_in_review"] == len(in_review) == covered
     assert len(in_review) / len(errors) >= share > (len(in_review) - 1) / len(errors)   # enough, and no more

@@ -157,12 +157,14 @@ def test_greedy_validation_counts_one_work_order_once_per_mission(run, caplog):
     run.model.eval()
     replies = [f"{r['solution'] if r['mission'] == A else _other(r['solution'])}\n理由: 图片_1 接地线" for r in val]
     padded = val + val[-1:]
-    job.trainer.eval_batches = [samples_of(padded[:8], replies[:8]), samples_of(padded[8:], (replies + replies[-1:])[8:])]
+    padded_replies = replies + replies[-1:]
+    job.trainer.eval_batches = [samples_of(padded[:8], padded_replies[:8]), samples_of(padded[8:], padded_replies[8:])]
     with caplog.at_level(logging.WARNING, logger="group_qc"):
         assert job.trainer.evaluation_loop() == "evaluated"
     logged = {k: v[-1] for k, v in job.trainer._metrics["eval"].items()}
     assert logged["qc_val/groups"] == len(val) == 2 * len({r["group_id"] for r in val})
-    assert (logged[f"qc_val/accuracy/{A}"], logged[f"qc_val/accuracy/{B}"], logged["qc_val/accuracy"]) == (1.0, 0.0, 0.5)
+    accuracy = (logged[f"qc_val/accuracy/{A}"], logged[f"qc_val/accuracy/{B}"], logged["qc_val/accuracy"])
+    assert accuracy == (1.0, 0.0, 0.5)
     assert not [r for r in caplog.records if "validation scored" in r.getMessage()]
     job.callback.on_train_end(job.args, job.state, None)
     (entry,) = job.record()["validation"]["history"]
