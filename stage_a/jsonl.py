@@ -3,7 +3,8 @@
 Invariants: a record is one `write()` of a whole line ending in "\n", flushed at once, so a killed
 process can leave at most one torn line, always the last; `repair_torn_tail` removes it before
 anything is appended; readers treat a torn last line as absent and any other bad line as an error
-that names the file and line.
+that names the file and line. A line over MAX_LINE_BYTES or nested deeper than MAX_DEPTH is refused before it is
+parsed (100,000 nested brackets would end the parser in a RecursionError): no record group-qc writes comes near.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +33,26 @@ class OutputError(OSError):
 
 
 RESUME = "rerun the same command to resume (every group already in the file is kept)"
+
+MAX_LINE_BYTES = 64 * 2**20   # a Stage-A record of 200 photos x 8,192 tokens is under 10 MiB
+MAX_DEPTH = 64                # group-qc's records nest a few levels deep
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def line_problem(raw: bytes) -> str | None:
+    """Why a line is no record any reader should parse (too long, nested too deep), or None. Cheap: a line with
+    fewer than MAX_DEPTH opening brackets is never scanned."""
+    if len(raw) > MAX_LINE_BYTES:
+        return f"a line of {len(raw):,} bytes, over the {MAX_LINE_BYTES:,} a record may take"
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub(b"", raw)):   # brackets inside strings do not nest
+        depth += 1 if bracket in b"[{" else -1
+        if depth > MAX_DEPTH:
+            return f"JSON nested more than {MAX_DEPTH} deep, which no record is"
+    return None
 
 
 def dumps_line(record: dict) -> str:
@@ -53,6 +75,9 @@ def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
+        problem = line_problem(raw)
+        if problem:   # never parsed: not even as a torn tail, which is a short prefix of a record
+            raise JsonlError(f"{path}:{i + 1}: {problem}. Remove that line (or start fresh with --overwrite).")
         try:
             obj = json.loads(raw.decode("utf-8"))
             if not isinstance(obj, dict):
@@ -97,6 +122,11 @@ def repair_torn_tail(path: str | os.PathLike) -> int:
         fragment = tail[len(tail) - (size - cut):] if size > cut else b""
         if not fragment:
             return 0
+        problem = line_problem(fragment)
+        if problem:   # not a torn write of ours: refused, never cut
+            f.seek(0)
+            line = f.read(cut).count(b"\n") + 1
+            raise JsonlError(f"{path}:{line}: {problem}. Remove that line (or start fresh with --overwrite).")
         try:
             json.loads(fragment.decode("utf-8"))
             f.seek(size)

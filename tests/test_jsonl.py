@@ -83,3 +83,67 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
     p.start()
     p.join(10)
     assert queue.get(timeout=5) == "acquired"  # released when the holder finished
+
+
+# ------------------------------------------------------------------ pathological lines (issue 26, item 6)
+def _nested(depth: int) -> bytes:
+    return b'{"group_id": "deep", "x": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+@pytest.mark.parametrize("last", [False, True])   # in the middle, and where a torn write would lie
+def test_a_line_nested_100000_deep_is_refused_naming_file_and_line(tmp_path, last):
+    path = tmp_path / "x.jsonl"
+    deep = _nested(100_000)
+    path.write_bytes(b'{"group_id": "a"}\n' + (deep if last else deep + b'\n{"group_id": "c"}\n'))
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: JSON nested more than 64 deep.*Remove that line"):
+        lines(path)
+
+
+def test_nesting_is_counted_outside_strings_only(tmp_path):
+    path = tmp_path / "x.jsonl"
+    ok = {"group_id": "a", "text": "[" * 500 + "{" * 500, "x": json.loads(_nested(63)[26:-1])}
+    path.write_bytes(json.dumps(ok).encode() + b"\n" + _nested(65) + b"\n")
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: JSON nested more than 64"):
+        lines(path)
+    path.write_bytes(json.dumps(ok).encode() + b"\n" + _nested(63) + b"\n")
+    assert [r["group_id"] for r in lines(path)] == ["a", "deep"]
+
+
+def test_a_line_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path):
+    from stage_a.jsonl import MAX_LINE_BYTES
+    path = tmp_path / "x.jsonl"
+    with path.open("wb") as f:
+        f.write(b'{"group_id": "a"}\n{"group_id": "big", "text": "')
+        f.write(b"x" * MAX_LINE_BYTES)
+        f.write(b'"}\n')
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: a line of 67,108,895 bytes, over the 67,108,864"):
+        lines(path)
+
+
+def test_an_appender_refuses_a_pathological_last_line_instead_of_cutting_or_crashing(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"group_id": "a"}\n' + _nested(100_000))
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: JSON nested more than 64"):
+        JsonlAppender(path)
+    assert path.read_bytes().endswith(b"]}")   # nothing cut: the user decides
+
+
+def test_stage_a_resuming_onto_a_pathological_line_exits_2_naming_it(tmp_path):
+    """The real command: Stage-A reads its own output first (to resume); no model loads, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from group_qc_dev.photos import jpeg
+    m = "BBU接地线检查"
+    jpeg(tmp_path / "in" / m / "审核通过" / "g1" / "1.jpg")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / f"{m}_stage_a.jsonl").write_bytes(_nested(100_000) + b"\n")
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "in"), "--output_dir",
+                             str(tmp_path / "out"), "--model", str(tmp_path / "model"), "--mission", m,
+                             "--no_progress"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"{m}_stage_a.jsonl:1: JSON nested more than 64 deep" in result.stderr
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
