@@ -3,10 +3,14 @@
 Layouts: reviewed groups at <input_dir>/<mission or alias>/<label folder>/<group folder>/<images>;
 unreviewed ones (`--unlabeled`, label None) at <input_dir>/<mission or alias>/<group folder>/<images>.
 Problems that concern one group or folder (empty group, unknown label folder, a group id found twice,
-an unreadable folder, a dangling photo link, a file where a folder belongs, a folder of the other layout)
-become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on. A folder of the
+an unreadable folder, a dangling photo link, a file where a folder belongs, a folder of the other layout, a name
+that is not valid UTF-8) become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on. A folder of the
 other layout is never guessed at: read as a group, a label folder would drop its reviewer's label, and
 read as a label folder, a group of unreviewed photos would be skipped without a word.
+
+Names that are not valid UTF-8 (photos unzipped from a Windows archive keep their GBK bytes) reach Python as lone
+surrogates (os.fsdecode), which no JSONL line can hold: such a file or folder is an issue whose path shows the bad
+bytes as \\xNN (`printable_path`), and such a photo fails its group; everything else goes on.
 """
 from __future__ import annotations
 
@@ -63,6 +67,41 @@ def group_id_for(folder_name: str, first_image: str) -> str:
     return match.group(1) if match else folder_name
 
 
+def undecodable(name: str) -> bool:
+    """True for a name whose bytes on disk are not UTF-8 (os.fsdecode keeps them as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def printable_path(path: str) -> str:
+    """`path` with each byte that is not UTF-8 written as \\xNN: fit for a message and for a JSONL line."""
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:   # a surrogate no byte can stand for: not from the file system
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _as_gbk(name: str) -> str | None:
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("gbk")
+    except (UnicodeError, LookupError):
+        return None
+
+
+def _not_utf8(names: list[str], rel_parent: str) -> str:
+    """Why files or folders whose names are not UTF-8 are skipped, and how to fix them."""
+    shown = ", ".join(printable_path(f"{rel_parent}/{n}") for n in names)
+    readings = [f"{printable_path(n)} = {g!r}" for n in names if (g := _as_gbk(n))]
+    gbk = f"; read as GBK: {', '.join(readings)}" if readings else ""
+    return (f"{shown}: name not valid UTF-8 (bytes shown as \\xNN{gbk}), as unzipped from an archive made on "
+            f"Windows: rename in UTF-8 (`convmv -f gbk -t utf-8 -r --notest <folder>`, or unzip again with "
+            f"`unzip -O gbk`)")
+
+
 def _visible(entries):
     return [e for e in entries if not e.name.startswith(".")]
 
@@ -110,7 +149,8 @@ def mission_folders(input_dir: Path, registry: Registry, missions: list[Mission]
             found[mission.name].append(Path(entry.path))
     if strict_unknown and unknown:
         raise MissionError(
-            f"folders under {input_dir} name no known mission: {', '.join(unknown)}; known missions: "
+            f"folders under {input_dir} name no known mission: {', '.join(map(printable_path, unknown))}; known "
+            f"missions: "
             f"{', '.join(registry.names)}. Add them to {registry.path} or pass --mission explicitly."
         )
     return found
@@ -138,6 +178,10 @@ def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
         if not _is_photo_name(e.name):
             continue  # other files and sub-folders are no photos (README)
         (photos if _is_file(e) else unreadable).append(e.name)
+    bad_names = sorted((n for n in [*photos, *unreadable] if undecodable(n)), key=natural_key)
+    if bad_names:   # its path cannot be recorded: never a group without it
+        return photos, (f"photo(s) {_not_utf8(bad_names, rel_group)}; the group is not written without them: "
+                        f"rename, then rerun with --retry_errors")
     if unreadable:   # a dangling or looping symlink, or a folder named like a photo: never a group without it
         return photos, (f"photo(s) {', '.join(unreadable)} in {rel_group} cannot be read as files (a dangling or "
                         f"looping symlink, or a folder); fix them, then rerun with --retry_errors")
@@ -173,7 +217,11 @@ def _folders(entries: list[os.DirEntry], rel_parent: str, expected: str, mission
     found = []
     for entry in entries:
         rel = f"{rel_parent}/{entry.name}"
-        if _is_dir(entry):
+        if undecodable(entry.name):
+            issues.append(DiscoveryIssue(mission, printable_path(rel),
+                                         f"{_not_utf8([entry.name], rel_parent)}, then rerun the same command "
+                                         f"(skipped)"))
+        elif _is_dir(entry):
             found.append((entry, rel))
         else:
             issues.append(DiscoveryIssue(mission, rel, _not_a_folder(entry, rel, expected)))

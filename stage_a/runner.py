@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .batching import GroupBatcher
-from .discovery import Group, discover_mission, mission_folders
+from .discovery import Group, discover_mission, mission_folders, printable_path, undecodable
 from .checkpoints import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
 from .jsonl import JsonlAppender, output_lock, write_jsonl_atomic
@@ -92,6 +92,7 @@ class MissionPlan:
     skipped_done: int
     skipped_errors: int
     new_issues: list[dict]
+    issues: list[str]          # every discovery problem of the mission (all shards, new or already recorded)
 
 
 @dataclass
@@ -153,7 +154,7 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
     return MissionPlan(mission, outputs, todo, discovered=len(groups),
                        skipped_done=sum(g.group_id in done for g in mine),
                        skipped_errors=sum(g.group_id in failed and g.group_id not in done for g in mine),
-                       new_issues=new_issues)
+                       new_issues=new_issues, issues=[issue.error for issue in issues])
 
 
 _DONE = object()
@@ -293,14 +294,33 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
     report.failed[name] = report.failed.get(name, 0) + failed
 
 
+class NothingReadableError(ValueError):
+    """Every group of a mission failed discovery: its errors file says why (the run exits 2 after the others)."""
+
+
+def _nothing_readable(plans: list[MissionPlan], report: RunReport) -> str | None:
+    """Why the run must not end as a success: missions where discovery found problems and not one group."""
+    lost = [p for p in plans if p.discovered == 0 and p.issues]
+    if not lost:
+        return None
+    others = sum(n for m, n in report.written.items() if m not in {p.mission.name for p in lost})
+    return ("; ".join(f"no group of {p.mission.name} could be read: discovery found {len(p.issues)} problem(s) and no "
+                      f"group (see {p.outputs.errors}), the first: {p.issues[0]}" for p in lost)
+            + f". Fix what they say and rerun the same command ({others} group(s) of other missions written this run)")
+
+
 def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     """Run Stage-A for the selected missions; `engine` (anything with `summarize`) is built from
-    opts on first need when not given, so a fully resumed run never loads the model."""
+    opts on first need when not given, so a fully resumed run never loads the model. A mission of which discovery
+    could read no group but found problems fails the run (NothingReadableError) once the other missions are done."""
     opts.validate()
     start = time.perf_counter()
     registry = load_registry(opts.missions_config)
     missions = registry.select(opts.mission)
     input_dir, output_dir = Path(opts.input_dir), Path(opts.output_dir)
+    if undecodable(str(input_dir.resolve())):   # every record holds it: none could be written
+        raise ValueError(f"input_dir {printable_path(str(input_dir.resolve()))} has a name that is not valid UTF-8 "
+                         f"(bytes shown as \\xNN): rename or link it under a UTF-8 name and pass that")
     folders = mission_folders(input_dir, registry, missions, strict_unknown=is_all(opts.mission))
     spec = resolve_model(opts.model, opts.adapters, opts.model_type, opts.template) if engine is None else None
     ensure_writable(output_dir)
@@ -345,5 +365,8 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     if report.truncated:
         log.warning("%d summaries stopped at --max_new_tokens %d; raise it if summaries look cut off",
                     report.truncated, opts.max_new_tokens)
+    problem = _nothing_readable(plans, report)
+    if problem:
+        raise NothingReadableError(problem)
     return report
 

@@ -323,3 +323,154 @@ def test_every_photo_ends_in_one_written_group_or_an_issue():
         finally:
             shutil.rmtree(root)
     check()
+
+
+# ------------------------------------------------------------------ names that are not UTF-8 (issue 26, items 3 and 9)
+def btouch(path: bytes, data: bytes = b"x"):
+    """Writes a file by its bytes path: the name a Windows archive leaves when unzipped (GBK, not UTF-8)."""
+    import os
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _encodable(groups, issues):
+    """Every group and issue as the JSONL line Stage-A writes: UTF-8 all the way (the bug: surrogates)."""
+    import json
+    from stage_a.records import error_record, make_record
+    for g in groups:
+        json.dumps(make_record(g, ["ok"] * len(g.images), "m"), ensure_ascii=False).encode("utf-8")
+    for i in issues:
+        json.dumps(error_record(M, i.error, group_id=i.group_id, path=i.path, stage="discovery"),
+                   ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("unlabeled", [False, True])
+def test_names_from_a_windows_archive_are_issues_naming_the_path_and_every_other_group_is_written(tmp_path,
+                                                                                                  unlabeled):
+    import os
+    parent = os.fsencode(tmp_path / M) + (b"" if unlabeled else "/审核通过".encode())
+    shown = f"{M}" + ("" if unlabeled else "/审核通过")
+    btouch(parent + b"/a/1.jpg")
+    btouch(parent + b"/" + "照片组".encode("gbk") + b"/1.jpg")          # a group folder
+    btouch(parent + b"/" + "说明".encode("gbk") + b".txt")               # a stray file beside the groups
+    btouch(parent + b"/m/" + "组".encode("gbk") + b".jpg")               # a photo: its group is never cut short
+    btouch(parent + b"/m/2.jpg")
+    btouch(parent + b"/n/1.jpg")
+    btouch(parent + b"/n/" + "说明".encode("gbk") + b".txt")             # a note in a group: ignored, like any
+    btouch(parent + b"/zz/1.jpg")                                         # sorts after every bad name
+    groups, issues = discover(tmp_path, unlabeled=unlabeled)
+    assert [(g.group_id, g.images) for g in groups] == [(n, (f"{shown}/{n}/1.jpg",)) for n in ("a", "n", "zz")]
+    by_path = {i.path: i for i in issues}
+    assert set(by_path) == {f"{shown}/\\xd5\\xd5Ƭ\\xd7\\xe9", f"{shown}/˵\\xc3\\xf7.txt", f"{shown}/m"}
+    folder = by_path[f"{shown}/\\xd5\\xd5Ƭ\\xd7\\xe9"].error
+    assert "name not valid UTF-8" in folder and "read as GBK: \\xd5\\xd5Ƭ\\xd7\\xe9 = '照片组'" in folder
+    assert "convmv -f gbk -t utf-8" in folder and "unzip -O gbk" in folder
+    photo = by_path[f"{shown}/m"]
+    assert photo.group_id == "m" and f"{shown}/m/\\xd7\\xe9.jpg" in photo.error and "'组.jpg'" in photo.error
+    assert "--retry_errors" in photo.error
+    _encodable(groups, issues)
+
+
+def test_all_names_an_unknown_mission_folder_in_a_windows_encoding_printably(tmp_path):
+    import os
+    btouch(os.fsencode(tmp_path) + b"/" + "机房".encode("gbk") + b"/a/1.jpg")
+    registry = load_registry()
+    with pytest.raises(MissionError, match=r"name no known mission: \\xbb\\xfa\\xb7\\xbf") as exc:
+        mission_folders(tmp_path, registry, list(registry.missions), strict_unknown=True)
+    str(exc.value).encode("utf-8")
+
+
+# Name pieces as bytes: ASCII, UTF-8 Chinese, NFD, the GBK bytes of Chinese, bytes no UTF-8 holds.
+_BYTE_PIECES = [b"a", b"B", b"7", b" ", b"-", b"_1", b"QC-AB-20250101-", "组".encode(), "Å".encode(),
+                "A\u030a".encode(), "组".encode("gbk"), "照片".encode("gbk"), b"\xff", b"\x80", b"\xe7\xbb"]
+
+
+def _byte_name():
+    from hypothesis import strategies as st
+    return st.lists(st.sampled_from(_BYTE_PIECES), min_size=1, max_size=4).map(b"".join).filter(
+        lambda n: n.strip(b". ") != b"" and not n.startswith(b"."))
+
+
+def _byte_tree():
+    from hypothesis import strategies as st
+    entry = st.tuples(_byte_name(), st.sampled_from(["photo", "photo", "text", "dangling"]))
+    group = st.tuples(_byte_name(), st.lists(entry, max_size=4), st.sampled_from(["dir", "dir", "dir", "file"]))
+    label = st.tuples(st.sampled_from(["审核通过".encode(), "审核不通过".encode(), "审核通过".encode("gbk")]),
+                      st.lists(group, max_size=4), st.booleans())   # booleans: a loose photo beside the groups
+    return st.tuples(st.lists(label, min_size=1, max_size=3), st.booleans())   # booleans: --unlabeled
+
+
+def _build_bytes(root: bytes, tree) -> set[bytes]:
+    """Writes the tree by bytes paths; returns the relative bytes path of every photo a person expects handled."""
+    import os
+    labels, unlabeled = tree
+    photos = set()
+    mission = M.encode()
+    for label, groups, loose in labels:
+        parent = mission if unlabeled else mission + b"/" + label
+        os.makedirs(root + b"/" + parent, exist_ok=True)
+        if loose:
+            btouch(root + b"/" + parent + b"/loose.jpg")
+            photos.add(parent + b"/loose.jpg")
+        for name, entries, kind in groups:
+            group = parent + b"/" + name
+            if os.path.lexists(root + b"/" + group):
+                continue
+            if kind == "file":
+                btouch(root + b"/" + group)
+                continue
+            os.mkdir(root + b"/" + group)
+            for entry, what in entries:
+                rel = group + b"/" + entry + (b".txt" if what == "text" else b".jpg")
+                if os.path.lexists(root + b"/" + rel):
+                    continue
+                if what == "dangling":
+                    os.symlink(root + b"/missing.jpg", root + b"/" + rel)
+                else:
+                    btouch(root + b"/" + rel)
+                if what != "text":
+                    photos.add(rel)
+    return photos
+
+
+def test_every_photo_of_a_tree_of_byte_names_ends_in_one_written_group_or_an_errors_line():
+    """Random trees named in bytes, valid UTF-8 or not (GBK, stray bytes), both layouts: discovery never raises,
+    every group and issue goes through Stage-A's own writer as UTF-8 JSONL, and every photo file is in exactly one
+    written group or under the (printable) path of exactly one errors-file line."""
+    import os
+    import shutil
+    import tempfile
+    from hypothesis import HealthCheck, given, settings
+    from stage_a.discovery import printable_path
+    from stage_a.jsonl import JsonlAppender, iter_jsonl
+    from stage_a.records import error_record, make_record
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_byte_tree())
+    def check(tree):
+        root = tempfile.mkdtemp()
+        try:
+            photos = _build_bytes(os.fsencode(root) + b"/in", tree)
+            groups, issues = discover(Path(root) / "in", unlabeled=tree[1])
+            out = Path(root) / "out.jsonl"
+            errors = Path(root) / "out.errors.jsonl"
+            with JsonlAppender(out) as main, JsonlAppender(errors) as errs:
+                for g in groups:
+                    main.write(make_record(g, ["ok"] * len(g.images), "m"))
+                for i in issues:
+                    errs.write(error_record(M, i.error, group_id=i.group_id, path=i.path, stage="discovery"))
+            written = [p for _, r in iter_jsonl(out, allow_torn_tail=False) for p in r["images"]]
+            named = [r["path"] for _, r in iter_jsonl(errors, allow_torn_tail=False)]
+            assert len(written) == len(set(written))
+            shown = {printable_path(os.fsdecode(p)): p for p in photos}
+            assert len(shown) == len(photos)
+            for photo in shown:
+                covered = sum(photo == n or photo.startswith(n + "/") for n in named)
+                assert written.count(photo) + covered == 1, (photo, written, named)
+            assert set(written) <= set(shown)
+            for p in written:   # a written path is the photo's own path: it opens
+                assert os.path.isfile(os.path.join(root, "in", p))
+        finally:
+            shutil.rmtree(root)
+    check()

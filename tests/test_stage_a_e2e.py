@@ -377,3 +377,35 @@ def test_encoding_ahead_hooks_the_installed_ms_swift_and_says_when_it_cannot(cap
         assert "takes ('self', 'infer_requests', 'strict', 'pool')" in adapter.batch_encode_hook_problem(Changed())
     warnings = [r.message for r in caplog.records if "encoded inside the engine calls" in r.message]
     assert len(warnings) == 1 and "Renamed has no _batch_encode" in warnings[0]
+
+
+def test_names_from_a_windows_archive_go_to_the_errors_file_and_every_other_group_is_written(tiny_qwen2_5_vl,
+                                                                                             engine25, tmp_path):
+    """Issue 26: one GBK-named group folder or stray file stopped the whole mission ('surrogates not allowed'),
+    naming nothing, on every rerun. Now: one errors-file line each (path escaped), the rest written; a mission of
+    which no group can be read fails the run, after the other missions are written."""
+    from stage_a.runner import NothingReadableError
+    root = tmp_path / "in"
+    label = os.fsencode(root / M / "审核通过")
+    for name in ("a", "zz", "照片组"):
+        jpeg(root / M / "审核通过" / name / "1.jpg")
+    os.rename(label + "/照片组".encode(), label + b"/" + "照片组".encode("gbk"))        # unzipped from Windows
+    (root / M / "审核通过" / "note.txt").write_text("x")
+    os.rename(label + b"/note.txt", label + b"/" + "说明".encode("gbk") + b".txt")
+    other = "挡风板安装检查"
+    jpeg(root / other / "g1" / "1.jpg")              # unreviewed photos read without --unlabeled: nothing readable
+    out = tmp_path / "out"
+    run = StageAOptions(input_dir=str(root), output_dir=str(out), model=str(tiny_qwen2_5_vl), mission="all", **SMALL)
+    with pytest.raises(NothingReadableError, match=f"no group of {other} could be read.*pass --unlabeled"):
+        run_stage_a(run, engine=engine25)
+    assert [r["group_id"] for r in records(out / f"{M}_stage_a.jsonl")] == ["a", "zz"]
+    errors = records(out / f"{M}_stage_a.errors.jsonl")
+    assert sorted(e["path"] for e in errors) == [f"{M}/审核通过/\\xd5\\xd5Ƭ\\xd7\\xe9", f"{M}/审核通过/˵\\xc3\\xf7.txt"]
+    assert all("name not valid UTF-8" in e["error"] for e in errors)
+    with pytest.raises(NothingReadableError):        # the same on a rerun: nothing loaded, nothing added
+        run_stage_a(run)
+    assert len(records(out / f"{M}_stage_a.errors.jsonl")) == 2
+    os.rename(label + b"/" + "照片组".encode("gbk"), label + "/照片组".encode())    # renamed as the message says
+    report = run_stage_a(opts(root, out, tiny_qwen2_5_vl), engine=engine25)
+    assert report.written[M] == 1
+    assert [r["group_id"] for r in records(out / f"{M}_stage_a.jsonl")] == ["a", "zz", "照片组"]

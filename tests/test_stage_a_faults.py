@@ -258,3 +258,45 @@ def test_a_run_whose_output_is_deleted_stops_instead_of_reporting_success(tiny_q
     assert proc.returncode == 2, stderr[-2000:]
     assert f"{STEM}.jsonl was deleted or replaced while this run was writing it" in stderr
     assert "Traceback" not in stderr and "wrote" not in stderr
+
+
+# ------------------------------------------------------------------ nothing readable is no success (issue 26)
+def _checkpoint_config(folder: Path) -> Path:
+    """A checkpoint folder as far as the checks before loading read it: these runs end before any model loads."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    return folder
+
+
+@pytest.mark.parametrize("unlabeled", [False, True])
+def test_a_run_where_every_group_failed_discovery_exits_2_saying_why_every_time(tmp_path, unlabeled):
+    """The unreviewed layout read without --unlabeled (and the other way round) printed '0 failed', put one line
+    per folder in the errors file and exited 0."""
+    from group_qc_dev.photos import jpeg
+    for group in ("g1", "g2"):
+        jpeg(tmp_path / "in" / M / ("审核通过" if unlabeled else "") / group / "1.jpg")
+    args = [sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "in"), "--output_dir",
+            str(tmp_path / "out"), "--model", str(_checkpoint_config(tmp_path / "model")), "--mission", M,
+            "--no_progress", *(["--unlabeled"] if unlabeled else [])]
+    for _ in range(2):   # the same on a rerun, with nothing added to the errors file
+        result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert f"error: no group of {M} could be read: discovery found {1 if unlabeled else 2} problem(s)" \
+            in result.stderr
+        assert ("drop --unlabeled" if unlabeled else "pass --unlabeled") in result.stderr
+        assert "Traceback" not in result.stderr
+        assert len((tmp_path / "out" / f"{STEM}.errors.jsonl").read_text().splitlines()) == (1 if unlabeled else 2)
+
+
+def test_an_input_dir_whose_name_is_not_utf8_is_refused_before_anything_runs(tmp_path):
+    from group_qc_dev.photos import jpeg
+    jpeg(tmp_path / "in" / M / "审核通过" / "g1" / "1.jpg")
+    bad = os.fsencode(tmp_path) + b"/" + "照片".encode("gbk")
+    os.rename(os.fsencode(tmp_path / "in"), bad)
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", bad, "--output_dir",
+                             str(tmp_path / "out"), "--model", str(_checkpoint_config(tmp_path / "model")),
+                             "--mission", M, "--no_progress"], cwd=REPO, capture_output=True, timeout=120)
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2, stderr[-2000:]
+    assert "\\xd5\\xd5Ƭ has a name that is not valid UTF-8" in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "out").exists()
