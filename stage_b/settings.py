@@ -1,5 +1,6 @@
-"""Every `GROUP_QC_*` setting, and the one definition of a Stage-B selection. Pure (no torch/swift;
-Stage-A imports its one variable, GROUP_QC_MISSIONS, from here too).
+"""Every `GROUP_QC_*` setting, and the one definition of a Stage-B selection. Pure (no torch/swift).
+GROUP_QC_MISSIONS is defined by the mission registry (stage_a.missions), which Stage-A reads too: the core never
+imports a stage above it.
 
 A *selection* is what Stage-B reads and how it splits it: the Stage-A input (a folder or files), the
 missions, the validation ratio, the split seed and label balancing. The plugin (inside `swift rlhf`),
@@ -20,6 +21,8 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping
 
+from stage_a.missions import ENV_MISSIONS
+
 from .split import DEFAULT_VAL_RATIO
 
 log = logging.getLogger("group_qc.settings")
@@ -30,7 +33,6 @@ ENV_VAL_RATIO = "GROUP_QC_VAL_RATIO"
 ENV_SPLIT_SEED = "GROUP_QC_SPLIT_SEED"
 ENV_BALANCE = "GROUP_QC_BALANCE_LABELS"
 ENV_LORA_LAST_K = "GROUP_QC_LORA_LAST_K"
-ENV_MISSIONS = "GROUP_QC_MISSIONS"
 ENV_IMAGES = "GROUP_QC_STAGE_B_IMAGES"
 ENV_MAX_PIXELS = "GROUP_QC_STAGE_B_MAX_PIXELS"
 ENV_INPUT_DIR = "GROUP_QC_INPUT_DIR"

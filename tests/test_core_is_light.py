@@ -46,3 +46,20 @@ def test_every_module_is_placed_in_the_readme_layout_table(package):
     modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"}
     assert modules - named == set(), f"{package} modules missing from the README's layout table"
     assert named - modules <= {"templates"}, f"the README names {package} modules that do not exist"
+
+
+def test_stage_a_imports_nothing_from_stage_b():
+    """Stage-B builds on Stage-A, never the other way round: stage_a/missions.py once took GROUP_QC_MISSIONS from
+    stage_b/settings.py, so importing the mission registry imported Stage-B's settings (issue 26, item 8)."""
+    import ast
+    found = []
+    for path in sorted((REPO / "stage_a").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "stage_b"]
+    assert found == []
+    result = subprocess.run([sys.executable, "-c", "import sys, stage_a.missions, stage_a.runner, stage_a.cli; "
+                             "print(sorted(m for m in sys.modules if m.startswith('stage_b')))"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr[-2000:]
