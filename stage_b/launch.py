@@ -5,7 +5,7 @@ choices (scripts/run_grpo.sh calls this). `build_command` is pure; `main` checks
                              images=0|1 max_pixels=N input_dir=…
                              output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
                              val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
-                             rollout=colocate|server vllm_server=HOST:PORT config=… nproc=N dry_run=1
+                             rollout=colocate|server|hf vllm_server=HOST:PORT config=… nproc=N dry_run=1
                              model_type=… template=… extra="--flags"]
 
 images=1: photo-aware GRPO, each group's photos beside their summaries (GROUP_QC_STAGE_B_IMAGES; max_pixels per
@@ -20,7 +20,13 @@ YAML is named on stderr.
 val=1 (the YAML's default) evaluates group_qc_val greedily every eval_steps and keeps the checkpoint with
 the best qc_val/balanced_accuracy. cuda=cpu nproc=2 trains data-parallel in two CPU processes (gloo).
 rollout=server trains against a separate vLLM rollout server (start it first on other GPUs with the
-`swift rollout` command that dry_run prints); colocate (the YAML default) runs vLLM inside the trainers.
+`swift rollout` command that dry_run prints); colocate (the YAML default) runs vLLM inside the trainers; hf rolls out
+with the trainer's own generate (transformers), every vLLM key dropped: for a GPU without vLLM.
+
+Without vLLM or DeepSpeed installed: the YAML's defaults (vLLM colocate rollouts, ZeRO-2) are dropped, with one
+`note:` line each naming the setting that asks for that explicitly (rollout=hf, deepspeed=none); a setting given
+here is never changed: rollout=colocate|server without vLLM, or deepspeed=zero2|zero3|zero3_offload without
+DeepSpeed, is refused before anything loads, naming what to install or the setting to use instead.
 
 The YAML is expanded into explicit flags (as `swift rlhf config.yaml` would), so the printed command
 is exactly what runs, and cuda=cpu can drop the GPU-only keys (vLLM, DeepSpeed) that ms-swift refuses
@@ -28,11 +34,13 @@ to combine with a CPU run.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -49,8 +57,9 @@ from .training_signal import BEST_METRIC
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "configs" / "stage_b_grpo.yaml"
-GPU_ONLY = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "sleep_level",
-            "deepspeed", "offload_model", "offload_optimizer", "vllm_server_host", "vllm_server_port")
+# Keys that only mean something with vLLM rollouts (ms-swift refuses `vllm_mode` without `use_vllm`): every
+# `vllm_*` key, plus these. They and `deepspeed` are what a CPU run (and rollout=hf deepspeed=none) drops.
+VLLM_KEYS = ("use_vllm", "sleep_level", "offload_model", "offload_optimizer")
 COLOCATE_ONLY = ("vllm_gpu_memory_utilization", "sleep_level")
 # What val=1 adds (and val=0 removes): ms-swift evaluates group_qc_val every eval_steps; the plugin makes
 # that greedy and logs eval_qc_val/*; HF's metric_for_best_model keeps the best checkpoint.
@@ -59,7 +68,8 @@ VAL_ARGS = {"eval_strategy": "steps", "num_generations_eval": 1, "metric_for_bes
 VAL_KEYS = ("val_dataset", "eval_steps", "per_device_eval_batch_size", *VAL_ARGS)
 DEFAULT_EVAL_STEPS = 100
 DEEPSPEED = ("zero2", "zero3", "zero3_offload", "none")
-ROLLOUTS = ("colocate", "server")
+ROLLOUTS = ("colocate", "server", "hf")
+DEFAULT_VLLM_SERVER = "127.0.0.1:8000"
 SETTINGS = ("mission", "cuda", "nproc", "stage_a_dir", "val_ratio", "split_seed", "model", "output_dir",
             "lora_last_k", "num_generations", "prompts_per_step", "max_steps", "val", "eval_steps", "deepspeed",
             "rollout", "vllm_server", "config", "dry_run", "extra", "model_type", "template", "images", "max_pixels",
@@ -93,18 +103,35 @@ def run_environment(yaml_env: dict, environ, explicit: dict) -> tuple[dict, list
     return env, notes
 
 
+def is_vllm_key(key: str) -> bool:
+    return key in VLLM_KEYS or key.startswith("vllm_")
+
+
+def without_vllm(args: dict) -> dict:
+    """The arguments with every vLLM key dropped: rollouts by the trainer's own generate (ms-swift's
+    TransformersEngine on the policy), the way ms-swift runs GRPO when `use_vllm` is absent."""
+    return {k: v for k, v in args.items() if not is_vllm_key(k)}
+
+
+def importable(name: str) -> bool:
+    """Whether a top-level package could be imported here (nothing is imported)."""
+    return importlib.util.find_spec(name) is not None
+
+
 def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: int | None = None,
                   stage_a_dir: str | None = None, val_ratio: str | None = None, split_seed: str | None = None,
                   output_dir: str | None = None, lora_last_k: int | None = None, num_generations: int | None = None,
                   prompts_per_step: int | None = None, max_steps: int | None = None, val: str | None = None,
                   eval_steps: int | None = None, val_groups: int | None = None, deepspeed: str | None = None,
-                  rollout: str | None = None, vllm_server: str = "127.0.0.1:8000",
+                  rollout: str | None = None, vllm_server: str | None = None,
                   config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None,
                   environ=None, model_type: str | None = None, template: str | None = None,
-                  images: str | None = None, max_pixels: str | None = None, input_dir: str | None = None
-                  ) -> tuple[dict, list[str], list[str]]:
+                  images: str | None = None, max_pixels: str | None = None, input_dir: str | None = None,
+                  can_import: Callable[[str], bool] = importable) -> tuple[dict, list[str], list[str]]:
     """(environment additions, argv after `swift`, notes). Raises ValueError on a bad setting.
-    `val_groups`: the validation split's size, to fit the evaluation batch to it."""
+    `val_groups`: the validation split's size, to fit the evaluation batch to it. `can_import(name)` says whether
+    vllm / deepspeed are installed (on GPUs, a YAML default that needs a missing one is dropped with a note, and
+    a setting given here that needs one is refused)."""
     environ = os.environ if environ is None else environ
     registry = load_registry()
     missions = registry.select(mission)  # unknown mission: error naming the known ones
@@ -133,20 +160,36 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     if deepspeed:
         if deepspeed not in DEEPSPEED:
             raise ValueError(f"deepspeed={deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
-        args["deepspeed"] = "" if deepspeed == "none" else deepspeed
-    if rollout:
-        if rollout not in ROLLOUTS:
-            raise ValueError(f"rollout={rollout!r}: use one of {', '.join(ROLLOUTS)}")
+        if deepspeed == "none":
+            args.pop("deepspeed", None)
+        else:
+            args["deepspeed"] = deepspeed
+    if rollout and rollout not in ROLLOUTS:
+        raise ValueError(f"rollout={rollout!r}: use one of {', '.join(ROLLOUTS)}")
+    if vllm_server is not None and rollout != "server":
+        raise ValueError(f"vllm_server={vllm_server!r} is the address of a vLLM rollout server, used with "
+                         f"rollout=server only; drop it{' (rollout=hf rolls out inside the trainer)' if rollout else ''}"
+                         f", or add rollout=server")
+    if rollout == "hf":
+        args = without_vllm(args)
+    elif rollout:
         args.update(use_vllm=True, vllm_mode=rollout)
         if rollout == "server":
-            host, _, port = vllm_server.rpartition(":")
+            address = vllm_server or DEFAULT_VLLM_SERVER
+            host, _, port = address.rpartition(":")
             if not host or not port.isdigit():
-                raise ValueError(f"vllm_server={vllm_server!r}: use HOST:PORT")
+                raise ValueError(f"vllm_server={address!r}: use HOST:PORT")
             for key in COLOCATE_ONLY:
                 args.pop(key, None)
             args.update(vllm_server_host=host, vllm_server_port=int(port))
     processes = 1
     if cuda == "cpu":
+        if rollout in ("colocate", "server"):
+            raise ValueError(f"rollout={rollout} runs vLLM, which needs GPUs; with cuda=cpu the trainer rolls out "
+                             f"itself: drop rollout= (or use rollout=hf)")
+        if deepspeed and deepspeed != "none":
+            raise ValueError(f"deepspeed={deepspeed} needs GPUs; cuda=cpu trains without DeepSpeed: drop deepspeed= "
+                             f"(or use deepspeed=none)")
         args = cpu_args(args, prompts_per_step)
         env["CUDA_VISIBLE_DEVICES"] = ""
         processes = int(nproc or 1)
@@ -158,6 +201,8 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
             raise ValueError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
         if prompts_per_step:
             args["per_device_train_batch_size"] = int(args.get("num_generations", 8)) * int(prompts_per_step)
+        args, missing = gpu_packages(args, rollout, deepspeed, can_import)
+        notes += missing
         devices = [d for d in cuda.split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         processes = len(devices)
@@ -181,6 +226,31 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     return env, argv + list(extra or []), notes
 
 
+def gpu_packages(args: dict, rollout: str | None, deepspeed: str | None,
+                 can_import: Callable[[str], bool]) -> tuple[dict, list[str]]:
+    """(arguments, notes) for a GPU run on a machine that may lack vLLM or DeepSpeed. A YAML default that needs a
+    missing package is dropped with a note naming the setting that says so explicitly; a setting given on the
+    command line is never changed: it is refused, naming the package and the setting to use instead."""
+    notes = []
+    if args.get("use_vllm") and not can_import("vllm"):
+        if rollout:
+            raise ValueError(f"rollout={rollout} needs vLLM, which is not installed here: pip install vllm, or use "
+                             f"rollout=hf (rollouts by the trainer's own generate, no vLLM)")
+        args = without_vllm(args)
+        notes.append("vLLM is not installed: the YAML's vLLM colocate rollouts are dropped and the trainer rolls out "
+                     "with its own generate (slower; same recipe otherwise). rollout=hf asks for this explicitly; "
+                     "pip install vllm for the YAML's default")
+    if args.get("deepspeed") and not can_import("deepspeed"):
+        if deepspeed:
+            raise ValueError(f"deepspeed={deepspeed} needs DeepSpeed, which is not installed here: pip install "
+                             f"deepspeed, or use deepspeed=none")
+        notes.append(f"DeepSpeed is not installed: the YAML's deepspeed {args['deepspeed']} is dropped (with LoRA the "
+                     f"optimizer state it shards is a few MB per GPU). deepspeed=none asks for this explicitly; "
+                     f"pip install deepspeed for the YAML's default")
+        args = {k: v for k, v in args.items() if k != "deepspeed"}
+    return args, notes
+
+
 def check_data(env: dict, mission: str, use_val: bool, environ=None) -> int:
     """Builds the rows the run will read, before any model loads: a missing folder, an unknown mission or an
     empty split fails here in seconds. Returns the number of validation groups."""
@@ -198,7 +268,7 @@ def cpu_args(args: dict, prompts_per_step: int | None = None) -> dict:
     """The YAML's arguments for a CPU run: the GPU-only keys (vLLM, DeepSpeed) dropped, fp32, one step per batch.
     configs/stage_b_grpo_cpu.yaml is this applied to configs/stage_b_grpo.yaml (`python -m stage_b.launch
     cpu_config` prints it; a test keeps the two in step)."""
-    args = {k: v for k, v in args.items() if k not in GPU_ONLY}
+    args = hf_args(args)
     g = int(args.get("num_generations", 4))
     # A process's step sees prompts_per_step prompts x g samples: given here, else the YAML's batch,
     # and at least 2, the fewest that can hold one fail and one pass under GROUP_QC_BALANCE_LABELS.
@@ -207,13 +277,38 @@ def cpu_args(args: dict, prompts_per_step: int | None = None) -> dict:
             "gradient_accumulation_steps": 1, "report_to": "none"}
 
 
-def cpu_config_text(config=DEFAULT_CONFIG) -> str:
+def hf_args(args: dict) -> dict:
+    """The YAML's arguments for GPUs without vLLM or DeepSpeed (rollout=hf deepspeed=none): every vLLM key and
+    DeepSpeed dropped, the rest (bfloat16, batch, accumulation) as on GPUs."""
+    return {k: v for k, v in without_vllm(args).items() if k != "deepspeed"}
+
+
+# Generated variants of the GPU YAML: name -> (file, what it is, how its arguments are made). Tests keep each
+# file equal to its text.
+VARIANTS = {
+    "cpu_config": ("stage_b_grpo_cpu.yaml", "the same recipe on CPU (no vLLM, no DeepSpeed, fp32)", cpu_args),
+    "hf_config": ("stage_b_grpo_hf.yaml", "the same recipe on GPUs without vLLM or DeepSpeed (rollouts by the "
+                                          "trainer's own generate, bf16;\n# what run_grpo.sh rollout=hf "
+                                          "deepspeed=none runs)", hf_args),
+}
+
+
+def variant_text(name: str, config=DEFAULT_CONFIG) -> str:
+    file, what, make = VARIANTS[name]
     env, args = read_config(config)
-    header = (f"# GENERATED from {Path(config).name} by `python -m stage_b.launch cpu_config` (tests keep it in step):\n"
-              f"# the same recipe on CPU (no vLLM, no DeepSpeed, fp32). By hand, from any folder:\n"
-              f"#   swift rlhf configs/stage_b_grpo_cpu.yaml --model <Qwen-VL dir> \\\n"
+    header = (f"# GENERATED from {Path(config).name} by `python -m stage_b.launch {name}` (tests keep it in step):\n"
+              f"# {what}. By hand, from any folder:\n"
+              f"#   swift rlhf configs/{file} --model <Qwen-VL dir> \\\n"
               f"#     $(python -m stage_b.lora --model <Qwen-VL dir> --last_k 4 --swift_args)\n")
-    return header + yaml.safe_dump({"ENV": env, **cpu_args(args)}, allow_unicode=True, sort_keys=False)
+    return header + yaml.safe_dump({"ENV": env, **make(args)}, allow_unicode=True, sort_keys=False)
+
+
+def cpu_config_text(config=DEFAULT_CONFIG) -> str:
+    return variant_text("cpu_config", config)
+
+
+def hf_config_text(config=DEFAULT_CONFIG) -> str:
+    return variant_text("hf_config", config)
 
 
 def parse_settings(tokens: list[str]) -> dict:
@@ -225,8 +320,8 @@ def main(argv=None) -> int:
     if any(t in ("-h", "--help") for t in tokens):
         print(__doc__)
         return 0
-    if tokens == ["cpu_config"]:
-        print(cpu_config_text(), end="")
+    if len(tokens) == 1 and tokens[0] in VARIANTS:
+        print(variant_text(tokens[0]), end="")
         return 0
     return run_cli(lambda: _launch(tokens))
 
@@ -245,7 +340,7 @@ def _launch(tokens: list[str]) -> int:
         if s.get("rollout") == "server":
             print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {shlex.quote(swift)} rollout --model "
                   f"{shlex.quote(s['model'])} --external_plugins swift_plugins/qc_plugin.py --port "
-                  f"{s.get('vllm_server', '127.0.0.1:8000').rpartition(':')[2]} --vllm_data_parallel_size <n>")
+                  f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>")
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([swift, *swift_argv]))
         return 0
     # key=value settings win over exported variables, which win over the YAML's ENV (run_environment).

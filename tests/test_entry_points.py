@@ -76,12 +76,13 @@ def test_run_grpo_takes_model_type_and_template(tmp_path):
         build_command(model=model, cuda="cpu", environ={})
 
 
-def test_the_cpu_yaml_is_the_gpu_recipe_on_cpu():
-    """configs/stage_b_grpo_cpu.yaml is generated from the GPU YAML: a change to one recipe that the other lacks
-    would make the CPU check train something else than the GPUs."""
-    from stage_b.launch import cpu_config_text
-    assert (REPO / "configs" / "stage_b_grpo_cpu.yaml").read_text(encoding="utf-8") == cpu_config_text(), \
-        "regenerate it: python -m stage_b.launch cpu_config > configs/stage_b_grpo_cpu.yaml"
+@pytest.mark.parametrize("variant, file", [("cpu_config", "stage_b_grpo_cpu.yaml"), ("hf_config", "stage_b_grpo_hf.yaml")])
+def test_the_cpu_and_no_vllm_yamls_are_the_gpu_recipe(variant, file):
+    """configs/stage_b_grpo_cpu.yaml (CPU) and configs/stage_b_grpo_hf.yaml (GPUs without vLLM or DeepSpeed) are
+    generated from the GPU YAML: a change to one recipe that the others lack would make them train something else."""
+    from stage_b.launch import variant_text
+    assert (REPO / "configs" / file).read_text(encoding="utf-8") == variant_text(variant), \
+        f"regenerate it: python -m stage_b.launch {variant} > configs/{file}"
 
 
 def test_swift_args_carry_everything_swift_rlhf_needs_beside_the_model(tiny_qwen2_5_vl, tmp_path):

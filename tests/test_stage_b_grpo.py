@@ -6,19 +6,29 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from stage_b.dataset import build_rows
 from stage_b.settings import Selection
-from stage_b.launch import build_command
+from stage_b.launch import build_command, importable
 from stage_b.lora import layer_of
 
 REPO = Path(__file__).resolve().parent.parent
 REWARD_NAMES = ["qc_label", "qc_format", "qc_consistency"]
+
+
+def EVERYTHING(package):   # can_import for a GPU node with vLLM and DeepSpeed installed
+    return True
+
+
+def NOTHING(package):      # can_import for a GPU box without them
+    return False
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +97,8 @@ def _parse_with_ms_swift(argv):
 @pytest.mark.parametrize("cuda, nproc", [("cpu", None), ("cpu", "2"), ("0", None), ("0,1,2,3", None)])
 def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda, nproc):
     env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda, nproc=nproc,
-                                 lora_last_k=3, num_generations=6, max_steps=5, val_groups=10, environ={})
+                                 lora_last_k=3, num_generations=6, max_steps=5, val_groups=10, environ={},
+                                 can_import=EVERYTHING)   # a GPU node with vLLM and DeepSpeed
     assert argv[0] == "rlhf"
     ns = _parse_with_ms_swift(argv[1:])
     assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
@@ -117,13 +128,15 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
 @pytest.mark.parametrize("settings, expected", [
     (dict(deepspeed="zero3", rollout="server", vllm_server="10.0.0.5:8001"),
      dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001])),
-    (dict(deepspeed="none", rollout="colocate"), dict(deepspeed="", vllm_mode="colocate", sleep_level=1)),
+    (dict(deepspeed="none", rollout="colocate"), dict(deepspeed=None, vllm_mode="colocate", sleep_level=1)),
+    (dict(rollout="hf", deepspeed="zero3"), dict(deepspeed="zero3", use_vllm=False, vllm_mode=None, sleep_level=0,
+                                                 vllm_gpu_memory_utilization=0.9)),   # ms-swift's defaults
     (dict(num_generations=4, prompts_per_step=8), dict(per_device_train_batch_size=32, num_generations=4)),
     (dict(val="0"), dict(val_dataset=[], eval_strategy=None, metric_for_best_model=None, num_generations_eval=None)),
     (dict(eval_steps=20), dict(eval_steps=20, save_steps=20)),
 ])
 def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expected):
-    _, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", environ={}, **settings)
+    _, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", environ={}, can_import=EVERYTHING, **settings)
     ns = _parse_with_ms_swift(argv[1:])
     for key, value in expected.items():
         assert getattr(ns, key) == value, key
@@ -140,10 +153,108 @@ def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expec
     (dict(val_ratio="1.5"), "GROUP_QC_VAL_RATIO='1.5' is out of range"),
     (dict(split_seed="abc"), "GROUP_QC_SPLIT_SEED='abc' is not an integer"),
     (dict(cuda="0", nproc="2"), "nproc= is for cuda=cpu"),
+    (dict(cuda="0", rollout="hf", vllm_server="10.0.0.5:8001"),
+     r"vllm_server='10.0.0.5:8001' is the address of a vLLM rollout server, used with rollout=server only; drop it "
+     r"\(rollout=hf rolls out inside the trainer\), or add rollout=server"),
+    (dict(cuda="0", vllm_server="10.0.0.5:8001"), "used with rollout=server only"),
+    (dict(cuda="cpu", rollout="colocate"), "rollout=colocate runs vLLM, which needs GPUs; .* use rollout=hf"),
+    (dict(cuda="cpu", deepspeed="zero2"), "deepspeed=zero2 needs GPUs; .* deepspeed=none"),
 ])
 def test_launcher_refuses_bad_settings(tiny_qwen2_5_vl, bad, message):
     with pytest.raises(ValueError, match=message):
-        build_command(str(tiny_qwen2_5_vl), environ={}, **bad)
+        build_command(str(tiny_qwen2_5_vl), environ={}, can_import=EVERYTHING, **bad)
+
+
+def _vllm_or_deepspeed_keys(argv):
+    return [a for a in argv if a.startswith("--") and (a[2:].startswith("vllm") or a[2:] in (
+        "use_vllm", "sleep_level", "offload_model", "offload_optimizer", "deepspeed"))]
+
+
+@pytest.mark.parametrize("cuda", ["0", "0,1"])
+def test_rollout_hf_deepspeed_none_drops_every_vllm_and_deepspeed_key(tiny_qwen2_5_vl, cuda):
+    """The GPU-without-vLLM launch: what ms-swift refused on an H100 (`--use_vllm false` beside the YAML's
+    vllm_mode) cannot happen, because no vLLM key is left; bf16 and the GPU batch stay."""
+    env, argv, notes = build_command(str(tiny_qwen2_5_vl), cuda=cuda, rollout="hf", deepspeed="none", environ={},
+                                     can_import=EVERYTHING)
+    assert _vllm_or_deepspeed_keys(argv) == [] and notes == []
+    ns = _parse_with_ms_swift(argv[1:])
+    assert not ns.use_vllm and ns.vllm_mode is None and ns.deepspeed is None and ns.torch_dtype == "bfloat16"
+    assert env["CUDA_VISIBLE_DEVICES"] == cuda and ns.per_device_train_batch_size == 8
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(rollout="colocate"), "rollout=colocate needs vLLM, which is not installed here: pip install vllm, or use "
+                               "rollout=hf"),
+    (dict(rollout="server"), "rollout=server needs vLLM, which is not installed here"),
+    (dict(rollout="hf", deepspeed="zero3"), "deepspeed=zero3 needs DeepSpeed, which is not installed here: pip "
+                                            "install deepspeed, or use deepspeed=none"),
+])
+def test_a_setting_given_that_needs_a_missing_package_is_refused(tiny_qwen2_5_vl, settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=NOTHING, **settings)
+
+
+def test_the_yaml_defaults_that_need_a_missing_package_are_dropped_with_a_note(tiny_qwen2_5_vl):
+    """Adapt, not refuse, for the YAML's defaults: the command that runs is the rollout=hf deepspeed=none one, and a
+    note for each names the setting that asks for it explicitly."""
+    _, adapted, notes = build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=NOTHING)
+    _, explicit, none = build_command(str(tiny_qwen2_5_vl), cuda="0", rollout="hf", deepspeed="none", environ={},
+                                      can_import=NOTHING)
+    assert adapted == explicit and none == [] and _vllm_or_deepspeed_keys(adapted) == []
+    assert len(notes) == 2
+    assert notes[0].startswith("vLLM is not installed: the YAML's vLLM colocate rollouts are dropped") and \
+        "rollout=hf asks for this explicitly" in notes[0]
+    assert notes[1].startswith("DeepSpeed is not installed: the YAML's deepspeed zero2 is dropped") and \
+        "deepspeed=none asks for this explicitly" in notes[1]
+    # only what is missing is dropped
+    _, argv, notes = build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=lambda p: p == "vllm")
+    assert "--use_vllm" in argv and "--deepspeed" not in argv and len(notes) == 1
+
+
+def test_rollout_hf_passes_ms_swift_own_argument_checks(tiny_qwen2_5_vl, tmp_path):
+    """ms-swift's RLHFArguments, built for real (its __post_init__ checks), accept the rollout=hf command where they
+    refused `extra="--use_vllm false"`. float32 is the one change for this CPU machine (bf16 needs a GPU here)."""
+    from swift.arguments import RLHFArguments
+    from swift.utils.utils import _patch_get_type_hints
+    from transformers import HfArgumentParser
+    with _patch_get_type_hints():
+        parser = HfArgumentParser([RLHFArguments])
+
+    def parse(**settings):
+        env, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0", val="0", output_dir=str(tmp_path), environ={},
+                                     can_import=EVERYTHING, **settings)
+        return parser.parse_args_into_dataclasses(argv[1:] + ["--torch_dtype", "float32"])[0]
+
+    with pytest.raises(ValueError, match="vllm_mode is not supported when use_vllm is false"):
+        parse(deepspeed="none", extra=["--use_vllm", "false"])
+    args = parse(rollout="hf", deepspeed="none")
+    assert args.use_vllm is False and args.vllm_mode is None and args.deepspeed is None
+
+
+def test_run_grpo_sh_on_a_gpu_box_without_vllm_or_deepspeed(tiny_qwen2_5_vl, stage_a_dir):
+    """This machine has neither vLLM nor DeepSpeed: cuda=0 rollout=hf prints a command without their keys; without
+    rollout= the YAML's defaults are dropped with a note each; rollout=colocate is refused in seconds (exit 2), before
+    the rows are built or anything loads."""
+    if importable("vllm") or importable("deepspeed"):
+        pytest.skip("vLLM or DeepSpeed is installed here")
+    base = ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=0", f"model={tiny_qwen2_5_vl}",
+            f"stage_a_dir={stage_a_dir}", "dry_run=1"]
+    env = {**os.environ, "PYTHON": sys.executable}
+
+    def run(*settings):
+        return subprocess.run([*base, *settings], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+
+    out = run("rollout=hf")
+    assert out.returncode == 0, out.stderr
+    assert "--use_vllm" not in out.stdout and "vllm" not in out.stdout.replace("--external_plugins", "")
+    assert "--deepspeed" not in out.stdout and "CUDA_VISIBLE_DEVICES=0 " in out.stdout
+    assert "note: DeepSpeed is not installed" in out.stderr and "note: vLLM" not in out.stderr
+    out = run()
+    assert out.returncode == 0 and "--use_vllm" not in out.stdout and "note: vLLM is not installed" in out.stderr
+    start = time.perf_counter()
+    out = run("rollout=colocate", "stage_a_dir=/nonexistent")   # refused before the data is even looked at
+    assert out.returncode == 2 and time.perf_counter() - start < 30
+    assert "error: rollout=colocate needs vLLM, which is not installed here" in out.stderr
 
 
 @pytest.mark.parametrize("environ, explicit, expected, note", [
