@@ -35,7 +35,7 @@ from stage_a.records import image_key
 from .calibration import calibration
 from .certify import DEFAULT_CONFIDENCE, check_confidence
 from .dataset import build_rows, load_records, row_mode, stage_a_files
-from .grounding import REASON_CITATIONS, citation_prefix, ground
+from .grounding import REASON_CITATIONS, ground, guided_reply
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
                               checkpoint_identities, curve, fmt_p, p_fail, parse_targets, pick_threshold, points_of,
@@ -455,16 +455,22 @@ def review_inputs(args, records: list[dict], input_dir: str | None = None) -> di
 
 
 def guide_citations(engine, rows: list[dict], completions: list[str]) -> list[str]:
-    """Guided citations, as the judge writes reasons: each reply whose verdict is 不通过 on a group whose summaries
-    show a defect is written again, its reason starting with those photos (stage_b.grounding.citation_prefix). A
-    row that cannot be written again keeps its free reply (said on stderr)."""
-    starts = {i: FAIL + "\n" + prefix for i, (row, c) in enumerate(zip(rows, completions))
-              if parse(c).verdict == FAIL and (prefix := citation_prefix(FAIL, row["summaries"], row["mission"]))}
+    """Guided citations, as the judge writes reasons (stage_b.grounding.guided_reply): each reply whose verdict is
+    不通过 is written again from the guided start (or replaced by it when the start is the whole reply). A row that
+    cannot be written again keeps its free reply (said on stderr)."""
+    out = list(completions)
+    starts = {}
+    for i, (row, c) in enumerate(zip(rows, completions)):
+        if parse(c).verdict == FAIL:
+            start, complete = guided_reply(FAIL, row["summaries"], row["mission"], photos="images" in row)
+            if complete:
+                out[i] = start
+            else:
+                starts[i] = start
     if not starts:
-        return completions
+        return out
     order = sorted(starts)
     replies, failed = engine.generate([rows[i] for i in order], prefixes=[starts[i] for i in order])
-    out = list(completions)
     for k, i in enumerate(order):
         if k in failed:
             print(f"warning: reason kept as the model cited it: {failed[k]}", file=sys.stderr)

@@ -13,9 +13,11 @@ judge's review flags and the review page. Pure (stdlib and the mission registry)
   - A 不通过 reply's *wrong citations*: the photos it cites that do not show a defect (or do not exist).
   - A 通过 verdict on a group whose summaries show a defect goes against the evidence, whatever its reason says.
 
-Guided citations (`citation_prefix`, the judge's and evaluation's default): after a 不通过 verdict line the reason
-starts with every photo whose summary shows a defect (`理由: 图片_3、图片_5 `) and the model writes the rest; a 不通过
-on a group whose summaries show none, and every 通过, are written freely.
+Guided citations (`guided_reply`, the judge's and evaluation's default): after a 不通过 verdict line the reason
+starts with every photo whose summary shows a defect (`理由: 图片_3、图片_5 `) and the model writes the rest. A 不通过
+on a group whose summaries show none points at no photo: reading summaries only, the reason is the conservative
+rule's own words (NOT_CONFIRMED), a contradiction by the rule above and so always reviewed; reading the photos too,
+the model writes it. Every 通过 is written freely.
 
 Over a set of replies (evaluation's metrics.json, per mission and overall):
   reason_contradiction_rate = contradicting two-line replies / two-line replies;
@@ -153,6 +155,7 @@ def ground(completion, summaries, mission) -> Grounding:
 
 
 REASON_CITATIONS = ("guided", "free")
+NOT_CONFIRMED = "关键检查要点无法从摘要中确认"   # the conservative rule: what cannot be confirmed is 不通过
 
 
 def citation_prefix(verdict: str, summaries, mission) -> str:
@@ -160,6 +163,13 @@ def citation_prefix(verdict: str, summaries, mission) -> str:
     empty otherwise."""
     defects = defect_photos(summaries, mission)
     return f"理由: {_keys(defects)} " if verdict == FAIL and defects else ""
+
+
+def guided_reply(verdict: str, summaries, mission, photos: bool = False) -> tuple[str, bool]:
+    """(how the reply starts, whether that is the whole reply) under guided citations (module doc)."""
+    if verdict == FAIL and not photos and not defect_photos(summaries, mission):
+        return f"{FAIL}\n理由: {NOT_CONFIRMED}", True
+    return f"{verdict}\n{citation_prefix(verdict, summaries, mission)}", False
 
 
 def grounding_metrics(groundings: list[Grounding]) -> dict:

@@ -35,7 +35,7 @@ from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_
 from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
-from .grounding import REASON_CITATIONS, citation_prefix, ground
+from .grounding import REASON_CITATIONS, ground, guided_reply
 from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, decide, file_digest, fmt_p,
                               load_operating_point, manual_point, p_fail, thresholds_for)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
@@ -307,10 +307,12 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
         return rows, failed
 
 
-def reply_start(record: dict, verdict: str, guided: bool) -> str:
-    """What the reply is made to start with: the verdict line, and with guided citations the photos whose summaries
-    show a defect (stage_b.grounding.citation_prefix)."""
-    return verdict + "\n" + (citation_prefix(verdict, summaries_of(record), record["mission"]) if guided else "")
+def reply_start(row: dict, verdict: str, guided: bool) -> tuple[str, bool]:
+    """(what the reply is made to start with, whether that is the whole reply): the verdict line, and with guided
+    citations the reason's start (stage_b.grounding.guided_reply)."""
+    if not guided:
+        return verdict + "\n", False
+    return guided_reply(verdict, row["summaries"], row["mission"], photos="images" in row)
 
 
 def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
@@ -331,13 +333,17 @@ def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, 
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}
-            lines = [reply_start(batch[i], decide(p[i], point).verdict, guided) for i in ok]
-            replies, gen_failed = engine.generate([rows[i] for i in ok], prefixes=lines) if ok else ([], {})
-            failed.update({ok[k]: why for k, why in gen_failed.items()})
-            for k, i in enumerate(ok):
+            starts = {i: reply_start(rows[i], decide(p[i], point).verdict, guided) for i in ok}
+            todo_gen = [i for i in ok if not starts[i][1]]   # complete starts need no generation
+            replies, gen_failed = (engine.generate([rows[i] for i in todo_gen], prefixes=[starts[i][0] for i in todo_gen])
+                                   if todo_gen else ([], {}))
+            failed.update({todo_gen[k]: why for k, why in gen_failed.items()})
+            written_replies = {i: starts[i][0] for i in ok if starts[i][1]}
+            written_replies.update({i: replies[k][0] for k, i in enumerate(todo_gen)})
+            for i in ok:
                 if i in failed:
                     continue
-                out.write(verdict_record(batch[i], p[i], point, replies[k][0], provenance, allow_uncertified))
+                out.write(verdict_record(batch[i], p[i], point, written_replies[i], provenance, allow_uncertified))
                 written += 1
             for i, why in sorted(failed.items()):
                 errors.write({"group_id": batch[i]["group_id"], "mission": batch[i]["mission"], "error": why,

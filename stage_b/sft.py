@@ -13,12 +13,11 @@ from __future__ import annotations
 from stage_a.missions import Mission
 from stage_a.records import image_key
 
-from .grounding import asserted_defects, defect_photos, defect_terms
+from .grounding import NOT_CONFIRMED, asserted_defects, defect_photos, defect_terms
 from .verdict import FAIL, PASS
 
 REVIEWER_REASON = "reviewer_reason"   # optional Stage-A record field: the reviewer's reason, one line
 REMARK = "备注"
-NOT_CONFIRMED = "关键检查要点无法从摘要中确认"
 
 
 def photo_defects(mission: Mission, summaries: list[str]) -> list[tuple[int, str]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stage_b.grounding import cited_photos, citation_prefix, defect_photos, ground, grounding_metrics
+from stage_b.grounding import (NOT_CONFIRMED, cited_photos, citation_prefix, defect_photos, ground, grounding_metrics,
+                               guided_reply)
 
 M = "BBU线缆布放要求"
 DEFECT = "BBU端光纤接头×2，光纤×2/未套保护管 备注：光纤裸露无保护"
@@ -92,3 +93,17 @@ def test_guided_citations_start_a_fail_reason_with_the_defect_photos(verdict, su
     if prefix:   # and a reply that goes on from it is grounded by the rule that measures it
         g = ground(f"{verdict}\n{prefix}光纤裸露无保护", summaries, M)
         assert not g.contradiction and not g.wrong_citations and set(g.cited) == set(g.defect_photos)
+
+
+@pytest.mark.parametrize("verdict, summaries, photos, start, complete", [
+    ("不通过", GROUP, False, "不通过\n理由: 图片_3、图片_5 ", False),
+    # nothing in the summaries to point at: the conservative rule's words, not an arbitrary photo (always reviewed)
+    ("不通过", [CLEAN, CLEAN], False, f"不通过\n理由: {NOT_CONFIRMED}", True),
+    ("不通过", [CLEAN, CLEAN], True, "不通过\n", False),     # reading the photos, the model may have seen one
+    ("通过", GROUP, False, "通过\n", False),
+])
+def test_the_guided_start_of_a_reply(verdict, summaries, photos, start, complete):
+    assert guided_reply(verdict, summaries, M, photos) == (start, complete)
+    if complete:
+        g = ground(start, summaries, M)
+        assert g.contradiction and not g.cited and g.review_why()

@@ -18,7 +18,7 @@ from stage_a.missions import load_registry
 from stage_b import judge
 from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
-from stage_b.grounding import citation_prefix
+from stage_b.grounding import guided_reply
 from stage_b.operating_point import p_fail
 from tests.test_evaluate import M, _random_adapter, _stage_a
 
@@ -188,7 +188,8 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
         assert r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过")
         # the reason was generated after the chosen verdict; after 不通过 it cites the photos whose summaries show a
         # defect (guided citations, the default)
-        assert r["reply"].startswith(r["verdict"] + "\n" + citation_prefix(r["verdict"], r["summaries"], r["mission"]))
+        start, complete = guided_reply(r["verdict"], r["summaries"], r["mission"])
+        assert r["reply"] == start if complete else r["reply"].startswith(start)
         assert r["reason_citations"] == "guided"
         # a random model's reason line is rarely the contract: such replies are kept and flagged, never dropped
         assert r["needs_review"] == bool(r["review_why"])
@@ -228,8 +229,9 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
         confidence_level=0.9).high
     assert entry["certified"] is (bound <= 0.25) and op["confidence"] == 0.9
     for p in preds:   # guided citations: a 不通过 reason starts with the photos whose summaries show a defect
-        prefix = citation_prefix(p["predicted"], p["summaries"], p["mission"]) if p["predicted"] == "不通过" else ""
-        assert p["completion"].startswith("不通过\n" + prefix) if prefix else True
+        if p["predicted"] == "不通过":
+            start, complete = guided_reply("不通过", p["summaries"], p["mission"])
+            assert p["completion"] == start if complete else p["completion"].startswith(start)
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["operating_curve"]["per_mission"][M][0]["threshold"] == 1.0
     assert (tmp_path / "ev" / "operating_curve.png").stat().st_size > 5000
