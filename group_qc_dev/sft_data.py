@@ -45,18 +45,18 @@ def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
 
 
 def reason_for(mission, summaries: list[str]) -> str:
-    """A short reason grounded in the summaries, whatever the verdict: the first photo whose summary asserts a
-    defect and what it says (stage_b.sft.photo_defects, the rule group_qc_sft uses), else the photos all meet
-    the requirements.
+    """A short reason grounded in the summaries, whatever the verdict: every photo whose summary shows a defect
+    (stage_b.sft.photo_defects, the rule the grounding metrics use) and what the first of them says, else the photos
+    all meet the requirements: `图片_2、图片_5 接地线散乱未捆扎` / `图片_1至图片_3 均符合要求`.
 
     Reasons never depend on the verdict (unlike group_qc_sft's, which explain the reviewer's verdict), so a start
-    point trained with --verdicts both still learns to read its input (which photo is flagged, and why) while
-    its verdicts carry no signal. On the demo's photos this gives the same reasons as the remark-only rule it
-    replaced (all 560 groups checked)."""
+    point trained with --verdicts both still learns to read its input (which photos are flagged, and why) while
+    its verdicts carry no signal. Listing every flagged photo (not the first alone, as before) is what the judge's
+    guided citations write (`理由: 图片_2、图片_5` and the model goes on): measured on the demo's validation groups,
+    the first-photo-only reasons cited 图片_1 alone in 21 of 44 replies and reached a citation recall of 47.6%."""
     defects = photo_defects(mission, summaries)
     if defects:
-        i, what = defects[0]
-        return f"{image_key(i)} {what}"
+        return f"{'、'.join(image_key(i) for i, _ in defects)} {defects[0][1]}"
     return f"{every_photo(len(summaries))} {'均' if len(summaries) > 1 else ''}符合要求"
 
 

@@ -162,7 +162,7 @@ def citation_prefix(verdict: str, summaries, mission) -> str:
     """The start of a guided reason (module doc): `理由: 图片_3、图片_5 ` after 不通过 when summaries show a defect;
     empty otherwise."""
     defects = defect_photos(summaries, mission)
-    return f"理由: {_keys(defects)} " if verdict == FAIL and defects else ""
+    return f"理由: {_keys(defects)}" if verdict == FAIL and defects else ""
 
 
 def guided_reply(verdict: str, summaries, mission, photos: bool = False) -> tuple[str, bool]:
