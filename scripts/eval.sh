@@ -12,22 +12,23 @@
 # Writes <output_dir>/predictions.jsonl, metrics.json, report.md, operating_curve.png, reliability.png, and with
 # target_miss_rate operating_point.json (the thresholds scripts/judge.sh uses, each mission's promise certified at
 # the confidence, or not, with the number of defective validation groups that would certify it).
+# Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); target_miss_rate= and
+# target_overkill_rate= are split as a shell splits words, nothing expanded. Relative paths are the folder you run
+# this from.
 set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share confidence"
-for key in $FLAGS adapters target_miss_rate target_overkill_rate baseline; do declare "$key="; done
-cuda=cpu; overwrite=0; allow_train_overlap=0
-settings "$FLAGS adapters target_miss_rate target_overkill_rate overwrite allow_train_overlap baseline cuda" \
-  "model output_dir" "$@"
+for key in $FLAGS adapters baseline; do declare "$key="; done
+target_miss_rate=(); target_overkill_rate=(); cuda=cpu; overwrite=0; allow_train_overlap=0
+settings "$FLAGS adapters target_miss_rate:words target_overkill_rate:words overwrite:flag allow_train_overlap:flag
+          baseline cuda" "model output_dir" "$@"
+from_caller_dir
 args=()
 for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
-# shellcheck disable=SC2206
-[ -n "$adapters" ] && args+=(--adapters $adapters)
-# shellcheck disable=SC2206
-[ -n "$target_miss_rate" ] && args+=(--target_miss_rate $target_miss_rate)
-# shellcheck disable=SC2206
-[ -n "$target_overkill_rate" ] && args+=(--target_overkill_rate $target_overkill_rate)
+[ -n "$adapters" ] && args+=(--adapters "$adapters")
+[ "${#target_miss_rate[@]}" -gt 0 ] && args+=(--target_miss_rate "${target_miss_rate[@]}")
+[ "${#target_overkill_rate[@]}" -gt 0 ] && args+=(--target_overkill_rate "${target_overkill_rate[@]}")
 [ "$overwrite" = 1 ] && args+=(--overwrite)
 [ "$allow_train_overlap" = 1 ] && args+=(--allow_train_overlap)
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"

@@ -13,24 +13,27 @@
 # names the failed missions and exits non-zero. A mission the operating point has no threshold for is judged
 # with every group sent to review (stage_b.judge).
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
+# Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); stage_a_extra= and
+# judge_extra= are split as a shell splits words, nothing expanded. Relative paths are the folder you run this from.
 set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
-operating_point=""; threshold=""; batch_size=16; stage_a_extra=""; judge_extra=""
+operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=()
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size stage_a_extra judge_extra" "input_dir output_dir stage_a_model model" "$@"
+          batch_size stage_a_extra:words judge_extra:words" "input_dir output_dir stage_a_model model" "$@"
+from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
   echo "error: operating_point=<operating_point.json> or threshold=<0..1> is required" >&2; exit 2
 fi
 export HF_HUB_OFFLINE=1
 
 judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size")
-[ -n "$adapters" ] && judge_args+=(--adapters $adapters)
+[ -n "$adapters" ] && judge_args+=(--adapters "$adapters")
 [ -n "$operating_point" ] && judge_args+=(--operating_point "$operating_point")
 [ -n "$threshold" ] && judge_args+=(--threshold "$threshold")
-# shellcheck disable=SC2206
-[ -n "$judge_extra" ] && judge_args+=($judge_extra)
+judge_args+=("${judge_extra[@]}")
+stage_a_words=$(shell_words --no_progress "${stage_a_extra[@]}")   # split back into these by stage_a_infer.sh
 
 # The missions, resolved the way Stage-A resolves them (names, aliases, 'all' = every mission folder present).
 mapfile -t missions < <("$PY" - "$input_dir" "$mission" <<'PY'
@@ -60,9 +63,9 @@ for m in "${missions[@]}"; do
   echo "== $m: Stage-A"
   [ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
   rc=0
-  bash scripts/stage_a_infer.sh unlabeled=1 mission="$m" cuda="$cuda" input_dir="$input_dir" \
+  bash "$REPO/scripts/stage_a_infer.sh" unlabeled=1 mission="$m" cuda="$cuda" input_dir="$input_dir" \
     output_dir="$output_dir/stage_a" model="$stage_a_model" adapters="$stage_a_adapters" batch_size="$batch_size" \
-    extra="--no_progress $stage_a_extra" || rc=$?
+    extra="$stage_a_words" || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "error: Stage-A for $m failed (exit $rc); the other missions go on" >&2
     failed+=("$m (Stage-A)"); [ "$status" -ne 0 ] || status=$rc; continue

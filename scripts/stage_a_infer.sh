@@ -7,6 +7,8 @@
 #         max_pixels=… max_new_tokens=… num_shards=N (CPU only) unlabeled=1 extra="--more --flags"]
 # unlabeled=1: new, unreviewed work orders at <input_dir>/<mission>/<group>/*.jpg (no 审核通过/审核不通过
 # folder); records get "label": null (passes --unlabeled).
+# Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); extra= is split as a
+# shell splits words, nothing expanded. Relative paths are the folder you run this from (defaults included).
 #
 # Examples:
 #   bash scripts/stage_a_infer.sh mission=BBU接地线检查 cuda=0 model=/models/Qwen2.5-VL-7B-Instruct
@@ -17,22 +19,24 @@ set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
-batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=""
-settings "mission cuda input_dir output_dir model adapters batch_size backend max_pixels max_new_tokens num_shards
-          unlabeled extra" "model" "$@"
+batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=()
+settings "mission cuda input_dir output_dir model adapters batch_size backend max_pixels max_new_tokens
+          num_shards:count unlabeled:flag extra:words" "model" "$@"
+if ! [[ "$cuda" =~ ^(cpu|[A-Za-z0-9:_-]+(,[A-Za-z0-9:_-]+)*)$ ]]; then   # no id at all would run no shard
+  echo "error: cuda=$cuda: expected cpu or GPU ids separated by commas (cuda=0,1)" >&2; exit 2
+fi
+if [ "$cuda" != "cpu" ] && [ "$num_shards" != 1 ]; then
+  echo "error: num_shards=$num_shards is for cuda=cpu; with GPUs one shard runs per id in cuda=$cuda" >&2; exit 2
+fi
+from_caller_dir
 
 args=(--input_dir "$input_dir" --output_dir "$output_dir" --model "$model" --mission "$mission"
       --batch_size "$batch_size" --infer_backend "$backend")
-[ -n "$adapters" ] && args+=(--adapters $adapters)
+[ -n "$adapters" ] && args+=(--adapters "$adapters")
 [ -n "$max_pixels" ] && args+=(--max_pixels "$max_pixels")
 [ -n "$max_new_tokens" ] && args+=(--max_new_tokens "$max_new_tokens")
-case "$unlabeled" in
-  1) args+=(--unlabeled) ;;
-  0) ;;
-  *) echo "error: unlabeled=$unlabeled: expected 1 (unreviewed <mission>/<group>/ folders) or 0" >&2; exit 2 ;;
-esac
-# shellcheck disable=SC2206
-[ -n "$extra" ] && args+=($extra)
+[ "$unlabeled" = 1 ] && args+=(--unlabeled)
+args+=("${extra[@]}")
 
 if [ "$cuda" = "cpu" ]; then
   export CUDA_VISIBLE_DEVICES=""

@@ -3,8 +3,16 @@
 
     python -m stage_a.key_values "<known keys>" "<required keys>" key=value ...
 
-prints one `key=<shell-quoted value>` line per argument, for the launcher to `eval`; an unknown key, a word
-without `=` or a missing required key is an error on stderr naming the known keys (exit 2).
+prints one line per argument for the launcher to `eval`: `key=<shell-quoted value>`, so a value reaches the command
+as one argument, as typed (spaces, quotes, `$()`, globs: nothing is expanded). A known key may carry a type:
+
+    key:words   a list of arguments (`extra="--max_new_tokens 48 --template 'a b'"`), split once, the way a shell
+                splits words (`words`, shlex: quotes group, nothing expands), printed as a bash array `key=(…)`
+    key:count   a whole number of at least 1 (`num_shards`), refused otherwise before anything runs
+    key:flag    0 or 1
+
+An unknown key, a word without `=`, a missing required key or a value of the wrong type is an error on stderr naming
+the known keys or the value (exit 2).
 """
 from __future__ import annotations
 
@@ -34,14 +42,65 @@ def parse_key_values(tokens: list[str], keys, required=()) -> dict[str, str]:
     return settings
 
 
+def words(value: str, key: str = "extra") -> list[str]:
+    """A setting that holds several arguments, split the one way every launcher splits them: as a shell splits
+    words (quotes group, backslashes escape), with nothing expanded (no globs, no `$`)."""
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise KeyValueError(f"{key}={value!r}: {exc}; quote as in a shell, e.g. {key}=\"--flag 'a value'\"") from None
+
+
+def count(value: str, key: str) -> int:
+    """A whole number of at least 1 (a number of shards, processes, …)."""
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise KeyValueError(f"{key}={value!r} is not a whole number of at least 1")
+    return int(value)
+
+
+def flag(value: str, key: str) -> bool:
+    if value not in ("0", "1"):
+        raise KeyValueError(f"{key}={value!r}: expected 1 or 0")
+    return value == "1"
+
+
+TYPES = {"words": words, "count": count, "flag": flag}
+
+
+def typed_keys(spec: str) -> dict[str, str | None]:
+    """"a b:words c:count" -> {"a": None, "b": "words", "c": "count"}."""
+    keys = {}
+    for item in spec.split():
+        key, _, kind = item.partition(":")
+        if kind and kind not in TYPES:
+            raise KeyValueError(f"launcher bug: key {key!r} has unknown type {kind!r} (known: {', '.join(TYPES)})")
+        keys[key] = kind or None
+    return keys
+
+
+def shell_lines(tokens: list[str], spec: str, required: str = "") -> list[str]:
+    """The lines `main` prints: each given setting as a bash assignment, typed values checked."""
+    keys = typed_keys(spec)
+    lines = []
+    for key, value in parse_key_values(tokens, keys, required.split()).items():
+        kind = keys[key]
+        if kind == "words":
+            lines.append(f"{key}=(" + " ".join(shlex.quote(w) for w in words(value, key)) + ")")
+            continue
+        if kind:
+            TYPES[kind](value, key)
+        lines.append(f"{key}={shlex.quote(value)}")
+    return lines
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2:
         print('usage: python -m stage_a.key_values "<known keys>" "<required keys>" key=value ...', file=sys.stderr)
         return 2
+
     def body() -> int:
-        for key, value in parse_key_values(argv[2:], argv[0].split(), argv[1].split()).items():
-            print(f"{key}={shlex.quote(value)}")
+        print("\n".join(shell_lines(argv[2:], argv[0], argv[1])))
         return 0
     return run_cli(body)
 

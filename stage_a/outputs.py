@@ -26,12 +26,21 @@ def shard_of(key: str, num_shards: int) -> int:
     return stable_u64(key) % num_shards
 
 
+def _env_int(name: str, default: str) -> int:
+    raw = os.environ.get(name, default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not a whole number (torchrun sets it): unset it, "
+                         f"or pass --num_shards and --shard_index") from None
+
+
 def shard_from_env(num_shards: int | None, shard_index: int | None) -> tuple[int, int]:
     """Explicit flags win; else torchrun's WORLD_SIZE/RANK; else a single shard."""
     if num_shards is None:
-        num_shards = int(os.environ.get("WORLD_SIZE", "1"))
+        num_shards = _env_int("WORLD_SIZE", "1")
     if shard_index is None:
-        shard_index = int(os.environ.get("RANK", "0")) if num_shards > 1 else 0
+        shard_index = _env_int("RANK", "0") if num_shards > 1 else 0
     return num_shards, shard_index
 
 

@@ -81,3 +81,153 @@ exec {sys.executable} "$@"
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["--model", "/m", "--output_dir", odd, "--target_miss_rate", "0.05",
                                           "BBU接地线检查=0.1", "--overwrite"]
+
+
+# ------------------------------------------------------------------ values stay whole, paths are the caller's (issue 26)
+M = "BBU接地线检查"
+COMMANDS = ("stage_a.cli", "stage_a.merge", "stage_b.evaluate", "stage_b.judge", "stage_b.compare")
+
+
+def _recording_python(tmp_path: Path) -> Path:
+    """PYTHON for the launchers: runs the real Python for their own helpers (key_values, the mission lookup) and,
+    for the package's commands, prints the folder it was started in and each argument as [arg] instead of running."""
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"""#!/usr/bin/env bash
+case "$2" in {'|'.join(COMMANDS)})
+  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$2"; shift 2; for a in "$@"; do printf '[%s]\\n' "$a"; done; exit 0 ;;
+esac
+exec {sys.executable} "$@"
+""")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _launch(tmp_path, script, *args, cwd=None):
+    """Runs a launcher from a folder holding files a glob would expand to; returns (result, {command: [args]})."""
+    cwd = cwd or tmp_path / "caller"
+    cwd.mkdir(exist_ok=True)
+    for name in ("a.jpg", "b.jpg"):
+        (cwd / name).write_text("x")
+    result = subprocess.run(["bash", str(REPO / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHON": str(_recording_python(tmp_path))})
+    calls, current = {}, None
+    for line in result.stdout.splitlines():
+        if line.startswith("@@ "):
+            current = calls.setdefault(line[3:], [])
+        elif line.startswith("cwd="):
+            calls.setdefault("cwd", []).append(line[4:])
+        elif current is not None and line.startswith("[") and line.endswith("]"):
+            current.append(line[1:-1])
+    return result, calls
+
+
+SPACED = "/models/my lora/checkpoint-5"
+DOLLAR = "/m/$(touch pwned)`touch pwned2`"
+
+
+def test_stage_a_infer_passes_each_value_as_one_argument_and_expands_nothing(tmp_path):
+    result, calls = _launch(tmp_path, "stage_a_infer.sh", f"model={DOLLAR}", f"adapters={SPACED}", "input_dir=*",
+                            """extra=--template 'a b' * --seed "7" """)
+    assert result.returncode == 0, result.stderr
+    assert calls["stage_a.cli"] == ["--input_dir", "*", "--output_dir", "output/stage_a", "--model", DOLLAR,
+                                    "--mission", "all", "--batch_size", "8", "--infer_backend", "transformers",
+                                    "--adapters", SPACED, "--template", "a b", "*", "--seed", "7"]
+    assert not list(tmp_path.rglob("pwned*")) and not list(REPO.glob("pwned*"))
+
+
+def test_eval_passes_each_value_as_one_argument_and_splits_the_rate_lists_as_words(tmp_path):
+    result, calls = _launch(tmp_path, "eval.sh", f"model={DOLLAR}", "output_dir=out", f"adapters={SPACED}",
+                            f"target_miss_rate=0.05 '{M}=0.1'", "target_overkill_rate=*", "baseline=*")
+    assert result.returncode == 0, result.stderr
+    assert calls["stage_b.evaluate"] == ["--model", DOLLAR, "--output_dir", "out", "--adapters", SPACED,
+                                         "--target_miss_rate", "0.05", f"{M}=0.1", "--target_overkill_rate", "*"]
+    assert calls["stage_b.compare"] == ["*", "out/metrics.json", "--names", "baseline", "candidate"]
+    assert not list(tmp_path.rglob("pwned*"))
+
+
+def test_judge_passes_each_value_as_one_argument_to_both_steps(tmp_path):
+    (tmp_path / "caller" / "photos" / M / "g1").mkdir(parents=True)
+    result, calls = _launch(tmp_path, "judge.sh", f"mission={M}", "input_dir=photos", "output_dir=out",
+                            f"stage_a_model={DOLLAR}", f"stage_a_adapters={SPACED} A", "model=/m",
+                            f"adapters={SPACED} B", "threshold=0.5", "stage_a_extra=--max_new_tokens 48 --x 'a b' *",
+                            """judge_extra=--max_new_tokens "64" *""")
+    assert result.returncode == 0, result.stderr
+    stage_a, judge = calls["stage_a.cli"], calls["stage_b.judge"]
+    assert stage_a[stage_a.index("--model") + 1] == DOLLAR
+    assert stage_a[stage_a.index("--adapters") + 1] == f"{SPACED} A"
+    assert stage_a[-7:] == ["--unlabeled", "--no_progress", "--max_new_tokens", "48", "--x", "a b", "*"]
+    assert judge[judge.index("--adapters") + 1] == f"{SPACED} B"
+    assert judge[judge.index("--threshold"):judge.index("--stage_a_dir")] == [
+        "--threshold", "0.5", "--max_new_tokens", "64", "*"]
+    assert not list(tmp_path.rglob("pwned*"))
+
+
+@pytest.mark.parametrize("script, args, command, expected", [
+    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage_a.cli",
+     {"--input_dir": "photos/today", "--output_dir": "out", "--model": "m"}),
+    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "stage_b.evaluate",
+     {"--model": "models/base", "--output_dir": "out", "--stage_a_dir": "sa"}),
+    ("judge.sh", ["input_dir=photos/today", "output_dir=out", "stage_a_model=m", "model=m", "threshold=0.5"],
+     "stage_b.judge", {"--stage_a_dir": "out/stage_a", "--output_dir": "out"}),
+])
+def test_relative_paths_are_the_callers_folder(tmp_path, script, args, command, expected):
+    """`judge.sh input_dir=photos/today` said 'does not exist': the launcher had moved to the repository. Now every
+    command runs in the folder the user typed the paths in, with the package importable from there."""
+    (tmp_path / "caller" / "photos" / "today" / M / "g1").mkdir(parents=True)
+    result, calls = _launch(tmp_path, script, *args)
+    assert result.returncode == 0, result.stderr
+    assert set(calls.pop("cwd")) == {str(tmp_path / "caller")}
+    argv = calls[command]
+    assert {flag: argv[argv.index(flag) + 1] for flag in expected} == expected
+
+
+def test_a_relative_stage_a_run_writes_under_the_callers_folder(tmp_path):
+    """The real command, no stand-in: a Stage-A run from another folder (unreviewed photos without unlabeled=1, so
+    discovery refuses every folder and no model loads) writes its errors file where the user pointed, exits 2."""
+    caller = tmp_path / "caller"
+    from group_qc_dev.photos import jpeg
+    for group in ("g1", "g2"):
+        jpeg(caller / "photos" / M / group / "1.jpg")
+    (caller / "model").mkdir()
+    (caller / "model" / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    result = subprocess.run(["bash", str(REPO / "scripts" / "stage_a_infer.sh"), f"mission={M}", "model=model",
+                             "input_dir=photos", "output_dir=out", "extra=--no_progress"], cwd=caller,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHON": sys.executable})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"no group of {M} could be read" in result.stderr and "pass --unlabeled" in result.stderr
+    assert len((caller / "out" / f"{M}_stage_a.errors.jsonl").read_text().splitlines()) == 2
+    assert not (REPO / "out" / f"{M}_stage_a.errors.jsonl").exists()
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("stage_a_infer.sh", ["num_shards=abc"], "num_shards='abc' is not a whole number of at least 1"),
+    ("stage_a_infer.sh", ["num_shards=0"], "num_shards='0' is not a whole number of at least 1"),
+    ("stage_a_infer.sh", ["num_shards=-2"], "num_shards='-2' is not a whole number of at least 1"),
+    ("stage_a_infer.sh", ["num_shards=1.5"], "num_shards='1.5' is not a whole number of at least 1"),
+    ("stage_a_infer.sh", ["num_shards="], "num_shards='' is not a whole number of at least 1"),
+    ("stage_a_infer.sh", ["cuda="], "cuda=: expected cpu or GPU ids separated by commas"),
+    ("stage_a_infer.sh", ["cuda=0,,1"], "cuda=0,,1: expected cpu or GPU ids"),
+    ("stage_a_infer.sh", ["cuda=0,1", "num_shards=4"], "num_shards=4 is for cuda=cpu"),
+    ("stage_a_infer.sh", ["unlabeled=yes"], "unlabeled='yes': expected 1 or 0"),
+    ("stage_a_infer.sh", ["extra=--template 'a b"], "extra=\"--template 'a b\": No closing quotation"),
+    ("eval.sh", ["output_dir=o", "overwrite=yes"], "overwrite='yes': expected 1 or 0"),
+    ("eval.sh", ["output_dir=o", "target_miss_rate='0.05"], "target_miss_rate=\"'0.05\": No closing quotation"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", 'judge_extra="x'],
+     "judge_extra='\"x': No closing quotation"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", 'stage_a_extra="x'],
+     "stage_a_extra='\"x': No closing quotation"),
+])
+def test_a_setting_of_the_wrong_kind_is_refused_before_anything_runs(tmp_path, script, args, message):
+    """num_shards=abc used to run no shard, then merge stale shard parts and report success."""
+    result, calls = _launch(tmp_path, script, "model=m", "output_dir=out", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert calls == {} and not (tmp_path / "caller" / "out").exists()
+
+
+def test_stage_a_names_a_bad_world_size_variable(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", "x", "--output_dir", "y", "--model",
+                             "z"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "WORLD_SIZE": "abc"})
+    assert result.returncode == 2 and "WORLD_SIZE='abc' is not a whole number" in result.stderr, result.stderr
