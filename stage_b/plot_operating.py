@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .operating_point import fmt_p
-from .plot_training import cjk_font
+from .plot_training import cjk_font, text_for
 
 
 def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None) -> dict[str, str]:
@@ -36,13 +36,14 @@ def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None)
                         color=line.get_color())
                 ax.annotate(f"t={fmt_p(entry['threshold'])}", (entry["miss_rate"], entry["overkill_rate"]),
                             textcoords="offset points", xytext=(6, 4), fontsize=7)
-    ax.set_xlabel("miss rate (defective judged 通过)" if font else "miss rate (defective judged pass)")
-    ax.set_ylabel("overkill rate (good judged 不通过)" if font else "overkill rate (good judged fail)")
+    text = text_for(font, names)
+    ax.set_xlabel(text("miss rate (defective judged 通过)"))
+    ax.set_ylabel(text("overkill rate (good judged 不通过)"))
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(text(title), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
@@ -82,7 +83,7 @@ def plot_reliability(calibration: dict, out: Path, title: str) -> dict[str, str]
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(text_for(font, names)(title), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from stage_a.exits import run_cli
+from stage_a.jsonl import line_problem
 
 from .training_signal import BEST_METRIC, TRAIN_PREFIX, VAL_PREFIX
 
@@ -44,9 +45,12 @@ def _step(row: dict, default: int) -> int:
 def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
     """(training rows, evaluation rows), each with its global step under `step`."""
     train, evals = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        problem = line_problem(line)
+        if problem:   # no line ms-swift writes: refused before the parser meets it (a RecursionError)
+            raise ValueError(f"{path}:{number}: {problem}; remove that line")
         try:
-            row = json.loads(line)
+            row = json.loads(line.decode("utf-8"))
         except ValueError:
             continue  # a line being written right now
         if "reward" in row:
@@ -59,9 +63,40 @@ def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def cjk_font() -> str | None:
+    """The first CJK font of CJK_FONTS that matplotlib can use, or None. matplotlib lists fonts from a cache built the
+    first time it ran (fontlist-*.json in its cache folder): a font installed since (`apt install fonts-wqy-microhei`)
+    is not in it. So when the cache holds none, the font files on the system now are looked at, and new ones added."""
     from matplotlib import font_manager
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    manager = font_manager.fontManager
+
+    def known() -> str | None:
+        installed = {f.name for f in manager.ttflist}
+        return next((name for name in CJK_FONTS if name in installed), None)
+    if known():
+        return known()
+    cached = {f.fname for f in manager.ttflist}
+    for path in font_manager.findSystemFonts():
+        if path not in cached:
+            try:
+                manager.addfont(path)
+            except (OSError, RuntimeError, ValueError):   # a file FreeType cannot read: not a font to use
+                continue
+    return known()
+
+
+def plain_text(text: str, names: dict[str, str]) -> str:
+    """`text` as drawn without a CJK font: each mission by its legend name (M1, …), 不通过/通过 as fail/pass, and any
+    other wide (CJK) character as '?', never an empty box."""
+    import unicodedata
+    for mission in sorted(names, key=len, reverse=True):
+        text = text.replace(mission, names[mission])
+    text = text.replace("不通过", "fail").replace("通过", "pass")
+    return "".join("?" if unicodedata.east_asian_width(c) in "WF" else c for c in text)
+
+
+def text_for(font: str | None, names: dict[str, str]):
+    """How a plot's own words are drawn: as they are with a CJK font, else `plain_text`."""
+    return (lambda text: text) if font else (lambda text: plain_text(text, names))
 
 
 def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
@@ -116,7 +151,7 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
         ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(text_for(font, names)(title), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
