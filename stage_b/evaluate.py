@@ -49,6 +49,7 @@ PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries
 OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
            "operating_point.json", "review")
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
+HELD_OUT = "held_out"   # --split: every group the training run did not train on
 
 
 class EvaluationError(ValueError):
@@ -505,9 +506,9 @@ def _records_for(data: dict | None) -> list[dict]:
 
 
 def _check_operating_split(targets, split: str) -> None:
-    if targets and split != "val":
-        raise EvaluationError(f"--target_miss_rate picks thresholds on the validation split, and these are {split} "
-                              f"groups: use --split val (the default)")
+    if targets and split not in ("val", HELD_OUT):
+        raise EvaluationError(f"--target_miss_rate picks thresholds on groups the model was not trained on, and these "
+                              f"are {split} groups: use --split val (the default) or held_out")
 
 
 def prepare_output_dir(path: Path, overwrite: bool) -> None:
@@ -520,8 +521,20 @@ def prepare_output_dir(path: Path, overwrite: bool) -> None:
 
 def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool,
                   records: list[dict] | None = None):
-    """The rows to score and what metrics.json records about them; refuses groups the run trained on."""
-    rows, counts = build_rows(selection, split, allow_empty=True, records=records)
+    """The rows to score and what metrics.json records about them; refuses groups the run trained on. `held_out`:
+    every group of the selection the run did not train on (its validation groups, and groups it never saw, such as
+    work orders reviewers labelled since: stage_b.decisions)."""
+    if split == HELD_OUT:
+        if not run:
+            raise EvaluationError("--split held_out means the groups a training run did not train on: give the run's "
+                                  "adapters (--adapters <run>/checkpoint-N), or use --split val or all")
+        rows, counts = build_rows(selection, "all", allow_empty=True, records=records)
+        trained = {(r["mission"], r["group_id"]) for r in train_overlap(run, run_path, rows)}
+        rows = [r for r in rows if (r["mission"], r["group_id"]) not in trained]
+        counts = {m: {**c, "rows": sum(r["mission"] == m for r in rows)} for m, c in counts.items()}
+        print(f"held out from the training run: {len(rows)} groups ({len(trained)} it trained on left out)")
+    else:
+        rows, counts = build_rows(selection, split, allow_empty=True, records=records)
     overlap = train_overlap(run, run_path, rows) if run else []
     if overlap and not allow_overlap:
         raise EvaluationError(
@@ -543,7 +556,10 @@ def main(argv=None) -> int:
     p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
     add_model_type_args(p)
     add_selection_args(p)
-    p.add_argument("--split", default="val", choices=["train", "val", "all"])
+    p.add_argument("--split", default="val", choices=["train", "val", "all", HELD_OUT],
+                   help="which groups: the split's train or val side, all, or held_out (with a run's adapters: every "
+                        "group the run did not train on, e.g. its validation groups plus groups reviewers labelled "
+                        "since)")
     p.add_argument("--allow_train_overlap", action="store_true",
                    help="score groups the adapter's training run trained on (refused otherwise)")
     p.add_argument("--predictions", help="re-score this predictions.jsonl; no model is loaded")

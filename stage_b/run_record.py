@@ -143,13 +143,43 @@ def run_selection(record: dict, path) -> Selection:
     return Selection.from_record(record["selection"], f"run {path}")
 
 
+def trained_ids(record: dict, path) -> dict[str, set[str] | None]:
+    """Per mission of the run, the group ids it trained on: the run's Stage-A input read again, split the run's
+    way, and checked against the ids digest the run recorded. None for a mission whose input is gone or has
+    changed since (its ids are then unknown)."""
+    from stage_a.missions import load_registry
+
+    from .dataset import load_records
+    from .split import in_split
+    missions = record.get("missions") or {}
+    try:
+        selection = run_selection(record, path)
+        records = load_records(selection, load_registry())
+    except (ValueError, OSError):
+        return {m: None for m in missions}
+    ids: dict[str, list[str]] = {}
+    for r in records:
+        if in_split(r["group_id"], "train", selection.val_ratio, selection.seed):
+            ids.setdefault(r["mission"], []).append(r["group_id"])
+    return {m: (set(ids.get(m, [])) if ids_digest(ids.get(m, [])) == facts.get("train_ids_sha256") else None)
+            for m, facts in missions.items()}
+
+
 def train_overlap(record: dict, path, rows: list[dict]) -> list[dict]:
-    """The rows whose group the run trained on: its mission was in the run and the run's split put the
-    group id in 'train'. (Whether the group was in the run's Stage-A files is not known here, so a group
-    added since counts too: the check errs towards refusing.)"""
+    """The rows whose group the run trained on. Where the run's input can be read again unchanged, exactly those
+    groups (a group added since, a new work order a reviewer labelled, was never trained on); otherwise every
+    group of the run's missions that the run's split puts in 'train' (the check errs towards refusing)."""
     selection = run_selection(record, path)
-    return [r for r in rows if r["mission"] in record["missions"]
-            and split_of(r["group_id"], selection.val_ratio, selection.seed) == "train"]
+    known = trained_ids(record, path)
+    out = []
+    for r in rows:
+        if r["mission"] not in record["missions"]:
+            continue
+        ids = known.get(r["mission"])
+        if (r["group_id"] in ids) if ids is not None else \
+                split_of(r["group_id"], selection.val_ratio, selection.seed) == "train":
+            out.append(r)
+    return out
 
 
 def stage_a_changes(record: dict, stage_a_files) -> list[str]:

@@ -1,0 +1,297 @@
+"""`python -m stage_b.decisions`: reviewers' decisions from the review pages, imported as labels.
+
+    python -m stage_b.decisions --decisions decisions.jsonl [more.jsonl …] --output_dir DIR
+
+A review page (the judge's, evaluation's, Stage-A's audit) lets a reviewer decide each group and exports
+`decisions.jsonl`, one line per decided group (DECISION_FIELDS):
+
+    {"group_id", "mission", "decision": "通过" | "不通过" | "unsure", "note", "reviewer", "decided_at" (ISO time),
+     "verdict" and "p_fail" (the model's, as the page showed them; null where it showed none),
+     "source": {"file", "sha256"} (the verdicts, predictions' Stage-A or Stage-A file the page was made from)}
+
+The import checks every line before it writes anything: the fields and their types, the decision, the mission
+(names and aliases resolve to the registry's), the source file unchanged since the page was made (sha256), and the
+group in it. Every problem is named as file:line, and nothing is written while any remains.
+
+It then appends the new lines to the append-only log `DIR/decisions.jsonl` (a line already there, such as the
+same file imported twice, adds nothing), each with a copy of the group's Stage-A record as the source held it.
+From the whole log, per group: each reviewer's latest decision counts; groups where reviewers' definite decisions
+disagree are conflicts, kept in the log and not labelled; `unsure` labels nothing. Every other decided group is
+written to `DIR/<mission>_stage_a.jsonl` as a Stage-A record with `label` pass/fail, so that
+`stage_b.evaluate --stage_a_dir DIR` and `run_grpo.sh stage_a_dir=DIR` read them like any labelled Stage-A file.
+Printed per mission: decided, agreed with the model, the model's realised miss and overkill rates on the decided
+groups, unsure, conflicts. Pure (stdlib and the project's pure core).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from stage_a.exits import run_cli
+from stage_a.jsonl import JsonlAppender, JsonlError, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.missions import MissionError, load_registry
+from stage_a.records import image_key, summaries_of, utc_now
+
+from .verdict import FAIL, PASS
+
+DECISIONS = (PASS, FAIL, "unsure")
+LABEL_OF = {PASS: "pass", FAIL: "fail"}
+DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "source")
+LOG = "decisions.jsonl"
+MAX_PROBLEMS = 20
+
+
+class DecisionsError(ValueError):
+    """Decisions that cannot be imported (names file:line and what to do)."""
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _when(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+
+
+def stage_a_record(source_record: dict, label: str) -> dict:
+    """The group as a labelled Stage-A record, from a verdict line (summaries, images, input_dir) or a Stage-A
+    record of the source file."""
+    if "per_image" in source_record:
+        record = {k: v for k, v in source_record.items() if k not in ("label",)}
+    else:
+        record = {"group_id": source_record["group_id"], "mission": source_record["mission"],
+                  "images": source_record["images"],
+                  "per_image": {image_key(i): s for i, s in enumerate(source_record["summaries"], start=1)},
+                  "model": source_record.get("stage_a_model") or "unknown (from a verdicts file)"}
+        if source_record.get("input_dir"):
+            record["input_dir"] = source_record["input_dir"]
+    return {**record, "label": label, "created_at": record.get("created_at") or utc_now()}
+
+
+class _Sources:
+    """Source files read once: their sha256 and their groups by (mission, group id)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+        self.files: dict[str, tuple[str, dict] | str] = {}
+
+    def get(self, path: str):
+        if path not in self.files:
+            p = Path(path)
+            if not p.is_file():
+                self.files[path] = f"its source file {path} does not exist"
+            else:
+                groups = {}
+                try:
+                    for _, rec in iter_jsonl(p, allow_torn_tail=False):
+                        if isinstance(rec, dict) and isinstance(rec.get("group_id"), str):
+                            try:
+                                mission = self.registry.resolve(rec.get("mission", "")).name
+                            except MissionError:
+                                continue
+                            groups[(mission, rec["group_id"])] = rec
+                except JsonlError as exc:
+                    self.files[path] = f"its source file cannot be read: {exc}"
+                    return self.files[path]
+                self.files[path] = (file_sha256(p), groups)
+        return self.files[path]
+
+
+def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | None, str | None]:
+    """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any."""
+    if not isinstance(rec, dict):
+        return None, f"{where}: not a JSON object"
+    missing = [f for f in ("group_id", "mission", "decision", "source") if f not in rec]
+    if missing:
+        return None, f"{where}: missing {', '.join(missing)} (a review page's export has {', '.join(DECISION_FIELDS)})"
+    if rec["decision"] not in DECISIONS:
+        return None, f"{where}: decision {rec['decision']!r} is not one of {', '.join(DECISIONS)}"
+    for key in ("group_id", "reviewer", "note", "decided_at"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return None, f"{where}: {key} must be text, got {rec[key]!r}"
+    if not rec["group_id"]:
+        return None, f"{where}: empty group_id"
+    if rec.get("decided_at") and _when(rec["decided_at"]) is None:
+        return None, f"{where}: decided_at {rec['decided_at']!r} is not an ISO time"
+    try:
+        mission = registry.resolve(rec["mission"] if isinstance(rec["mission"], str) else "").name
+    except MissionError as exc:
+        return None, f"{where}: {exc}"
+    source = rec["source"]
+    if not isinstance(source, dict) or not isinstance(source.get("file"), str) or not isinstance(source.get("sha256"), str):
+        return None, f"{where}: source must be {{\"file\", \"sha256\"}} as the page exports it"
+    facts = sources.get(source["file"])
+    if isinstance(facts, str):
+        return None, f"{where}: {facts}"
+    sha, groups = facts
+    if sha != source["sha256"]:
+        return None, (f"{where}: {source['file']} has changed since the review page was made (sha256 "
+                      f"{source['sha256'][:12]}… then, {sha[:12]}… now): render the page again (rerun the command "
+                      f"that wrote it), decide there, and export again")
+    record = groups.get((mission, rec["group_id"]))
+    if record is None:
+        return None, f"{where}: group {rec['group_id']} of {mission} is not in {source['file']}"
+    decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
+                "note": rec.get("note") or "", "reviewer": (rec.get("reviewer") or "").strip() or "anonymous",
+                "decided_at": rec.get("decided_at") or "", "verdict": rec.get("verdict"), "p_fail": rec.get("p_fail"),
+                "source": {"file": source["file"], "sha256": sha}}
+    return {**decision, "record": record}, None
+
+
+def _identity(d: dict) -> tuple:
+    return (d["mission"], d["group_id"], d["reviewer"], d["decision"], d["note"], d["decided_at"],
+            d["source"]["sha256"])
+
+
+def read_decisions(files, registry=None) -> list[dict]:
+    """Every line of every file checked (module doc); DecisionsError naming each problem as file:line."""
+    registry = registry or load_registry()
+    sources, out, problems = _Sources(registry), [], []
+    for path in map(Path, files):
+        if not path.is_file():
+            problems.append(f"{path}: no such decisions file")
+            continue
+        seen: dict[tuple, int] = {}
+        try:
+            for line_no, rec in iter_jsonl(path, allow_torn_tail=False):
+                decision, problem = check_line(rec, f"{path}:{line_no}", registry, sources)
+                if problem:
+                    problems.append(problem)
+                    continue
+                key = (decision["mission"], decision["group_id"], decision["reviewer"])
+                if key in seen:
+                    problems.append(f"{path}:{line_no}: {decision['reviewer']} decided group {decision['group_id']} "
+                                    f"of {decision['mission']} already at line {seen[key]}; a page exports one line "
+                                    f"per group: keep the one you mean")
+                    continue
+                seen[key] = line_no
+                out.append({**decision, "imported_from": str(path)})
+        except JsonlError as exc:
+            problems.append(f"{exc} (a torn or edited line: export the decisions from the page again)")
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        raise DecisionsError(f"{len(problems)} problem(s); nothing was imported:\n  " + "\n  ".join(shown) + more)
+    return out
+
+
+def resolve(log: list[dict]) -> dict[tuple, dict]:
+    """Per (mission, group id): {"status": label | "unsure" | "conflict", "decisions": each reviewer's latest,
+    "record", "verdict"} (module doc)."""
+    latest: dict[tuple, dict[str, dict]] = {}
+    for d in log:
+        mine = latest.setdefault((d["mission"], d["group_id"]), {})
+        old = mine.get(d["reviewer"])
+        if old is None or (_when(d["decided_at"]) or datetime.min.astimezone()) >= \
+                (_when(old["decided_at"]) or datetime.min.astimezone()):
+            mine[d["reviewer"]] = d
+    out = {}
+    for key, by_reviewer in latest.items():
+        definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in LABEL_OF}
+        newest = max(by_reviewer.values(), key=lambda d: _when(d["decided_at"]) or datetime.min.astimezone())
+        status = ("conflict" if len(definite) > 1 else LABEL_OF[definite.pop()] if definite else "unsure")
+        out[key] = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
+                    "verdict": newest.get("verdict")}
+    return out
+
+
+def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
+    """Per mission: decided, agreed with the model, the model's realised miss and overkill on decided groups."""
+    out: dict[str, dict] = {}
+    for (mission, _), g in sorted(groups.items()):
+        s = out.setdefault(mission, {"decided": 0, "labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
+                                     "overkilled": 0, "unsure": 0, "conflicts": 0})
+        s["decided"] += 1
+        if g["status"] == "conflict":
+            s["conflicts"] += 1
+            continue
+        if g["status"] == "unsure":
+            s["unsure"] += 1
+            continue
+        s["labelled"] += 1
+        decided = PASS if g["status"] == "pass" else FAIL
+        s["agreed"] += g["verdict"] == decided
+        if decided == FAIL:
+            s["fail"] += 1
+            s["missed"] += g["verdict"] == PASS
+        else:
+            s["pass"] += 1
+            s["overkilled"] += g["verdict"] == FAIL
+    for s in out.values():
+        s["miss_rate"] = s["missed"] / s["fail"] if s["fail"] else None
+        s["overkill_rate"] = s["overkilled"] / s["pass"] if s["pass"] else None
+    return out
+
+
+def import_decisions(files, output_dir, registry=None) -> dict:
+    """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}."""
+    registry = registry or load_registry()
+    output_dir = Path(output_dir)
+    incoming = read_decisions(files, registry)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    log_path = output_dir / LOG
+    with output_lock(log_path):
+        log = [rec for _, rec in iter_jsonl(log_path)] if log_path.exists() else []
+        known = {_identity(d) for d in log}
+        added = []
+        for d in incoming:
+            if _identity(d) not in known:
+                known.add(_identity(d))
+                added.append({**d, "imported_at": utc_now()})
+        with JsonlAppender(log_path) as out:
+            for d in added:
+                out.write(d)
+        log += added
+        groups = resolve(log)
+        written = {}
+        for mission in sorted({m for m, _ in groups}):
+            rows = [stage_a_record(g["record"], g["status"]) for (m, _), g in sorted(groups.items())
+                    if m == mission and g["status"] in ("pass", "fail")]
+            path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
+            write_jsonl_atomic(path, rows)
+            written[mission] = (path, len(rows))
+    return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
+            "summary": summary(groups), "written": written}
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stage_b.decisions", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--decisions", nargs="+", required=True, help="decisions.jsonl files exported from review pages")
+    p.add_argument("--output_dir", required=True, help="where decisions.jsonl (the log) and <mission>_stage_a.jsonl go")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        result = import_decisions(args.decisions, args.output_dir)
+        print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
+        for mission, s in result["summary"].items():
+            path, n = result["written"][mission]
+            print(f"{mission}: {s['decided']} decided, {s['agreed']} agreed with the model; the model's miss rate "
+                  f"{_pct(s['miss_rate'])} ({s['missed']}/{s['fail']}), overkill rate {_pct(s['overkill_rate'])} "
+                  f"({s['overkilled']}/{s['pass']}); {s['unsure']} unsure, {s['conflicts']} conflict(s) -> {n} "
+                  f"labelled in {path}")
+        conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
+        for (mission, gid), g in conflicts:
+            who = ", ".join(f"{d['reviewer']}: {d['decision']}" for d in g["decisions"])
+            print(f"conflict: group {gid} of {mission} ({who}); not labelled until the reviewers agree",
+                  file=sys.stderr)
+        return 0
+    return run_cli(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Reviewers' decisions imported as labels (stage_b.decisions), on real verdict files: the labelled Stage-A files
+the rest of group-qc reads, the append-only log, conflicts, and every hand-edited line named."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stage_a.records import summaries_of
+from stage_b.dataset import load_records
+from stage_b.decisions import DecisionsError, LOG, file_sha256, import_decisions
+from stage_b.settings import Selection
+
+REPO = Path(__file__).resolve().parent.parent
+M = "BBU接地线检查"
+GROUPS = {"QC-D-1": ("不通过", 0.91), "QC-D-2": ("通过", 0.08), "QC-D-3": ("不通过", 0.66), "QC-D-4": ("通过", 0.31)}
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def verdicts(tmp_path) -> Path:
+    """A judge's verdicts file: each group with its summaries, photos and input folder."""
+    return _jsonl(tmp_path / f"{M}_verdicts.jsonl", [
+        {"group_id": gid, "mission": M, "verdict": v, "p_fail": p, "threshold": 0.5, "needs_review": True,
+         "review_why": [], "reply": f"{v}\n理由: 图片_1", "label": None, "images": [f"{gid}/1.jpg", f"{gid}/2.jpg"],
+         "summaries": ["接地线×1/已捆扎", "接地排×1，接地线×1/散乱"], "input_dir": "/photos/today",
+         "stage_a_model": "/models/stage-a"} for gid, (v, p) in GROUPS.items()])
+
+
+def _decision(source: Path, gid: str, decision: str, reviewer="王工", at="2026-11-27T08:00:00.000Z", **extra):
+    verdict, p = GROUPS.get(gid, (None, None))
+    return {"group_id": gid, "mission": M, "decision": decision, "note": "", "reviewer": reviewer, "decided_at": at,
+            "verdict": verdict, "p_fail": p, "source": {"file": str(source), "sha256": file_sha256(source)}, **extra}
+
+
+def test_decisions_become_a_labelled_stage_a_file_that_evaluation_reads(verdicts, tmp_path):
+    decisions = _jsonl(tmp_path / "decisions.jsonl", [
+        _decision(verdicts, "QC-D-1", "不通过"), _decision(verdicts, "QC-D-2", "不通过"),   # the model missed QC-D-2
+        _decision(verdicts, "QC-D-3", "通过", note="螺丝其实齐全"), _decision(verdicts, "QC-D-4", "unsure")])
+    out = tmp_path / "labels"
+    result = import_decisions([decisions], out)
+    assert (result["added"], result["already"]) == (4, 0)
+    s = result["summary"][M]
+    assert (s["decided"], s["labelled"], s["agreed"], s["unsure"], s["conflicts"]) == (4, 3, 1, 1, 0)
+    assert (s["missed"], s["fail"], s["overkilled"], s["pass"]) == (1, 2, 1, 1)
+    records = load_records(Selection(stage_a_dir=str(out)))
+    assert {r["group_id"]: r["label"] for r in records} == {"QC-D-1": "fail", "QC-D-2": "fail", "QC-D-3": "pass"}
+    r = next(r for r in records if r["group_id"] == "QC-D-1")
+    assert summaries_of(r) == ["接地线×1/已捆扎", "接地排×1，接地线×1/散乱"] and r["images"] == ["QC-D-1/1.jpg", "QC-D-1/2.jpg"]
+    assert r["input_dir"] == "/photos/today" and r["model"] == "/models/stage-a"
+    again = import_decisions([decisions], out)   # the same file again adds nothing
+    assert (again["added"], again["already"]) == (0, 4)
+    assert len((out / LOG).read_text(encoding="utf-8").splitlines()) == 4
+
+
+def test_two_reviewers_who_disagree_are_both_kept_and_the_group_is_not_labelled(verdicts, tmp_path):
+    out = tmp_path / "labels"
+    import_decisions([_jsonl(tmp_path / "a.jsonl", [_decision(verdicts, "QC-D-1", "不通过", reviewer="王工")])], out)
+    result = import_decisions([_jsonl(tmp_path / "b.jsonl", [_decision(verdicts, "QC-D-1", "通过", reviewer="李工")])],
+                              out)
+    assert result["groups"][(M, "QC-D-1")]["status"] == "conflict" and result["summary"][M]["conflicts"] == 1
+    assert len((out / LOG).read_text(encoding="utf-8").splitlines()) == 2
+    assert load_records(Selection(stage_a_dir=str(out)), require_label=False) == []
+    # the same reviewer changing their mind: the latest decision counts, no conflict
+    later = _decision(verdicts, "QC-D-1", "不通过", reviewer="李工", at="2026-11-27T09:00:00.000Z")
+    result = import_decisions([_jsonl(tmp_path / "c.jsonl", [later])], out)
+    assert result["groups"][(M, "QC-D-1")]["status"] == "fail"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d, v: {**d, "group_id": "QC-NOT-THERE"}, "group QC-NOT-THERE of BBU接地线检查 is not in"),
+    (lambda d, v: {**d, "mission": "屋顶检查"}, "屋顶检查"),
+    (lambda d, v: {**d, "decision": "pass"}, "decision 'pass' is not one of 通过, 不通过, unsure"),
+    (lambda d, v: {**d, "decided_at": "yesterday"}, "is not an ISO time"),
+    (lambda d, v: {k: x for k, x in d.items() if k != "source"}, "missing source"),
+    (lambda d, v: {**d, "source": {"file": str(v) + ".gone", "sha256": "x"}}, "does not exist"),
+])
+def test_a_hand_edited_line_is_named_and_nothing_is_imported(verdicts, tmp_path, edit, message):
+    good = _decision(verdicts, "QC-D-2", "不通过")
+    path = _jsonl(tmp_path / "decisions.jsonl", [good, edit(_decision(verdicts, "QC-D-1", "不通过"), verdicts)])
+    with pytest.raises(DecisionsError, match="nothing was imported") as err:
+        import_decisions([path], tmp_path / "labels")
+    assert f"{path}:2:" in str(err.value) and message in str(err.value)
+    assert not (tmp_path / "labels" / LOG).exists()
+
+
+def test_a_torn_or_duplicated_line_is_named(verdicts, tmp_path):
+    line = json.dumps(_decision(verdicts, "QC-D-1", "不通过"), ensure_ascii=False)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text(line + "\n" + line[:40], encoding="utf-8")
+    with pytest.raises(DecisionsError, match=f"{torn}:2"):
+        import_decisions([torn], tmp_path / "labels")
+    twice = _jsonl(tmp_path / "twice.jsonl", [_decision(verdicts, "QC-D-1", "不通过"),
+                                              _decision(verdicts, "QC-D-1", "通过")])
+    with pytest.raises(DecisionsError, match=f"{twice}:2: 王工 decided group QC-D-1 of {M} already at line 1"):
+        import_decisions([twice], tmp_path / "labels")
+
+
+def test_decisions_from_a_page_whose_verdicts_changed_since_are_refused(verdicts, tmp_path):
+    path = _jsonl(tmp_path / "decisions.jsonl", [_decision(verdicts, "QC-D-1", "不通过")])
+    with verdicts.open("a", encoding="utf-8") as f:   # the judge resumed and appended after the page was made
+        f.write(json.dumps({"group_id": "QC-D-9", "mission": M}, ensure_ascii=False) + "\n")
+    with pytest.raises(DecisionsError, match="has changed since the review page was made") as err:
+        import_decisions([path], tmp_path / "labels")
+    assert f"{path}:1" in str(err.value) and "render the page again" in str(err.value)
+
+
+def test_the_command_prints_per_mission_and_exits_2_on_bad_input(verdicts, tmp_path):
+    path = _jsonl(tmp_path / "decisions.jsonl", [_decision(verdicts, "QC-D-2", "不通过")])
+    ok = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(path), "--output_dir",
+                         str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{M}: 1 decided, 0 agreed with the model; the model's miss rate 100.0% (1/1)" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(tmp_path / "nope.jsonl"),
+                          "--output_dir", str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "nope.jsonl: no such decisions file" in bad.stderr and "Traceback" not in bad.stderr

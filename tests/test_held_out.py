@@ -1,0 +1,73 @@
+"""Which groups a run trained on, exactly: groups labelled since (reviewers' decisions on new work orders) are held
+out, whatever the run's hash split says of their ids; `--split held_out` scores them with the run's validation
+groups, so an operating point can be certified again on them. Through `python -m stage_b.evaluate` in process, with
+the stand-in engine of tests/test_silent_bugs_commands.py (the model is not what is tested)."""
+from __future__ import annotations
+
+import json
+
+from stage_b import evaluate
+from stage_b.split import split_of
+from tests.test_silent_bugs_commands import (A, RUN_SPLIT, _overlap_ids, _trained_run, engine, model,  # noqa: F401
+                                             write_stage_a, _no_group_qc_environment)
+
+
+def _new_groups(n_train_hashed: int, n_val_hashed: int) -> list[str]:
+    """Ids never seen by the run: some its split would call train, some val."""
+    out, want = {"train": [], "val": []}, {"train": n_train_hashed, "val": n_val_hashed}
+    for k in range(10_000):
+        gid = f"QC-NEW-20251127-{k}"
+        side = split_of(gid, *RUN_SPLIT)
+        if len(out[side]) < want[side]:
+            out[side].append(gid)
+        if all(len(out[s]) == n for s, n in want.items()):
+            return out["train"] + out["val"]
+    raise AssertionError("not enough ids")
+
+
+def _scored(folder) -> set[str]:
+    return {json.loads(line)["group_id"] for line in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()}
+
+
+def test_groups_labelled_since_are_held_out_and_scored_with_the_runs_validation_groups(tmp_path, engine, model,
+                                                                                        capsys):
+    ids = _overlap_ids(2)
+    adapter = _trained_run(tmp_path, ids)
+    run_val = {g for g in ids if split_of(g, *RUN_SPLIT) == "val"}
+    new = _new_groups(3, 1)
+    labels = write_stage_a(tmp_path / "labels", {A: [(g, "fail") for g in new]})
+    for k, g in enumerate(ids + new):
+        engine.P_FAIL[(A, g)] = 0.05 + 0.04 * k
+    base = ["--model", str(model), "--adapters", str(adapter), "--no_review"]
+    # the new groups alone, every one of them: the run never saw them, though its split calls 3 of them train
+    alone = tmp_path / "alone"
+    assert evaluate.main([*base, "--stage_a_dir", str(labels), "--split", "all", "--output_dir", str(alone)]) == 0
+    assert _scored(alone) == set(new)
+    # held_out: the run's validation groups and the new ones, never a group it trained on
+    both = tmp_path / "both"
+    files = f"{tmp_path / 'sa'}/*.jsonl,{labels}/*.jsonl"
+    assert evaluate.main([*base, "--stage_a_files", files, "--split", "held_out", "--target_miss_rate", "0.5",
+                          "--output_dir", str(both)]) == 0
+    assert _scored(both) == run_val | set(new)
+    assert json.loads((both / "operating_point.json").read_text(encoding="utf-8"))["data"]["split"] == "held_out"
+    assert "it trained on left out" in capsys.readouterr().out
+
+
+def test_when_the_runs_input_changed_the_hash_split_decides_and_errs_towards_refusing(tmp_path, engine, model,
+                                                                                      capsys):
+    ids = _overlap_ids(2)
+    adapter = _trained_run(tmp_path, ids)
+    new = _new_groups(1, 0)
+    write_stage_a(tmp_path / "sa", {A: [(new[0], "fail")]})   # appended to the run's own file: its ids are unknown now
+    engine.P_FAIL.update({(A, g): 0.1 for g in ids + new})
+    out = tmp_path / "out"
+    assert evaluate.main(["--model", str(model), "--adapters", str(adapter), "--no_review", "--split", "all",
+                          "--output_dir", str(out)]) == 2
+    assert "were in the training run's train split" in capsys.readouterr().err
+
+
+def test_held_out_needs_a_training_run(tmp_path, engine, model, capsys):
+    labels = write_stage_a(tmp_path / "labels", {A: [("QC-X-1", "fail")]})
+    assert evaluate.main(["--model", str(model), "--stage_a_dir", str(labels), "--split", "held_out", "--no_review",
+                          "--output_dir", str(tmp_path / "o")]) == 2
+    assert "--split held_out means the groups a training run did not train on" in capsys.readouterr().err
