@@ -2,17 +2,28 @@
 
     <out>/review/index.html      the summary (tables, images) and the first page of group cards
     <out>/review/page-N.html     further pages, CARDS_PER_PAGE cards each (a browser stays responsive at 10,000 groups)
+    <out>/review/groups.js       the index of every group on every page (filters, counts and decisions span pages)
+    <out>/review/review.js       the page's script: filters, the reviewer's decisions, export
     <out>/review/thumbs/*.jpg    thumbnails (stage_a.thumbnails), reused on reruns
 
 A card is a dict: group_id, mission, outcome (a key of the `outcomes` given), facts [(name, value)], reason,
 error, images (paths relative to the input folder), summaries (one per image), and optionally `cited` and `defect`:
 the 1-based photos the reason cites and whose summary shows a defect (each photo is marked "cited" / "summary shows
-a defect"). The page works from file://
+a defect"); `tags` (the filters it answers to; default its outcome), `verdict` and `p_fail` (the model's, as a
+decision export records them) and `source` (an index into `sources`: the file the card was made from, {"file",
+"sha256"}, which the decisions import checks).
+
+Deciding: a reviewer decides each group with the mouse or the keyboard (j/k next/previous card, p 通过, f 不通过,
+u unsure, n a note). Decisions live in the browser's localStorage under the page's identity (a digest of its
+sources), so they survive reloads and span the pages; "export" downloads decisions.jsonl (stage_b.decisions
+imports it). The page works from file://
 with no network: no CDN, no framework, a few lines of vanilla JS for the mission and outcome filters, and
 `loading="lazy"` on every thumbnail. A click on a thumbnail opens the photo itself (a relative link).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,6 +46,25 @@ def _page_name(number: int) -> str:
     return "index.html" if number == 1 else f"page-{number}.html"
 
 
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def page_identity(sources: list[dict], out_dir: Path) -> str:
+    """What the browser keys a page's decisions by: its sources' contents (a re-render of the same files keeps the
+    decisions; changed files start afresh, as the import would refuse them), else the folder."""
+    key = "\n".join(s["sha256"] for s in sources) if sources else str(Path(out_dir).resolve())
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def _script_json(value) -> str:
+    """JSON safe inside a <script> (no `</script>` can close it, whatever the data holds)."""
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e").replace(
+        "&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def find_photo(rel: str, input_dirs: list[Path]) -> Path:
     """The photo under the first input folder that has it (or the path under the first, to name it missing)."""
     for folder in input_dirs:
@@ -45,9 +75,9 @@ def find_photo(rel: str, input_dirs: list[Path]) -> Path:
 
 def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: list[tuple[str, str]],
                   input_dirs: list[Path], intro: list[str] = (), tables: list[dict] = (), images: list[dict] = (),
-                  per_page: int = CARDS_PER_PAGE) -> dict:
-    """Writes <out_dir>/review/ and returns {"index", "pages", "cards", "thumbs": ThumbReport, "missing_photos"}.
-    `outcomes` orders and labels the outcome filters; cards are shown in the order given."""
+                  per_page: int = CARDS_PER_PAGE, sources: list[dict] = ()) -> dict:
+    """Writes <out_dir>/review/ and returns {"index", "pages", "cards", "thumbs": ThumbReport, "missing_photos",
+    "page_id"}. `outcomes` orders and labels the outcome filters; cards are shown in the order given."""
     review = Path(out_dir) / REVIEW_DIR
     review.mkdir(parents=True, exist_ok=True)
     for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
@@ -77,6 +107,22 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
                       "cited_missing": [k for k in card.get("cited", ()) if not 1 <= k <= len(card["images"])]})
     pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
     missions = sorted({c["mission"] for c in cards})
+    sources = list(sources)
+    page_id = page_identity(sources, out_dir)
+    for number, page_cards in enumerate(pages, start=1):
+        for c in page_cards:
+            c["page"] = number
+            c["tags"] = list(c.get("tags") or [c["outcome"]])
+    # the index every page reads: one row per group, in card order (filters, counts, decisions across pages)
+    index = {"page_id": page_id, "title": title, "sources": sources,
+             "pages": [_page_name(k) for k in range(1, len(pages) + 1)],
+             "outcomes": [{"key": k, "label": v} for k, v in outcomes], "missions": missions,
+             "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],
+                         "outcome": c["outcome"], "tags": c["tags"], "page": c["page"], "anchor": c["anchor"],
+                         "verdict": c.get("verdict"), "p_fail": c.get("p_fail"), "source": c.get("source")}
+                        for c in views]}
+    _write(review / "groups.js", "window.GROUP_QC_REVIEW = " + _script_json(index) + ";\n")
+    _write(review / "review.js", (Path(__file__).parent / "templates" / "review.js").read_text(encoding="utf-8"))
     template = _environment().get_template("review.html.j2")
     written = []
     for number, page_cards in enumerate(pages, start=1):
@@ -84,21 +130,16 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
         note = (f"{len(views)} group cards in all; this page shows cards {first}-{first + len(page_cards) - 1}"
                 + (f" ({len(views) - len(page_cards)} more on the other pages)" if len(pages) > 1 else "")
                 if page_cards else "no group to show")
-        counts = {}
-        for c in page_cards:
-            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
         page = {"number": number, "note": note,
                 "links": [{"number": k, "href": _page_name(k), "current": k == number} for k in range(1, len(pages) + 1)]}
         text = template.render(title=title, intro=list(intro), tables=list(tables), images=list(images), page=page,
-                               cards=page_cards, missions=missions,
-                               outcomes=[{"key": k, "label": v, "count": counts[k]} for k, v in outcomes if counts.get(k)])
+                               cards=page_cards, missions=missions, page_id=page_id,
+                               outcomes=[{"key": k, "label": v} for k, v in outcomes])
         path = review / _page_name(number)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        _write(path, text)
         written.append(path)
     return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
-            "missing_photos": missing}
+            "missing_photos": missing, "page_id": page_id}
 
 
 def report(result: dict) -> None:

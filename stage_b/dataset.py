@@ -19,7 +19,7 @@ import random
 from pathlib import Path
 
 from stage_a.jsonl import iter_jsonl
-from stage_a.missions import Registry, is_all, load_registry
+from stage_a.missions import MissionError, Registry, is_all, load_registry
 from stage_a.outputs import MissionOutputs, existing_group_ids
 from stage_a.records import RecordError, from_origin, summaries_of, validate_record
 
@@ -144,6 +144,19 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
             log.warning("%s holds no group of the selected missions (%s)", path,
                         "an empty file" if path.stat().st_size == 0 else "records of other missions only")
     return records
+
+
+def group_files(paths, registry: Registry | None = None) -> dict[tuple[str, str], Path]:
+    """{(canonical mission, group id): the Stage-A file that holds it} (review pages name each group's source)."""
+    registry = registry or load_registry()
+    out = {}
+    for path in paths:
+        for _, record in iter_jsonl(Path(path), on_torn=log.warning):
+            try:
+                out[(registry.resolve(record.get("mission", "")).name, record["group_id"])] = Path(path).resolve()
+            except (MissionError, KeyError, TypeError, AttributeError):
+                continue
+    return out
 
 
 def _solution(record: dict) -> str:

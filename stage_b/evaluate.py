@@ -34,7 +34,7 @@ from stage_a.records import image_key
 
 from .calibration import calibration
 from .certify import DEFAULT_CONFIDENCE, check_confidence
-from .dataset import build_rows, load_records, row_mode, stage_a_files
+from .dataset import build_rows, group_files, load_records, row_mode, stage_a_files
 from .grounding import REASON_CITATIONS, ground, guided_reply
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
@@ -410,7 +410,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
 
 
 def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
-                 input_dirs: list, all: bool = False) -> dict:
+                 input_dirs: list, all: bool = False, record_files: dict | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
     from stage_a.review_page import render_review, report
@@ -431,9 +431,13 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
         ("operating_curve.png", "Miss rate against overkill rate over thresholds"),
         ("reliability.png", "Reliability of p_fail (observed fail share against p_fail, ECE)"))
         if (output_dir / name).exists()]
-    cards = evaluation_cards(predictions, records, all)
+    from .decisions import file_sha256
+    files = sorted({str(f) for f in (record_files or {}).values()})
+    sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
+    source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
+    cards = evaluation_cards(predictions, records, all, source_of)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
-                           input_dirs=input_dirs, tables=tables, images=images,
+                           input_dirs=input_dirs, tables=tables, images=images, sources=sources,
                            intro=[f"Photos from {', '.join(map(str, input_dirs)) or 'nowhere known (pass --input_dir)'}. "
                                   f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
                                   f"reason contradicts them or cites a photo whose summary shows no defect"
@@ -443,16 +447,17 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     return result
 
 
-def review_inputs(args, records: list[dict], input_dir: str | None = None) -> dict | None:
-    """What write_review needs: the Stage-A records by (mission, group id) and the photo folders (`input_dir`,
-    the selection's: --input_dir or GROUP_QC_INPUT_DIR; else the input_dir the records name)."""
+def review_inputs(args, records: list[dict], input_dir: str | None = None, files=()) -> dict | None:
+    """What write_review needs: the Stage-A records by (mission, group id), the file each came from (a reviewer's
+    decision names it), and the photo folders (`input_dir`, the selection's: --input_dir or GROUP_QC_INPUT_DIR; else
+    the input_dir the records name)."""
     if args.no_review:
         return None
     named = list(dict.fromkeys(r["input_dir"] for r in records if r.get("input_dir")))
     input_dir = input_dir or args.input_dir
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
             "input_dirs": [Path(input_dir)] if input_dir else [Path(d) for d in named],
-            "all": args.review_all}
+            "all": args.review_all, "record_files": group_files(files)}
 
 
 def guide_citations(engine, rows: list[dict], completions: list[str]) -> list[str]:
@@ -659,7 +664,7 @@ def _evaluate(args) -> int:
         print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
               + (f" (training run {run_path})" if run else ""))
         missions = [m.name for m in chosen if m.name in counts]
-        review = review_inputs(args, records, selection.input_dir)
+        review = review_inputs(args, records, selection.input_dir, stage_a_files(selection, chosen, registry))
         prepare_output_dir(output_dir, args.overwrite)
         engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
                                model_type=args.model_type, template=args.template,

@@ -261,6 +261,10 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
 
     from .review_cards import JUDGE_OUTCOMES, judge_cards
     verdicts = _verdicts(output_dir, missions)
+    files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]
+    from .decisions import file_sha256
+    sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
+    source_of = {m: k for k, m in enumerate(m for m in missions if verdicts_path(output_dir, m).exists())}
     if input_dirs is None:
         input_dirs = [Path(d) for d in dict.fromkeys(v["input_dir"] for v in verdicts if v.get("input_dir"))]
     automation = automation_of(output_dir, missions, verdicts)
@@ -272,8 +276,8 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
             rows.append([m, len(mine), c["fail"], len(mine) - c["auto_decided"], c["ungrounded_reason"],
                          f"{100 * c['automation_share']:.1f}%", fmt_p(mine[0]["threshold"]),
                          "yes" if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
-    result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts),
-                           outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs,
+    result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts, source_of),
+                           outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs, sources=sources,
                            tables=[{"title": "Per mission", "columns": [
                                "mission", "groups", "不通过", "needs review", "of them for the reason",
                                "decided without review", "threshold", "certified", "promise"], "rows": rows}],
@@ -281,7 +285,10 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                                   "mission is not certified, p_fail is between the auto-pass and auto-fail thresholds "
                                   "or within the review margin, the reply is not the two-line contract, or the reason "
                                   "contradicts the verdict or cites a photo whose summary shows no defect.",
-                                  "Each photo is marked when the reason cites it and when its summary shows a defect."])
+                                  "Each photo is marked when the reason cites it and when its summary shows a defect.",
+                                  "Decide each group here (buttons, or keys j/k p f u n); decisions stay in this "
+                                  "browser; 'export' downloads decisions.jsonl for python -m stage_b.decisions, which "
+                                  "turns them into labelled Stage-A files."])
     report(result)
     return result
 

@@ -34,8 +34,10 @@ def _marks(g) -> dict:
     return {"cited": list(g.cited), "defect": list(g.defect_photos)}
 
 
-def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dict], review_all: bool) -> list[dict]:
-    """Cards for predictions (with `records`, the Stage-A records by (mission, group id), for the photos)."""
+def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dict], review_all: bool,
+                     sources: dict[tuple[str, str], int] | None = None) -> list[dict]:
+    """Cards for predictions (with `records`, the Stage-A records by (mission, group id), for the photos; `sources`:
+    the index of the Stage-A file each group came from, which a reviewer's decision names)."""
     order = {k: n for n, (k, _) in enumerate(EVALUATION_OUTCOMES)}
     cards = []
     for p in predictions:
@@ -53,7 +55,9 @@ def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dic
                       *((name, f"{value:g}") for name, value in p.get("rewards", {}).items() if value is not None),
                       *([("reason", "; ".join(g.review_why()))] if g.review_why() else [])],
             "reason": parsed.reason, "reply": None if parsed.two_lines else (p["completion"] or "").strip() or None,
-            "error": p.get("error"), "images": record.get("images", []), "summaries": summaries, **_marks(g)})
+            "error": p.get("error"), "images": record.get("images", []), "summaries": summaries, **_marks(g),
+            "verdict": p["predicted"], "p_fail": p.get("p_fail"),
+            "source": (sources or {}).get((p["mission"], p["group_id"]))})
     cards.sort(key=lambda c: order[c["outcome"]])   # stable: file order within each outcome
     return cards
 
@@ -64,7 +68,13 @@ def judge_outcome(verdict_record: dict) -> str:
     return "fail" if verdict_record["verdict"] == FAIL else "pass"
 
 
-def judge_cards(verdicts: list[dict]) -> list[dict]:
+def judge_tags(v: dict) -> list[str]:
+    """The filters a verdict answers to: needs review and its verdict both (a flagged 不通过 is under 不通过 too)."""
+    return (["needs_review"] if v["needs_review"] else []) + ["fail" if v["verdict"] == FAIL else "pass"]
+
+
+def judge_cards(verdicts: list[dict], sources: dict[str, int] | None = None) -> list[dict]:
+    """Cards for verdict records (`sources`: the index of each mission's verdicts file, which a decision names)."""
     order = {k: n for n, (k, _) in enumerate(JUDGE_OUTCOMES)}
     cards = [{"group_id": v["group_id"], "mission": v["mission"], "outcome": judge_outcome(v),
               "facts": [("verdict", v["verdict"]), ("p_fail", fmt_p(v["p_fail"], v["threshold"])),
@@ -76,7 +86,8 @@ def judge_cards(verdicts: list[dict]) -> list[dict]:
               "reason": v.get("reason") if parse(v["reply"]).two_lines else None,
               "reply": None if parse(v["reply"]).two_lines else v["reply"],
               "error": None, "images": v["images"], "summaries": v["summaries"],
-              **_marks(ground(v["reply"], v["summaries"], v["mission"]))}
+              **_marks(ground(v["reply"], v["summaries"], v["mission"])), "tags": judge_tags(v),
+              "verdict": v["verdict"], "p_fail": v["p_fail"], "source": (sources or {}).get(v["mission"])}
              for v in verdicts]
     cards.sort(key=lambda c: order[c["outcome"]])
     return cards

@@ -147,7 +147,10 @@ def test_markup_in_a_reason_reply_or_summary_is_shown_as_text(tmp_path, page):
     for shown in SHOWN:
         assert shown in text, shown
     tags = [tag for tag, _ in parsed.elements]
-    assert tags.count("script") == 1                     # the page's own filter script, nothing else
+    # the page's own scripts (its group index and its filter/decision script), nothing else
+    assert [attrs.get("src") for tag, attrs in parsed.elements if tag == "script"] == ["groups.js", "review.js"]
+    index_js = (index.parent / "groups.js").read_text(encoding="utf-8")
+    assert "<" not in index_js and ">" not in index_js   # data in the index cannot close a script either
     assert "iframe" not in tags and "marquee" not in tags
     handlers = [(tag, name) for tag, attrs in parsed.elements for name in attrs if name.startswith("on")]
     assert handlers == []

@@ -1,0 +1,259 @@
+// group-qc review page (stage_a/review_page.py): filters and counts over every page, a reviewer's decisions with the
+// mouse or the keyboard, kept in this browser and exported as decisions.jsonl (python -m stage_b.decisions imports
+// it). No network, no framework: it runs from file://. groups.js (window.GROUP_QC_REVIEW) indexes every group.
+(function () {
+  "use strict";
+  var DATA = window.GROUP_QC_REVIEW || {groups: [], pages: ["index.html"], sources: [], outcomes: [], page_id: "none"};
+  var STORE_KEY = "group-qc:decisions:" + DATA.page_id, NAME_KEY = "group-qc:reviewer", SEP = "\u241f";
+  var byKey = {};
+  DATA.groups.forEach(function (g) { byKey[g.key] = g; });
+  var here = decodeURIComponent(location.pathname.split("/").pop() || "index.html");
+  var pageNumber = Math.max(1, DATA.pages.indexOf(here) + 1);
+  var cards = Array.prototype.slice.call(document.querySelectorAll(".card"));
+  var flagged = DATA.groups.some(function (g) { return g.tags.indexOf("needs_review") >= 0; });
+
+  // Decisions: localStorage under the page's identity, or memory when the browser keeps nothing (a private window).
+  var storage = null;
+  try {
+    localStorage.setItem("group-qc:probe", "1");
+    localStorage.removeItem("group-qc:probe");
+    storage = localStorage;
+  } catch (e) { storage = null; }
+  var warning = document.getElementById("storage-warning");
+  if (!storage && warning) warning.hidden = false;
+  var decisions = {};
+  function load() {
+    if (!storage) return decisions;
+    try { return JSON.parse(storage.getItem(STORE_KEY) || "{}") || {}; } catch (e) { return {}; }
+  }
+  function save() {
+    if (!storage) return;
+    try { storage.setItem(STORE_KEY, JSON.stringify(decisions)); } catch (e) { if (warning) warning.hidden = false; }
+  }
+  decisions = load();
+
+  var reviewer = document.getElementById("reviewer");
+  if (storage) reviewer.value = storage.getItem(NAME_KEY) || "";
+  reviewer.addEventListener("input", function () { if (storage) storage.setItem(NAME_KEY, reviewer.value); });
+
+  // Filters live in the address (#outcome=…&mission=…), so they carry over from page to page.
+  var state = {outcome: "", mission: ""};
+  location.hash.slice(1).split("&").forEach(function (part) {
+    var kv = part.split("=");
+    if (kv.length === 2 && kv[0] in state) state[kv[0]] = decodeURIComponent(kv[1]);
+  });
+  var at = /(?:^#|&)at=(first|last)/.exec(location.hash);   // arriving from the previous or next page by j/k
+  function hashOf(extra) {
+    var parts = [];
+    Object.keys(state).forEach(function (k) { if (state[k]) parts.push(k + "=" + encodeURIComponent(state[k])); });
+    if (extra) parts.push(extra);
+    return parts.length ? "#" + parts.join("&") : "";
+  }
+  function matches(g) {
+    return (!state.outcome || g.tags.indexOf(state.outcome) >= 0) && (!state.mission || g.mission === state.mission);
+  }
+  function keyOf(card) { return card.dataset.mission + SEP + card.dataset.groupId; }
+  function text(id, value) { var el = document.getElementById(id); if (el) el.textContent = value; }
+
+  function counters() {
+    var decided = 0, left = 0;
+    DATA.groups.forEach(function (g) {
+      var d = decisions[g.key];
+      if (d && d.decision) decided++;
+      else if (!flagged || g.tags.indexOf("needs_review") >= 0) left++;
+    });
+    text("decided-count", decided);
+    text("total-count", DATA.groups.length);
+    text("to-review-count", left);
+  }
+
+  function apply() {
+    var counts = {"": 0};
+    DATA.outcomes.forEach(function (o) { counts[o.key] = 0; });
+    DATA.groups.forEach(function (g) {
+      if (state.mission && g.mission !== state.mission) return;
+      counts[""]++;
+      g.tags.forEach(function (t) { if (t in counts) counts[t]++; });
+    });
+    document.querySelectorAll("[data-count]").forEach(function (el) { el.textContent = counts[el.dataset.count] || 0; });
+    document.querySelectorAll("[data-outcome-filter]").forEach(function (b) {
+      b.classList.toggle("active", b.dataset.outcomeFilter === state.outcome);
+    });
+    document.getElementById("mission-filter").value = state.mission;
+    var shown = 0;
+    cards.forEach(function (c) {
+      var g = byKey[keyOf(c)];
+      var ok = g ? matches(g) : true;
+      c.style.display = ok ? "" : "none";
+      if (ok) shown++;
+    });
+    text("visible-count", shown);
+    var perPage = {};
+    var matching = 0;
+    DATA.groups.forEach(function (g) {
+      if (!matches(g)) return;
+      matching++;
+      if (g.page !== pageNumber) perPage[g.page] = (perPage[g.page] || 0) + 1;
+    });
+    text("matching-count", matching);
+    var others = document.getElementById("other-pages");
+    others.textContent = "";
+    var pages = Object.keys(perPage).map(Number).sort(function (a, b) { return a - b; });
+    if (pages.length) {
+      others.appendChild(document.createTextNode(" more on pages: "));
+      pages.forEach(function (p) {
+        var a = document.createElement("a");
+        a.href = DATA.pages[p - 1] + hashOf();
+        a.textContent = p + " (" + perPage[p] + ")";
+        a.style.marginRight = ".5em";
+        others.appendChild(a);
+      });
+    }
+    document.querySelectorAll("[data-page-link]").forEach(function (a) {
+      a.href = DATA.pages[Number(a.dataset.pageLink) - 1] + hashOf();
+    });
+    if (history.replaceState) history.replaceState(null, "", hashOf() || location.pathname);
+    if (current && current.style.display === "none") setCurrent(visible()[0] || null, false);
+    counters();
+  }
+
+  // What each card shows of its decision.
+  function show(card) {
+    var d = decisions[keyOf(card)] || {};
+    card.dataset.decided = d.decision ? "1" : "0";
+    var badge = card.querySelector(".decision-badge");
+    badge.hidden = !d.decision;
+    badge.textContent = d.decision ? "decided: " + d.decision : "";
+    card.querySelectorAll("[data-decision]").forEach(function (b) {
+      b.classList.toggle("chosen", b.dataset.decision === d.decision);
+    });
+    var note = card.querySelector("textarea.note");
+    if (document.activeElement !== note) note.value = d.note || "";
+    if (d.note) note.hidden = false;
+  }
+  function decide(card, decision) {
+    if (!card) return;
+    var k = keyOf(card), d = decisions[k] || {};
+    decisions[k] = {decision: decision, note: d.note || "", reviewer: reviewer.value.trim(),
+                    decided_at: new Date().toISOString()};
+    save();
+    show(card);
+    counters();
+  }
+  function undecide(card) {
+    var k = keyOf(card), d = decisions[k];
+    if (!d) return;
+    if (d.note) decisions[k] = {note: d.note}; else delete decisions[k];
+    save();
+    show(card);
+    counters();
+  }
+  function openNote(card) {
+    if (!card) return;
+    var note = card.querySelector("textarea.note");
+    note.hidden = false;
+    note.focus();
+  }
+
+  // The current card: j/k move it (onto the next page when this one ends), p/f/u decide it.
+  var current = null;
+  function visible() { return cards.filter(function (c) { return c.style.display !== "none"; }); }
+  function setCurrent(card, scroll) {
+    if (current) current.classList.remove("current");
+    current = card;
+    if (!card) return;
+    card.classList.add("current");
+    if (scroll) card.scrollIntoView({block: "center"});
+  }
+  function move(step) {
+    var vis = visible(), i = vis.indexOf(current), next = vis[i + step];
+    if (i < 0) next = vis[0];
+    if (next) { setCurrent(next, true); return; }
+    var target = null;
+    DATA.groups.forEach(function (g) {
+      if (!matches(g)) return;
+      if (step > 0 && g.page > pageNumber && (target === null || g.page < target)) target = g.page;
+      if (step < 0 && g.page < pageNumber && (target === null || g.page > target)) target = g.page;
+    });
+    if (target !== null) location.href = DATA.pages[target - 1] + hashOf(step > 0 ? "at=first" : "at=last");
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    var t = e.target;
+    if (t && t.tagName === "TEXTAREA") {
+      if (e.key === "Escape" || (e.key === "Enter" && !e.shiftKey)) { e.preventDefault(); t.blur(); }
+      return;
+    }
+    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT")) return;
+    var actions = {j: function () { move(1); }, k: function () { move(-1); },
+                   p: function () { decide(current, "通过"); }, f: function () { decide(current, "不通过"); },
+                   u: function () { decide(current, "unsure"); }, n: function () { openNote(current); }};
+    if (!(e.key in actions)) return;
+    e.preventDefault();
+    if (!current && e.key !== "j" && e.key !== "k") setCurrent(visible()[0] || null, true);
+    actions[e.key]();
+  });
+
+  cards.forEach(function (card) {
+    card.addEventListener("click", function () { setCurrent(card, false); });
+    card.querySelectorAll("[data-decision]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var d = decisions[keyOf(card)];
+        if (d && d.decision === b.dataset.decision) undecide(card); else decide(card, b.dataset.decision);
+      });
+    });
+    card.querySelector("[data-note-toggle]").addEventListener("click", function () { openNote(card); });
+    var note = card.querySelector("textarea.note");
+    note.addEventListener("input", function () {
+      var k = keyOf(card), d = decisions[k] || {};
+      d.note = note.value;
+      decisions[k] = d;
+      save();
+    });
+    note.addEventListener("blur", function () { show(card); });
+    show(card);
+  });
+
+  document.querySelectorAll("[data-outcome-filter]").forEach(function (b) {
+    b.addEventListener("click", function () { state.outcome = b.dataset.outcomeFilter; apply(); });
+  });
+  document.getElementById("mission-filter").addEventListener("change", function (e) {
+    state.mission = e.target.value;
+    apply();
+  });
+  window.addEventListener("storage", function (e) {   // another tab of the same page decided something
+    if (e.key !== STORE_KEY) return;
+    decisions = load();
+    cards.forEach(show);
+    counters();
+  });
+
+  // Export: one line per decided group, as stage_b.decisions reads it.
+  function exportLines() {
+    var lines = [];
+    DATA.groups.forEach(function (g) {
+      var d = decisions[g.key];
+      if (!d || !d.decision) return;
+      lines.push(JSON.stringify({group_id: g.id, mission: g.mission, decision: d.decision, note: d.note || "",
+                                 reviewer: d.reviewer || reviewer.value.trim(), decided_at: d.decided_at,
+                                 verdict: g.verdict, p_fail: g.p_fail,
+                                 source: g.source === null || g.source === undefined ? null : DATA.sources[g.source]}));
+    });
+    return lines.length ? lines.join("\n") + "\n" : "";
+  }
+  window.groupQcDecisionsJsonl = exportLines;
+  document.getElementById("export-decisions").addEventListener("click", function () {
+    var blob = new Blob([exportLines()], {type: "application/x-ndjson"});
+    var a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = "decisions.jsonl";
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  });
+
+  apply();
+  var vis = visible();
+  setCurrent(at && at[1] === "last" ? vis[vis.length - 1] : vis[0] || null, Boolean(at));
+})();

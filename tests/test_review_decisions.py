@@ -1,0 +1,173 @@
+"""The reviewer closes the loop, in headless Chromium: a judge's review page (written by stage_b.judge from real
+verdict files over real photos), decisions by keyboard and mouse, kept across a reload, exported as decisions.jsonl
+by the page itself, imported by stage_b.decisions into labelled Stage-A files. Also: filters and counts over every
+page, a browser that keeps nothing, and 2,000 groups."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from stage_a.jsonl import write_jsonl_atomic
+from stage_b import judge
+from stage_b.dataset import load_records
+from stage_b.decisions import import_decisions
+from stage_b.operating_point import manual_point
+from stage_b.settings import Selection
+from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+
+MISSIONS = ("BBU接地线检查", "挡风板安装检查")
+
+
+def _judged(tmp_path: Path, synthetic, per_label: int = 2) -> tuple[Path, list[dict]]:
+    """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
+    page over the folder."""
+    photos = tmp_path / "photos"
+    groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=per_label,
+                                                    missions=",".join(MISSIONS), unlabeled=True))
+    out = tmp_path / "today"
+    out.mkdir()
+    verdicts = []
+    for k, g in enumerate(groups):
+        record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
+                  "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
+                  "input_dir": str(photos), "model": "/models/stage-a"}
+        p = 0.9 if k % 2 else 0.1
+        verdict = "不通过" if p >= 0.5 else "通过"
+        verdicts.append(judge.verdict_record(record, p, manual_point(0.5), f"{verdict}\n理由: 图片_1 依据", {}))
+    for mission in MISSIONS:
+        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
+    judge.write_review(out, list(MISSIONS), [photos])
+    return out, verdicts
+
+
+def _chrome_download_to(browser, folder: Path) -> None:
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
+
+
+def _keys(browser, keys: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(browser).send_keys(keys).perform()
+
+
+def _decided(browser) -> dict[str, str]:
+    return browser.execute_script("""var out = {};
+        document.querySelectorAll('.card[data-decided="1"]').forEach(function (c) {
+          out[c.dataset.groupId] = c.querySelector('.decision-badge').textContent; });
+        return out;""")
+
+
+def test_decide_reload_export_import(browser, tmp_path, synthetic):
+    out, verdicts = _judged(tmp_path, synthetic)
+    page = out / "review" / "index.html"
+    browser.get(page.as_uri())
+    browser.execute_script("localStorage.clear()")
+    browser.refresh()
+    browser.find_element("id", "reviewer").send_keys("王工")
+    browser.find_element("tag name", "h1").click()          # focus back on the page, off the name field
+    ids = browser.execute_script("return Array.from(document.querySelectorAll('.card')).map(c => c.dataset.groupId)")
+    # three by keyboard: the current card (the first), then j to the next ones
+    _keys(browser, "f")
+    _keys(browser, "jp")
+    _keys(browser, "jfn")
+    _keys(browser, "螺丝看不清\n")
+    # one by mouse, on the fifth card
+    browser.find_element("css selector", f'.card[data-group-id="{ids[4]}"] [data-decision="通过"]').click()
+    expected = {ids[0]: "不通过", ids[1]: "通过", ids[2]: "不通过", ids[4]: "通过"}
+    assert _decided(browser) == {g: f"decided: {d}" for g, d in expected.items()}
+    assert browser.find_element("id", "decided-count").text == "4"
+    browser.refresh()                                          # kept in the browser across a reload
+    assert _decided(browser) == {g: f"decided: {d}" for g, d in expected.items()}
+    assert browser.find_element("id", "reviewer").get_attribute("value") == "王工"
+    # export: the page's own download
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    _chrome_download_to(browser, downloads)
+    browser.find_element("id", "export-decisions").click()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (downloads / "decisions.jsonl").exists():
+        time.sleep(0.1)
+    exported = downloads / "decisions.jsonl"
+    lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    assert {d["group_id"]: d["decision"] for d in lines} == expected
+    assert all(d["reviewer"] == "王工" and d["source"]["file"].endswith("_verdicts.jsonl") for d in lines)
+    assert next(d for d in lines if d["group_id"] == ids[2])["note"] == "螺丝看不清"
+    shown = {v["group_id"]: v for v in verdicts}
+    assert all(d["verdict"] == shown[d["group_id"]]["verdict"] and d["p_fail"] == shown[d["group_id"]]["p_fail"]
+               for d in lines)
+    # import: four labels in the missions' Stage-A files; again: nothing added
+    labels = tmp_path / "labels"
+    first = import_decisions([exported], labels)
+    assert first["added"] == 4
+    records = load_records(Selection(stage_a_dir=str(labels)))
+    assert {r["group_id"]: r["label"] for r in records} == {g: "fail" if d == "不通过" else "pass"
+                                                              for g, d in expected.items()}
+    assert import_decisions([exported], labels)["added"] == 0
+
+
+def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monkeypatch):
+    """A mission whose groups are all on page 2 is counted from page 1 and linked there; a flagged 不通过 group is
+    under 不通过 too; long unbroken text wraps inside its card."""
+    from stage_a import review_page
+    from stage_b.review_cards import JUDGE_OUTCOMES, judge_cards
+    _, verdicts = _judged(tmp_path, synthetic)
+    verdicts = sorted(verdicts, key=lambda v: v["mission"] != MISSIONS[0])   # mission 2 only on the last pages
+    verdicts[0] = {**verdicts[0], "reason": "x" * 400, "reply": "不通过\n理由: " + "x" * 400, "verdict": "不通过",
+                   "needs_review": True}
+    result = review_page.render_review(tmp_path / "paged", title="t", cards=judge_cards(verdicts),
+                                       outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path / "photos"], per_page=3)
+    browser.get(result["index"].as_uri())
+    browser.execute_script("var s = document.getElementById('mission-filter'); s.value = '挡风板安装检查';"
+                           "s.dispatchEvent(new Event('change'))")
+    n_second = sum(v["mission"] == MISSIONS[1] for v in verdicts)
+    assert browser.find_element("id", "visible-count").text == "0"
+    assert browser.find_element("id", "matching-count").text == str(n_second)
+    links = browser.find_elements("css selector", "#other-pages a")
+    assert links and all("mission=" in a.get_attribute("href") for a in links)
+    links[0].click()                                           # the filter goes along to the other page
+    assert int(browser.find_element("id", "visible-count").text) > 0
+    assert browser.find_element("id", "mission-filter").get_attribute("value") == "挡风板安装检查"
+    browser.get(result["index"].as_uri())
+    fails = sum(v["verdict"] == "不通过" for v in verdicts)
+    assert browser.find_element("css selector", '[data-count="fail"]').text == str(fails)
+    first = browser.find_element("css selector", ".card")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", first)
+
+
+def test_a_browser_that_keeps_nothing_says_so_and_still_exports(browser, tmp_path, synthetic):
+    out, _ = _judged(tmp_path, synthetic, per_label=1)
+    script = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+        Object.defineProperty(window, 'localStorage', {get: function () {
+          throw new DOMException('The operation is insecure.', 'SecurityError'); }});"""})
+    try:
+        browser.get((out / "review" / "index.html").as_uri())
+        assert browser.find_element("id", "storage-warning").is_displayed()
+        _keys(browser, "f")
+        lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
+        assert len(lines) == 1 and json.loads(lines[0])["decision"] == "不通过"
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
+
+
+def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
+    """2,000 groups on 10 pages (no photos: the cards and the index are what is measured). Moving and deciding by
+    keyboard: the time per key is printed, and must stay far below what a reviewer would notice."""
+    from stage_a import review_page
+    from stage_b.review_cards import JUDGE_OUTCOMES, judge_cards
+    verdicts = [{"group_id": f"QC-BIG-{k}", "mission": MISSIONS[k % 2], "verdict": "不通过" if k % 3 else "通过",
+                 "p_fail": (k % 97) / 97, "threshold": 0.5, "needs_review": k % 5 == 0, "review_why": [],
+                 "label": None, "reply": "通过\n理由: 图片_1 依据", "images": [], "summaries": []} for k in range(2000)]
+    result = review_page.render_review(tmp_path, title="big", cards=judge_cards(verdicts), outcomes=JUDGE_OUTCOMES,
+                                       input_dirs=[tmp_path])
+    assert len(result["pages"]) == 10
+    browser.get(result["index"].as_uri())
+    browser.execute_script("localStorage.clear()")
+    browser.refresh()
+    started = time.perf_counter()
+    _keys(browser, "jf" * 25)
+    per_key = (time.perf_counter() - started) / 50
+    assert browser.find_element("id", "decided-count").text == "25"
+    print(f"\n2,000 groups, 10 pages: {1000 * per_key:.1f} ms per key (j, f)")
+    assert per_key < 0.25
