@@ -236,3 +236,13 @@ def output_lock(target: str | os.PathLike, *, shared: bool = False):
         yield
     finally:
         os.close(fd)  # closing releases the flock; the file itself stays (harmless, reusable)
+
+
+def file_sha256(path) -> str:
+    """sha256 of a file's bytes, read in blocks (a decision names the file a review page was made from by it)."""
+    import hashlib
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from .exits import run_cli
-from .jsonl import iter_jsonl
+from .jsonl import file_sha256, iter_jsonl
 from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import summaries_of
@@ -30,9 +30,12 @@ def _photos_in(folder: Path) -> list[str]:
     return _scan_group(folder, str(folder))[0] if folder.is_dir() else []
 
 
-def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int) -> tuple[list[dict], list[str], list[list]]:
-    """(cards, the input folders the records name, per-mission counts for the summary table)."""
+def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
+                sources: list[dict] | None = None) -> tuple[list[dict], list[str], list[list]]:
+    """(cards, the input folders the records name, per-mission counts for the summary table). Each sampled card names
+    its Stage-A file (appended to `sources`), so a reviewer's decision on it can become a label."""
     cards, input_dirs, table = [], [], []
+    sources = [] if sources is None else sources
     for mission in missions:
         outputs = MissionOutputs(stage_a_dir, mission.stage_a_stem)
         main, errors = outputs.merged_main, outputs.merged_errors
@@ -46,12 +49,17 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int) -> tup
             cards.append({"group_id": e.get("group_id") or folder, "mission": mission.name, "outcome": "error",
                           "facts": [("stage", e.get("stage")), ("reviewer", LABEL_TEXT.get(e.get("label")))], "reason": None,
                           "error": e.get("error"), "images": [], "summaries": [], "folder": folder})
+        source = None
+        if records:
+            sources.append({"file": str(main.resolve()), "sha256": file_sha256(main)})
+            source = len(sources) - 1
         sample = random.Random(f"{seed}:{mission.name}").sample(records, min(per_mission, len(records)))
         order = {id(r): k for k, r in enumerate(records)}
         for r in sorted(sample, key=lambda r: order[id(r)]):
             cards.append({"group_id": r["group_id"], "mission": mission.name, "outcome": "sample",
                           "facts": [("reviewer", LABEL_TEXT.get(r.get("label"))), ("photos", len(r["images"])), ("model", r.get("model"))],
-                          "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r)})
+                          "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r),
+                          "source": source})
         table.append([mission.name, len(records), len(failed), len(sample)])
     return cards, list(dict.fromkeys(input_dirs)), table
 
@@ -76,7 +84,8 @@ def _review(args) -> int:
     if args.per_mission < 0:
         raise ValueError(f"--per_mission {args.per_mission} is out of range: use 0 or more")
     missions = load_registry().select(args.mission)
-    cards, named, table = audit_cards(stage_a_dir, missions, args.per_mission, args.seed)
+    sources: list[dict] = []
+    cards, named, table = audit_cards(stage_a_dir, missions, args.per_mission, args.seed, sources)
     if not table:
         raise FileNotFoundError(f"no Stage-A output for {args.mission!r} in {stage_a_dir}")
     input_dirs = [Path(args.input_dir)] if args.input_dir else [Path(d) for d in named]
@@ -87,7 +96,7 @@ def _review(args) -> int:
         if card["outcome"] == "error" and card.get("folder") and input_dirs:
             card["images"] = [f"{card['folder']}/{n}" for n in _photos_in(input_dirs[0] / card["folder"])]
     result = render_review(Path(args.output_dir), title=f"Stage-A audit: {stage_a_dir}", cards=cards,
-                           outcomes=OUTCOMES, input_dirs=input_dirs,
+                           outcomes=OUTCOMES, input_dirs=input_dirs, sources=sources,
                            intro=[f"Photos from {', '.join(map(str, input_dirs)) or '(none)'}. Every group Stage-A could not "
                                   f"write comes first, with its error; then {args.per_mission} sampled groups per "
                                   f"mission. Check that each summary says what its photo shows."],

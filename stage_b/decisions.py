@@ -25,13 +25,12 @@ groups, unsure, conflicts. Pure (stdlib and the project's pure core).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from datetime import datetime
 from pathlib import Path
 
 from stage_a.exits import run_cli
-from stage_a.jsonl import JsonlAppender, JsonlError, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.jsonl import JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.missions import MissionError, load_registry
 from stage_a.records import image_key, summaries_of, utc_now
 
@@ -46,14 +45,6 @@ MAX_PROBLEMS = 20
 
 class DecisionsError(ValueError):
     """Decisions that cannot be imported (names file:line and what to do)."""
-
-
-def file_sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _when(text: str) -> datetime | None:
@@ -128,6 +119,9 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
     except MissionError as exc:
         return None, f"{where}: {exc}"
     source = rec["source"]
+    if source is None:
+        return None, (f"{where}: the page named no source file for group {rec['group_id']} (a Stage-A error group, or "
+                      f"a page re-scored from predictions alone): it cannot become a label")
     if not isinstance(source, dict) or not isinstance(source.get("file"), str) or not isinstance(source.get("sha256"), str):
         return None, f"{where}: source must be {{\"file\", \"sha256\"}} as the page exports it"
     facts = sources.get(source["file"])

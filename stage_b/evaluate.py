@@ -29,7 +29,7 @@ from pathlib import Path
 from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
 from stage_a.review_page import REVIEW_DIR
-from stage_a.jsonl import JsonlError, iter_jsonl, write_jsonl_atomic
+from stage_a.jsonl import JsonlError, file_sha256, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
 from .calibration import calibration
@@ -431,7 +431,6 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
         ("operating_curve.png", "Miss rate against overkill rate over thresholds"),
         ("reliability.png", "Reliability of p_fail (observed fail share against p_fail, ECE)"))
         if (output_dir / name).exists()]
-    from .decisions import file_sha256
     files = sorted({str(f) for f in (record_files or {}).values()})
     sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
     source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}

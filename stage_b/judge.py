@@ -31,7 +31,7 @@ from pathlib import Path
 
 from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
-from stage_a.jsonl import RESUME, JsonlAppender, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
@@ -262,7 +262,6 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     from .review_cards import JUDGE_OUTCOMES, judge_cards
     verdicts = _verdicts(output_dir, missions)
     files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]
-    from .decisions import file_sha256
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
     source_of = {m: k for k, m in enumerate(m for m in missions if verdicts_path(output_dir, m).exists())}
     if input_dirs is None:

@@ -374,7 +374,8 @@ def checkpoint_identities(model: str, adapters, model_type: str | None = None, t
 
 def file_digest(path) -> str:
     """sha256 of a file's bytes (judge records which operating point it used)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from stage_a.jsonl import file_sha256
+    return file_sha256(path)
 
 
 def _number_or_none(value, what: str) -> float | None:

@@ -11,7 +11,8 @@ import pytest
 
 from stage_a.records import summaries_of
 from stage_b.dataset import load_records
-from stage_b.decisions import DecisionsError, LOG, file_sha256, import_decisions
+from stage_a.jsonl import file_sha256
+from stage_b.decisions import DecisionsError, LOG, import_decisions
 from stage_b.settings import Selection
 
 REPO = Path(__file__).resolve().parent.parent
