@@ -16,6 +16,10 @@
 #   8 judging "today's work orders": a third synthetic set, unreviewed (no label folders), through Stage-A and
 #     the judge at that operating point; per mission, certified or not, the share decided without review, and
 #     the miss and overkill rates achieved (the generator knows the truth) next to what validation promised
+#   9 the reviewer closes the loop: today's flagged groups decided (here from the generator's truth, written as the
+#     review page exports them), imported as labels (stage_b.decisions), and the operating point certified again
+#     on every group the GRPO run did not train on (--split held_out): defective groups behind each promise, before
+#     and after
 # Evaluation and judging each end with a review page (review/index.html): every group to look at, with its photos.
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
@@ -46,7 +50,7 @@ RECIPE=$(cat scripts/demo.sh group_qc_dev/synthetic.py group_qc_dev/sft_data.py 
   configs/demo/*.yaml | sha1sum | cut -c1-12)
 if [ -d "$OUT" ] && [ "$(cat "$OUT/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
   echo "$OUT was made by another version of the demo: starting afresh"
-  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today} "$OUT"/{stage_a,today}_scores.json "$OUT"/grpo.log
+  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today,labels} "$OUT"/{stage_a,today}_scores.json "$OUT"/grpo.log
 fi
 mkdir -p "$OUT"
 echo "$RECIPE" > "$OUT/.recipe"
@@ -68,11 +72,11 @@ sft() {  # sft <model> <rows.jsonl> <out> <steps> [more flags]
   ls -d "$out"/v*/checkpoint-"$steps"
 }
 
-step "1/8 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
+step "1/9 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
 [ -f "$OUT/models/tiny-qwen2_5_vl/config.json" ] || \
   "$PY" -m group_qc_dev.tiny_model --arch qwen2_5_vl --out "$OUT/models/tiny-qwen2_5_vl" --force
 
-step "2/8 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photos/field (held out)"
+step "2/9 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photos/field (held out)"
 [ -f "$OUT/photos/workshop/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/workshop" --seed 0 --groups_per_label "$WORKSHOP_GROUPS"
 [ -f "$OUT/photos/field/ground_truth.jsonl" ] || \
@@ -80,12 +84,12 @@ step "2/8 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photo
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml.
-step "3/8 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, aligner + LLM)"
+step "3/9 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, aligner + LLM)"
 "$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
 STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS")
 echo "  summary model: $STAGE_A_MODEL"
 
-step "4/8 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
+step "4/9 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
 "$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
   --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --overwrite --no_progress --log_level WARNING
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
@@ -98,14 +102,14 @@ echo "  Stage-A summaries vs the field photos' ground truth:"
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
   || echo "  WARNING: below the ${MIN_STAGE_A_ACCURACY} target: summaries that miss a defect make those fail groups unlearnable for Stage-B; the demo goes on"
 
-step "5/8 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
+step "5/9 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
 "$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
   --verdicts both --reading
 START_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_b_start.jsonl" "$OUT/sft/stage_b_start" \
   "$STAGE_B_SFT_STEPS")
 echo "  start point: $START_MODEL"
 
-step "6/8 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
+step "6/9 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
 "$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
   --num_generations 8 --max_new_tokens 32 2>&1 | quiet
 # The recipe (configs/demo/grpo.yaml): label-balanced steps of 4 groups x 8 samples, LoRA r16 on the last 4
@@ -133,7 +137,7 @@ PY
 GRPO_ADAPTER=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["validation"]["best_checkpoint"])' \
   "$RUN_DIR/group_qc_run.json")
 
-step "7/8 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
+step "7/9 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets
 # the same ones by flag. (The best step was picked on these groups too: a small optimism, 6 candidates.)
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
@@ -145,7 +149,7 @@ step "7/8 evaluation on the field groups' validation split: start point vs the b
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
 "$PY" -m stage_b.plot_training "$OUT/grpo"
 
-step "8/8 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
+step "8/9 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
 [ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 rm -rf "$OUT/today"
@@ -161,8 +165,23 @@ echo "  their reason:"
 "$PY" -m group_qc_dev.score_judge --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
   --operating_point "$OUT/eval/grpo/operating_point.json" --json "$OUT/today_scores.json"
 
+step "9/9 the reviewer closes the loop: flagged groups decided, imported as labels, the promises certified again"
+rm -rf "$OUT/labels" "$OUT/eval/recertified"
+"$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
+  --out "$OUT/today/decisions.jsonl" | sed 's/^/  /'
+"$PY" -m stage_b.decisions --decisions "$OUT/today/decisions.jsonl" --output_dir "$OUT/labels" | sed 's/^/  /'
+"$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" \
+  --stage_a_files "$OUT/stage_a/*_stage_a.jsonl,$OUT/labels/*_stage_a.jsonl" --split held_out \
+  --output_dir "$OUT/eval/recertified" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
+  --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" --no_review 2>&1 \
+  | grep -E "^held out|^decided without review" | sed 's/^/  /'
+echo "  the promises on the validation groups alone, then with the reviewed groups added:"
+"$PY" -m group_qc_dev.promises "$OUT/eval/grpo/operating_point.json" "$OUT/eval/recertified/operating_point.json" \
+  --names "validation" "validation + reviewed"
+
 echo
 echo "Reports: $OUT/eval/start/report.md  $OUT/eval/grpo/report.md   Training plot: $(ls "$OUT"/grpo/v*/training.png)"
-echo "Verdicts: $OUT/today/*_verdicts.jsonl   Operating point: $OUT/eval/grpo/operating_point.json"
+echo "Verdicts: $OUT/today/*_verdicts.jsonl   Operating points: $OUT/eval/grpo/operating_point.json, then with the"
+echo "  reviewed groups $OUT/eval/recertified/operating_point.json   Labels from the review: $OUT/labels/"
 echo "Review pages (open in a browser): $OUT/eval/grpo/review/index.html  $OUT/today/review/index.html"
 echo "Total: $(( $(date +%s) - START )) s"

@@ -98,6 +98,15 @@ class _Sources:
         return self.files[path]
 
 
+def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note: str = "",
+                  decided_at: str | None = None) -> dict:
+    """One exported line, as a review page writes it (stage_a/templates/review.js mirrors this) for a card showing
+    `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"})."""
+    return {"group_id": shown["group_id"], "mission": shown["mission"], "decision": decision, "note": note,
+            "reviewer": reviewer, "decided_at": decided_at or utc_now(), "verdict": shown.get("verdict"),
+            "p_fail": shown.get("p_fail"), "source": source}
+
+
 def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | None, str | None]:
     """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any."""
     if not isinstance(rec, dict):

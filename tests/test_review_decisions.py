@@ -171,3 +171,18 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     assert browser.find_element("id", "decided-count").text == "25"
     print(f"\n2,000 groups, 10 pages: {1000 * per_key:.1f} ms per key (j, f)")
     assert per_key < 0.25
+
+
+def test_the_demos_reviewer_writes_what_the_page_exports_and_the_import_labels_the_truth(tmp_path, synthetic):
+    """group_qc_dev.play_reviewer writes decisions through stage_b.decisions.decision_line, the line the page's
+    export mirrors: imported, every flagged group gets the generator's label."""
+    from group_qc_dev.play_reviewer import decide
+    out, verdicts = _judged(tmp_path, synthetic)
+    lines = decide(tmp_path / "photos", out)
+    assert {d["group_id"] for d in lines} == {v["group_id"] for v in verdicts if v["needs_review"]}
+    path = tmp_path / "decisions.jsonl"
+    write_jsonl_atomic(path, lines)
+    import_decisions([path], tmp_path / "labels")
+    truth = {g["group_id"]: g["label"] for g in synthetic.groups_of(synthetic.read_truth(tmp_path / "photos"))}
+    records = load_records(Selection(stage_a_dir=str(tmp_path / "labels")))
+    assert records and all(r["label"] == truth[r["group_id"]] for r in records)

@@ -1,0 +1,56 @@
+#!/usr/bin/env python
+"""The demo's reviewer: decides the judge's flagged groups from the generator's truth and writes decisions.jsonl
+exactly as a review page exports it (stage_b.decisions.decision_line), for `python -m stage_b.decisions`.
+
+    python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
+        [--reviewer demo]
+
+DIR (--photos) is a folder written by group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label);
+--verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judge. Groups that need review are decided (--all:
+every judged group), each 通过 or 不通过 as the truth says.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from group_qc_dev.synthetic import groups_of, read_truth
+from stage_a.jsonl import file_sha256, iter_jsonl, write_jsonl_atomic
+from stage_a.missions import load_registry
+from stage_b.decisions import decision_line
+from stage_b.judge import verdicts_path
+from stage_b.verdict import FAIL, PASS
+
+
+def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer: str = "demo") -> list[dict]:
+    truth = {(g["mission"], g["group_id"]): g["label"] for g in groups_of(read_truth(photos))}
+    lines = []
+    for mission in load_registry().names:
+        path = verdicts_path(verdicts_dir, mission)
+        if not path.exists():
+            continue
+        source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
+        for _, v in iter_jsonl(path):
+            if everything or v["needs_review"]:
+                decision = FAIL if truth[(v["mission"], v["group_id"])] == "fail" else PASS
+                lines.append(decision_line(v, decision, reviewer, source))
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--photos", required=True)
+    p.add_argument("--verdicts_dir", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--all", action="store_true", help="decide every judged group, not only those flagged for review")
+    p.add_argument("--reviewer", default="demo")
+    args = p.parse_args(argv)
+    lines = decide(Path(args.photos), Path(args.verdicts_dir), args.all, args.reviewer)
+    write_jsonl_atomic(Path(args.out), lines)
+    print(f"{len(lines)} decisions -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
