@@ -63,7 +63,7 @@ def stage_a_record(source_record: dict, label: str) -> dict:
         record = {"group_id": source_record["group_id"], "mission": source_record["mission"],
                   "images": source_record["images"],
                   "per_image": {image_key(i): s for i, s in enumerate(source_record["summaries"], start=1)},
-                  "model": source_record.get("stage_a_model") or "unknown (from a verdicts file)"}
+                  "model": (source_record.get("rests_on") or {}).get("stage_a_model") or "unknown (from a verdicts file)"}
         if source_record.get("input_dir"):
             record["input_dir"] = source_record["input_dir"]
     return {**record, "label": label, "created_at": record.get("created_at") or utc_now()}

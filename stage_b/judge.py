@@ -25,6 +25,9 @@ Reviewer labels in the Stage-A records, where present, are copied to `label` and
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -36,8 +39,9 @@ from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .grounding import REASON_CITATIONS, ground, guided_reply
-from .operating_point import (OperatingPointError, check_rate, checkpoint_identities, decide, file_digest, fmt_p,
-                              load_operating_point, manual_point, p_fail, thresholds_for)
+from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
+                              file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
+                              verdict_at)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
 from .verdict import FAIL, parse
 
@@ -80,23 +84,66 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
             "review_margin": point.get("review_margin", 0.0), "certified": certified, "promise": promise,
             "reason": reason, "needs_review": bool(why), "review_why": why, "reply": completion,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
-            "input_dir": record.get("input_dir"), **provenance, "created_at": utc_now()}
+            "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, "created_at": utc_now()}
 
 
-def check_resumable(path: Path, provenance: dict) -> set[str]:
-    """Group ids already judged in `path`, after checking it was written with the same model, adapters and
-    operating point (a file mixing two would hold verdicts no one threshold explains)."""
-    done = set()
+def rests_on(record: dict) -> dict:
+    """What a verdict rests on: a digest of the group's Stage-A summaries and photo list, and the Stage-A model. A
+    rerun judges a group again when its record no longer matches."""
+    text = json.dumps({"summaries": summaries_of(record), "images": record["images"]}, ensure_ascii=False,
+                      sort_keys=True)
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32], "stage_a_model": record.get("model")}
+
+
+def _line_problem(rec: dict, mission: str, records: dict[str, dict], seen: dict[str, int]) -> str | None:
+    """Why a verdict line cannot be kept as it is (edited by hand, or from another file), or None."""
+    gid = rec.get("group_id")
+    if not isinstance(gid, str) or not gid:
+        return "no group_id"
+    if rec.get("mission") != mission:
+        return f"a verdict of mission {rec.get('mission')!r} in {mission}'s file"
+    if gid in seen:
+        return f"group {gid} is already judged at line {seen[gid]} (a duplicated line)"
+    if gid not in records:
+        return f"group {gid} is not among the Stage-A groups being judged (a line from another file or day?)"
+    p, threshold = rec.get("p_fail"), rec.get("threshold")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 or math.isnan(p):
+        return f"p_fail {p!r} is not a probability"
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        return f"threshold {threshold!r} is not a number"
+    expected = verdict_at(p, UNCALIBRATED_THRESHOLD if threshold is None else threshold)
+    if rec.get("verdict") != expected:
+        return (f"verdict {rec.get('verdict')!r} does not follow from p_fail {fmt_p(p, threshold)} and threshold "
+                f"{fmt_p(threshold, p)} (it would be {expected})")
+    return None
+
+
+def check_resumable(path: Path, provenance: dict, mission: str, records: dict[str, dict]) -> tuple[set[str], list[str]]:
+    """(group ids already judged whose verdict still rests on their Stage-A record, group ids to judge again because
+    their record changed since), after checking the file line by line: written with the same model, adapters and
+    operating point (a file mixing two would hold verdicts no one threshold explains), and every line whole and
+    consistent (_line_problem). Lines of groups to judge again are removed from the file (rewritten all at once)."""
     if not path.exists():
-        return done
+        return set(), []
+    kept, seen, stale = [], {}, []
     for line_no, rec in iter_jsonl(path):
         differs = [k for k, default in PROVENANCE.items() if rec.get(k, default) != provenance.get(k, default)]
         if differs:
             raise JudgeError(f"{path}:{line_no} was judged with another {', '.join(differs)} "
                              f"({', '.join(f'{k}={rec.get(k)!r}' for k in differs)}); pass --overwrite to judge "
                              f"everything again, or choose another --output_dir")
-        done.add(rec["group_id"])
-    return done
+        problem = _line_problem(rec, mission, records, seen)
+        if problem:
+            raise JudgeError(f"{path}:{line_no}: {problem}. The file was changed by hand or mixed with another: "
+                             f"restore it, delete that line (its group is judged again), or pass --overwrite")
+        seen[rec["group_id"]] = line_no
+        if (rec.get("rests_on") or {}).get("sha256") != rests_on(records[rec["group_id"]])["sha256"]:
+            stale.append(rec["group_id"])
+        else:
+            kept.append(rec)
+    if stale:
+        write_jsonl_atomic(path, kept)
+    return {r["group_id"] for r in kept}, stale
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,11 +241,12 @@ def _judge(args) -> int:
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
-            done = check_resumable(path, provenance)
+            done, stale = check_resumable(path, provenance, mission, {r["group_id"]: r for r in by_mission[mission]})
             todo = [r for r in by_mission[mission] if r["group_id"] not in done]
             point = points[mission]
-            print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge; "
-                  f"threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}")
+            print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge"
+                  + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
+                  + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}")
             write_jsonl_atomic(errors_path(output_dir, mission), [])   # failed groups are retried now
             if not todo:
                 continue

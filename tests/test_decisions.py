@@ -32,7 +32,7 @@ def verdicts(tmp_path) -> Path:
         {"group_id": gid, "mission": M, "verdict": v, "p_fail": p, "threshold": 0.5, "needs_review": True,
          "review_why": [], "reply": f"{v}\n理由: 图片_1", "label": None, "images": [f"{gid}/1.jpg", f"{gid}/2.jpg"],
          "summaries": ["接地线×1/已捆扎", "接地排×1，接地线×1/散乱"], "input_dir": "/photos/today",
-         "stage_a_model": "/models/stage-a"} for gid, (v, p) in GROUPS.items()])
+         "rests_on": {"sha256": "x", "stage_a_model": "/models/stage-a"}} for gid, (v, p) in GROUPS.items()])
 
 
 def _decision(source: Path, gid: str, decision: str, reviewer="王工", at="2026-11-27T08:00:00.000Z", **extra):

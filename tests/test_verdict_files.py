@@ -1,0 +1,72 @@
+"""Verdict files that stay true (issue 26): each verdict records what it rests on, a rerun judges again the groups
+whose Stage-A record changed, and a file edited by hand is refused line by line. Through `python -m stage_b.judge`
+in process, with the stand-in engine of tests/test_silent_bugs_commands.py (the model is not what is tested)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stage_a.discovery import Group
+from stage_a.jsonl import write_jsonl_atomic
+from stage_a.missions import load_registry
+from stage_a.records import make_record
+from stage_b import judge
+from tests.test_silent_bugs_commands import (A, B, engine, lines, model, write_stage_a,  # noqa: F401
+                                             _no_group_qc_environment)
+
+IDS = [f"QC-VF-20251127-{k}" for k in range(4)]
+
+
+def _setup(tmp_path, engine):
+    stage_a = write_stage_a(tmp_path / "sa", {A: [(g, None) for g in IDS]})
+    for k, gid in enumerate(IDS):
+        engine.P_FAIL[(A, gid)] = 0.1 + 0.25 * k
+    args = ["--model", str(tmp_path / "model"), "--stage_a_dir", str(stage_a), "--mission", A, "--threshold", "0.5",
+            "--no_review", "--output_dir", str(tmp_path / "out")]
+    return stage_a, args
+
+
+def test_a_group_whose_stage_a_record_changed_is_judged_again_and_the_others_kept(tmp_path, engine, model, capsys):
+    stage_a, args = _setup(tmp_path, engine)
+    assert judge.main(args) == 0
+    path = judge.verdicts_path(tmp_path / "out", A)
+    before = {r["group_id"]: r for r in lines(path)}
+    # Stage-A redone for two groups: new summaries (and a new Stage-A model for one)
+    file = stage_a / f"{load_registry().resolve(A).stage_a_stem}.jsonl"
+    records = lines(file)
+    records[1] = make_record(Group(IDS[1], A, None, ("1.jpg",)), ["接地线×1/散乱"], model="m")
+    records[2] = make_record(Group(IDS[2], A, None, ("1.jpg", "2.jpg")), ["接地线×1/已捆扎", "接地排×1"], model="m2")
+    write_jsonl_atomic(file, records)
+    engine.asked.clear()
+    capsys.readouterr()
+    assert judge.main(args) == 0
+    assert "2 to judge (2 again: their Stage-A record changed since they were judged)" in capsys.readouterr().out
+    assert sorted(g for method, _, g in engine.asked if method == "verdict_logprobs") == sorted(IDS[1:3])
+    after = {r["group_id"]: r for r in lines(path)}
+    assert sorted(after) == sorted(IDS) and len(lines(path)) == 4                      # each group once
+    assert after[IDS[0]] == before[IDS[0]] and after[IDS[3]] == before[IDS[3]]        # the others kept as they were
+    assert after[IDS[2]]["summaries"] == ["接地线×1/已捆扎", "接地排×1"]
+    assert after[IDS[2]]["rests_on"]["stage_a_model"] == "m2" != before[IDS[2]]["rests_on"]["stage_a_model"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda rs: rs + [rs[1]], "already judged at line 2 (a duplicated line)"),
+    (lambda rs: rs + [{**rs[0], "group_id": "QC-ELSEWHERE-1"}], "QC-ELSEWHERE-1 is not among the Stage-A groups"),
+    (lambda rs: [{**rs[0], "mission": B}] + rs[1:], f"a verdict of mission '{B}' in {A}'s file"),
+    (lambda rs: [{**rs[0], "verdict": "不通过" if rs[0]["verdict"] == "通过" else "通过"}] + rs[1:],
+     "does not follow from p_fail"),
+    (lambda rs: [{**rs[0], "p_fail": 7.5}] + rs[1:], "p_fail 7.5 is not a probability"),
+    (lambda rs: [{**rs[0], "p_fail": True}] + rs[1:], "p_fail True is not a probability"),
+])
+def test_a_verdicts_file_edited_by_hand_is_refused_naming_the_line(tmp_path, engine, model, capsys, edit, message):
+    _, args = _setup(tmp_path, engine)
+    assert judge.main(args) == 0
+    path = judge.verdicts_path(tmp_path / "out", A)
+    write_jsonl_atomic(path, edit(lines(path)))
+    edited = path.read_bytes()
+    capsys.readouterr()
+    assert judge.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:" in err and message in err and "--overwrite" in err, err
+    assert path.read_bytes() == edited   # nothing rewritten, nothing appended
