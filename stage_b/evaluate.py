@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -149,6 +151,8 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
         raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
                               f"evaluate with the model)") from None
     out, seen, first = [], {}, None
+    from stage_a.missions import load_registry
+    registry = load_registry()
     for line_no, rec in records:
         fmt = _format_of(rec)
         if fmt is None or fmt == "swift deploy request log":
@@ -165,8 +169,7 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
             raise EvaluationError(f"{path}:{line_no}: a record of {fmt}, but line {records[0][0]} is {first}: a "
                                   f"file mixing formats (two tools writing one file?) is not scored; keep one format")
         rec = _as_ours(rec, fmt, f"{path}:{line_no}")
-        if rec["expected"] not in (PASS, FAIL):
-            raise EvaluationError(f"{path}:{line_no}: expected must be 通过 or 不通过, got {rec['expected']!r}")
+        rec = {**rec, "mission": _checked_row(rec, f"{path}:{line_no}", registry)}
         key = (rec["mission"], rec["group_id"])
         if key in seen:   # counted twice, it would weigh twice in every rate
             raise EvaluationError(f"{path}:{line_no}: group {rec['group_id']} of {rec['mission']} already at line "
@@ -176,6 +179,9 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
         seen[key] = line_no
         p_fail = rec.get("p_fail")
         if p_fail is not None:
+            if isinstance(p_fail, bool) or not isinstance(p_fail, (int, float)):
+                raise EvaluationError(f"{path}:{line_no}: p_fail {p_fail!r} is not a number; a prediction's p_fail is "
+                                      f"a probability from 0 to 1, or absent")
             try:
                 p_fail = check_rate(p_fail, "p_fail")
             except OperatingPointError as exc:
@@ -183,6 +189,25 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
         out.append(score_prediction(rec["group_id"], rec["mission"], rec["expected"], rec["completion"],
                                     rec["summaries"], rec.get("error"), p_fail, rec.get("mode")))
     return out, first or OURS
+
+
+def _checked_row(rec: dict, where: str, registry) -> str:
+    """A prediction row's types and mission (the canonical name of a known mission, so an alias and its name are one
+    mission); EvaluationError naming the line and the field otherwise."""
+    from stage_a.missions import MissionError
+    if not isinstance(rec["group_id"], str) or not rec["group_id"]:
+        raise EvaluationError(f"{where}: group_id must be a non-empty string, got {rec['group_id']!r}")
+    if rec["expected"] not in (PASS, FAIL):
+        raise EvaluationError(f"{where}: expected must be 通过 or 不通过, got {rec['expected']!r}")
+    if not isinstance(rec["completion"], str):
+        raise EvaluationError(f"{where}: completion must be the model's reply as text, got "
+                              f"{type(rec['completion']).__name__} {str(rec['completion'])[:40]!r}")
+    if not isinstance(rec["summaries"], list) or not all(isinstance(x, str) for x in rec["summaries"]):
+        raise EvaluationError(f"{where}: summaries must be a list of texts (图片_1, 图片_2, …)")
+    try:
+        return registry.resolve(rec["mission"] if isinstance(rec["mission"], str) else "").name
+    except MissionError as exc:
+        raise EvaluationError(f"{where}: {exc}") from None
 
 
 def read_predictions(path: Path) -> list[dict]:
@@ -324,6 +349,9 @@ def render_operating(metrics: dict) -> list[str]:
             cells.append("n/a (no fail group)" if at is None else
                          f"t={fmt_p(t)}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if curves.get("groups_without_p_fail"):
+        lines += ["", f"{curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored) and are not "
+                      f"on the curve or in the operating point."]
     op = metrics.get("operating_point")
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
@@ -393,17 +421,38 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                                                          "automation")}
     if review is not None:
         metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
-    write_jsonl_atomic(output_dir / "predictions.jsonl", predictions)
-    (output_dir / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
-    (output_dir / "report.md").write_text(render_report(metrics, predictions, title), encoding="utf-8")
-    if curves:
-        from .plot_operating import plot_curves, plot_reliability
-        plot_curves(curves, output_dir / "operating_curve.png", "verdict 不通过 iff p_fail >= t", chosen=op and {
-            **op["missions"], "overall": op["overall"]})
-        plot_reliability(metrics["calibration"], output_dir / "reliability.png", f"reliability of p_fail: {title}")
-    if op:
-        (output_dir / "operating_point.json").write_text(json.dumps(op, ensure_ascii=False, indent=2),
-                                                         encoding="utf-8")
+    if curves and curves["groups_without_p_fail"]:
+        print(f"note: {curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored): left out "
+              f"of the curve" + (" and the operating point" if op else "") + "; report.md lists them", file=sys.stderr)
+    # All or nothing: every file is written into a staging folder first and moved into place only when all are
+    # written (a full disk leaves the earlier set whole, and the error names the file).
+    staging = output_dir / f".evaluate-{os.getpid()}"
+    staging.mkdir(parents=True, exist_ok=True)
+    name = None
+    try:
+        name = "predictions.jsonl"
+        write_jsonl_atomic(staging / name, predictions)
+        name = "metrics.json"
+        (staging / name).write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
+        name = "report.md"
+        (staging / name).write_text(render_report(metrics, predictions, title), encoding="utf-8")
+        if curves:
+            from .plot_operating import plot_curves, plot_reliability
+            name = "operating_curve.png"
+            plot_curves(curves, staging / name, "verdict 不通过 iff p_fail >= t", chosen=op and {
+                **op["missions"], "overall": op["overall"]})
+            name = "reliability.png"
+            plot_reliability(metrics["calibration"], staging / name, f"reliability of p_fail: {title}")
+        if op:
+            name = "operating_point.json"
+            (staging / name).write_text(json.dumps(op, ensure_ascii=False, indent=2), encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise EvaluationError(f"could not write {output_dir / name} ({exc.strerror or exc}); nothing of this "
+                              f"evaluation was written: free the space or fix the folder, then run it again") from None
+    for f in sorted(staging.iterdir()):
+        os.replace(f, output_dir / f.name)
+    staging.rmdir()
     if review is not None:
         write_review(output_dir, predictions, metrics, title, **review)
     return metrics
@@ -611,7 +660,18 @@ def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | 
     loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one (not for
     another tool's file: `beside` False)."""
     beside = Path(args.predictions).with_name("metrics.json") if beside else None
-    earlier = json.loads(beside.read_text(encoding="utf-8")) if beside and beside.is_file() else {}
+    earlier = {}
+    if beside and beside.is_file():
+        try:
+            earlier = json.loads(beside.read_text(encoding="utf-8"))
+        except (ValueError, OSError, RecursionError) as exc:
+            raise EvaluationError(f"{beside} (beside the predictions) cannot be read ({exc}): it says which model and "
+                                  f"split the predictions come from; restore it, or move it away and pass --model "
+                                  f"(and --adapters) as used for the predictions") from None
+        if not isinstance(earlier, dict) or not isinstance(earlier.get("data") or {}, dict) \
+                or not isinstance(earlier.get("checkpoints") or {}, dict):
+            raise EvaluationError(f"{beside} (beside the predictions) is not a metrics.json stage_b.evaluate wrote: "
+                                  f"move it away and pass --model (and --adapters) as used for the predictions")
     checkpoints = earlier.get("checkpoints")
     if args.model:
         checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
