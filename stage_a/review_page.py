@@ -27,9 +27,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from .records import image_key
-from .thumbnails import make_thumbnails
+from .thumbnails import Thumb, make_thumbnails
 
 CARDS_PER_PAGE = 200
 REVIEW_DIR = "review"
@@ -73,6 +74,19 @@ def find_photo(rel: str, input_dirs: list[Path]) -> Path:
     return (input_dirs[0] if input_dirs else Path(".")) / rel
 
 
+def outside_why(rel: str, path: Path, input_dirs: list[Path]) -> str | None:
+    """Why a record's photo may not be shown: its path (`../…`, a symlink, or an absolute path, as converted origin
+    files carry) resolves outside every input folder the page was given. A page shows only those folders' photos."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return f"photo path {rel!r} cannot be resolved"
+    if any(resolved == d or d in resolved.parents for d in input_dirs):
+        return None
+    return (f"not shown: {rel!r} lies outside the input folder{'s' if len(input_dirs) > 1 else ''} "
+            f"({', '.join(map(str, input_dirs)) or 'none given'}); pass --input_dir with the folder that holds it")
+
+
 def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: list[tuple[str, str]],
                   input_dirs: list[Path], intro: list[str] = (), tables: list[dict] = (), images: list[dict] = (),
                   per_page: int = CARDS_PER_PAGE, sources: list[dict] = ()) -> dict:
@@ -84,16 +98,18 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
         old.unlink()
     input_dirs = [Path(d).resolve() for d in input_dirs]
     photos = {rel: find_photo(rel, input_dirs) for card in cards for rel in card["images"]}
-    thumbs, report = make_thumbnails(photos.values(), review / "thumbs")
+    refused = {rel: why for rel, path in photos.items() if (why := outside_why(rel, path, input_dirs))}
+    thumbs, report = make_thumbnails([p for rel, p in photos.items() if rel not in refused], review / "thumbs")
+    thumbs.update({photos[rel]: Thumb(None, why) for rel, why in refused.items()})
     missing = sorted(str(p) for p, t in thumbs.items() if t.name is None)
 
     def photo_view(rel: str, index: int, summary: str, card: dict) -> dict:
         path = photos[rel]
-        thumb = thumbs[path]
+        thumb = Thumb(None, refused[rel]) if rel in refused else thumbs[path]
         return {"key": image_key(index), "summary": summary, "file": rel,
                 "cited": index in card.get("cited", ()), "defect": index in card.get("defect", ()),
-                "thumb": f"thumbs/{thumb.name}" if thumb.name else None,
-                "full": Path(os.path.relpath(path, review)).as_posix() if thumb.name else None,
+                "thumb": quote(f"thumbs/{thumb.name}") if thumb.name else None,
+                "full": quote(Path(os.path.relpath(path, review)).as_posix()) if thumb.name else None,
                 "missing": thumb.error}
 
     labels = dict(outcomes)

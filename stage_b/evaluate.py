@@ -21,6 +21,7 @@ split unless a flag or GROUP_QC_* variable says otherwise, and any group the run
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import shutil
@@ -223,14 +224,25 @@ def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _md(text) -> str:
+    """Data as Markdown text: never markup (a viewer that renders HTML must not run a group id or a reason), never a
+    table cell break, never a line break."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ⏎ ").replace("\r", " ")
+
+
+def _md_items(by_name: dict):
+    """(escaped name, value) pairs of a per-mission dict, for report.md."""
+    return [(_md(name), value) for name, value in by_name.items()]
+
+
 def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5) -> str:
     data = metrics.get("data") or {}
-    lines = [f"# Verdict evaluation: {title}", ""]
+    lines = [f"# Verdict evaluation: {_md(title)}", ""]
     if metrics.get("review"):
         lines += ["Review page, each group with its photos: [review/index.html](review/index.html)", ""]
     if data:
-        lines += [f"Data: the {data['split']} split, {data['split_settings']}"
-                  + (f"; training run {data['run']}" if data.get("run") else "; no training run recorded") + ".",
+        lines += [f"Data: the {data['split']} split, {_md(data['split_settings'])}"
+                  + (f"; training run {_md(data['run'])}" if data.get("run") else "; no training run recorded") + ".",
                   "", f"The model read: {data.get('mode_settings', 'summaries only')}.", ""]
         if data.get("reason_citations"):
             lines += [f"Reason citations: {data['reason_citations']}"
@@ -245,7 +257,7 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
               "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
               "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
               "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, m in [*metrics["per_mission"].items(), ("**overall**", metrics["overall"])]:
+    for name, m in [*_md_items(metrics["per_mission"]), ("**overall**", metrics["overall"])]:
         lines.append(f"| {name} | {m['n']} | {_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
                      f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
                      f"{_ci(m['overkill_rate_ci95'])} | {_pct(m['balanced_accuracy'])} | {_pct(m['fail_recall'])} | "
@@ -254,10 +266,10 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
     not_judged = [p for p in predictions if p.get("error")]
     if not_judged:
         lines += ["", f"**{len(not_judged)} group(s) could not be put to the model** (counted wrong, as invalid):", ""]
-        lines += [f"- {p['error']}" for p in not_judged]
+        lines += [f"- {_md(p['error'])}" for p in not_judged]
     for name, m in metrics["per_mission"].items():
         c = m["confusion"]
-        lines += ["", f"## {name}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
+        lines += ["", f"## {_md(name)}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
                   "| expected \\ predicted | 通过 | 不通过 | invalid |", "|---|---|---|---|",
                   f"| 通过 | {c['通过->通过']} | {c['通过->不通过']} | {c['通过->invalid']} |",
                   f"| 不通过 | {c['不通过->通过']} | {c['不通过->不通过']} | {c['不通过->invalid']} |"]
@@ -271,8 +283,8 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         for p in misses[:max_cases]:
             parsed = parse(p["completion"])
             reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
-            lines += ["", f"- **{p['group_id']}**: judged {p['predicted'] or 'unparseable'}; reason: {reason}"]
-            lines += [f"  - {image_key(i)}: {s}" for i, s in enumerate(p["summaries"], start=1)]
+            lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; reason: {_md(reason)}"]
+            lines += [f"  - {image_key(i)}: {_md(s)}" for i, s in enumerate(p["summaries"], start=1)]
     lines += render_operating(metrics)
     lines += render_calibration(metrics)
     return "\n".join(lines) + "\n"
@@ -284,7 +296,7 @@ def render_promises(metrics: dict) -> list[str]:
     if not op:
         return []
     lines = [f"## Promises (confidence {_pct(op['confidence'])}, exact one-sided Clopper-Pearson bounds)", ""]
-    for name, e in op["missions"].items():
+    for name, e in _md_items(op["missions"]):
         lines.append(f"- **{name}**: {e['promise']}" + (f"; {e['overkill_promise']}" if e.get("overkill_promise")
                                                         else ""))
     a = op["automation"]
@@ -296,7 +308,7 @@ def render_promises(metrics: dict) -> list[str]:
 
 def render_grounding(metrics: dict) -> list[str]:
     """report.md's reason-grounding table (stage_b.grounding)."""
-    rows = [*metrics["per_mission"].items(), ("**overall**", metrics["overall"])]
+    rows = [*_md_items(metrics["per_mission"]), ("**overall**", metrics["overall"])]
     if not all("reason_contradiction_rate" in m for _, m in rows):
         return []
     lines = ["", "Reasons (stage_b.grounding): a contradiction is a 不通过 whose reason names no defect and cites no "
@@ -321,7 +333,7 @@ def render_calibration(metrics: dict) -> list[str]:
     lines = ["", "## Calibration of p_fail", "", "![reliability diagram](reliability.png)", "",
              f"p_fail in {cal['bins']} equal-width bins against the share of groups reviewers failed; ECE = the "
              f"groups-weighted mean gap (stage_b.calibration).", "", "| mission | n | ECE |", "|---|---|---|"]
-    for name, r in [*cal["per_mission"].items(), ("**overall**", cal["overall"])]:
+    for name, r in [*_md_items(cal["per_mission"]), ("**overall**", cal["overall"])]:
         ece = "n/a" if r["ece"] is None else f"{r['ece']:.3f}"
         lines.append(f"| {name} | {r['n']} | {ece} |")
     return lines
@@ -341,7 +353,7 @@ def render_operating(metrics: dict) -> list[str]:
              "curve is in metrics.json (`operating_curve`).", "",
              "| mission | " + " | ".join(f"miss <= {100 * r:.0f}%" for r in CURVE_TARGETS) + " |",
              "|---|" + "---|" * len(CURVE_TARGETS)]
-    for name, points in [*curves["points"].items(), ("**overall**", curves["overall_points"])]:
+    for name, points in [*_md_items(curves["points"]), ("**overall**", curves["overall_points"])]:
         cells = []
         for target in CURVE_TARGETS:
             t = pick_threshold([tuple(pt) for pt in points], target)
@@ -362,7 +374,7 @@ def render_operating(metrics: dict) -> list[str]:
                   f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.", "",
                   "| mission | target miss | certified | threshold | fail threshold | n (fail/pass) | miss rate (upper) "
                   "| overkill rate | review margin | decided without review |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, e in [*op["missions"].items(), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
+        for name, e in [*_md_items(op["missions"]), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
             certified = "yes" if e["certified"] else f"no: {e.get('fail_groups_needed') or '∞'} fail groups needed"
             auto = (f"{e['validation_auto_decided']}/{e['n']} ({_pct(e['automation_share'])})"
                     if "validation_auto_decided" in e else "")

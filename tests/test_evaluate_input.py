@@ -76,3 +76,16 @@ def test_a_full_disk_leaves_the_earlier_outputs_whole_and_names_the_file(tmp_pat
     err = capsys.readouterr().err
     assert f"could not write {out / 'report.md'}" in err and "nothing of this evaluation was written" in err
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before   # the earlier set, whole; no staging left
+
+
+def test_report_md_writes_data_as_text_never_markup(tmp_path):
+    """A group id, reason or summary holding markup is written escaped: a Markdown viewer that renders HTML runs
+    nothing, and a `|` does not break the tables."""
+    evil = '<img src=x onerror=alert(1)>|'
+    path = _file(tmp_path, lambda ps: [{**ps[1], "group_id": evil, "completion": f"通过\n理由: <script>x</script>",
+                                         "summaries": ["<b>光纤</b>"]}] + ps[2:])
+    out = tmp_path / "out"
+    assert evaluate.main(["--predictions", str(path), "--output_dir", str(out), "--no_review"]) == 0
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "<img" not in report and "<script>" not in report and "<b>" not in report
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|" in report and "&lt;script&gt;x&lt;/script&gt;" in report

@@ -171,3 +171,24 @@ def test_each_photo_is_marked_when_cited_and_when_its_summary_shows_a_defect(tmp
     assert parser.marks == [("1", "0"), ("0", "1")]
     assert html.count('class="mark mark-cited"') == 1 and html.count('class="mark mark-defect"') == 1
     assert "图片_9" in html and "which this group does not have" in html
+
+
+def test_a_page_shows_only_photos_inside_its_input_folders_and_encodes_links(tmp_path):
+    """A record whose image path climbs out of the input folder (`../`, an absolute path elsewhere) gets a
+    placeholder naming why, and nothing of it is copied; a photo inside, with `#`, `?`, `%` or spaces in its name,
+    is linked URL-encoded."""
+    from urllib.parse import unquote
+    from group_qc_dev.photos import jpeg
+    inside, outside = tmp_path / "in", tmp_path / "secret"
+    jpeg(inside / "g" / "a #1?%.jpg", size=(40, 30), color=(200, 10, 10))
+    jpeg(outside / "private.jpg", size=(40, 30), color=(10, 200, 10))
+    cards = [{"group_id": "g1", "mission": "BBU接地线检查", "outcome": "miss", "facts": [], "reason": None,
+              "error": None, "images": ["g/a #1?%.jpg", "../secret/private.jpg", str(outside / "private.jpg")],
+              "summaries": ["a", "b", "c"]}]
+    result = render_review(tmp_path / "out", title="t", cards=cards, outcomes=EVALUATION_OUTCOMES, input_dirs=[inside])
+    html = result["index"].read_text(encoding="utf-8")
+    assert html.count("lies outside the input folder") == 2 and html.count('data-missing="1"') == 2
+    assert len(list((tmp_path / "out" / "review" / "thumbs").iterdir())) == 1     # only the photo inside
+    link = re.search(r'<a href="([^"]+)" target="_blank">', html).group(1)
+    assert "#" not in link and "?" not in link and " " not in link
+    assert (result["index"].parent / unquote(link)).resolve() == (inside / "g" / "a #1?%.jpg").resolve()

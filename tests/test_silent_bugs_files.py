@@ -8,6 +8,8 @@ origin files as the project's public origin writes them.
 """
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import json
 import os
 from html.parser import HTMLParser
@@ -174,7 +176,7 @@ def test_each_group_shows_its_own_photos_when_file_names_repeat(tmp_path, page):
         assert len(card["thumbs"]) == 2, card
         for src, colour in zip(card["thumbs"], colours):
             assert palette[nearest(centre(index.parent / src), palette)] == colour, (gid, src)
-        opened = [(index.parent / href).resolve() for href in card["links"]]
+        opened = [(index.parent / unquote(href)).resolve() for href in card["links"]]   # links are URL-encoded
         assert opened == [(photos / rel).resolve() for rel in images[gid]]
         thumbs += card["thumbs"]
     assert len(set(thumbs)) == 4
