@@ -11,19 +11,21 @@ nor a timestamp; the result must pass the writer's check. Image paths are kept a
 absolute when joined onto any input folder, so review pages find those photos (with `stage_a.review`, any
 --input_dir does). Other fields are kept as they are (readers ignore fields they do not know).
 
-All or nothing: a record that cannot be converted (named FILE:LINE, with why), a group twice in one mission,
-or an existing output without --overwrite is refused with exit status 2 before anything is written, and each
+All or nothing: a record that cannot be converted (named FILE:LINE, with why: text that is not valid Unicode
+included), a group twice in one mission (group ids compared NFC-normalised, as discovery has them), or an
+existing output without --overwrite is refused with exit status 2 before anything is written, and each
 output appears whole (temp file + rename).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from contextlib import ExitStack
 from pathlib import Path
 
 from .exits import run_cli
-from .jsonl import JsonlError, iter_jsonl, output_lock, write_jsonl_atomic
+from .jsonl import JsonlError, dumps_line, iter_jsonl, output_lock, write_jsonl_atomic
 from .missions import Registry, load_registry
 from .outputs import MissionOutputs
 from .records import PROVENANCE_FIELDS, REQUIRED_FIELDS, from_origin, utc_now, validate_record
@@ -49,6 +51,13 @@ def convert_record(record: dict, source, registry: Registry, now: str) -> dict:
     out.setdefault("created_at", now)
     validate_record(out, provenance=True)
     out["mission"] = registry.resolve(out["mission"]).name
+    # one group id however its characters are composed (NFC and NFD twins are one group, as discovery has them)
+    out["group_id"] = unicodedata.normalize("NFC", out["group_id"])
+    try:
+        dumps_line(out).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"holds text that is not valid Unicode ({exc.reason}: a lone surrogate from a damaged "
+                         f"file); fix or drop the record") from None
     ours = REQUIRED_FIELDS + PROVENANCE_FIELDS
     return {**{k: out[k] for k in ours}, **{k: v for k, v in out.items() if k not in ours}}
 

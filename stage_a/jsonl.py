@@ -209,6 +209,10 @@ def write_jsonl_atomic(path: str | os.PathLike, records) -> int:
         tmp.unlink(missing_ok=True)   # the old file stays whole; no half-written copy is left behind
         raise OutputError(exc.errno, f"cannot write {path}: {exc.strerror or exc}; it is unchanged: free space or "
                                      f"fix the folder, then {RESUME}") from None
+    except UnicodeEncodeError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ValueError(f"cannot write {path}: record {n + 1} holds text that is not valid Unicode ({exc.reason}, "
+                         f"e.g. a lone surrogate from a damaged file); {path} is unchanged") from None
     return n
 
 

@@ -214,3 +214,31 @@ def test_convert_replaces_an_existing_output_only_with_overwrite(tmp_path, capsy
     assert target.read_text(encoding="utf-8") == "old\n"
     assert main(argv + ["--overwrite"]) == 0
     assert [r["group_id"] for _, r in iter_jsonl(target)] == ["QC-TEMP-20241206-0015502"]
+
+
+def test_a_record_that_cannot_be_encoded_is_named_and_nothing_is_written(tmp_path, capsys):
+    """A later mission's record holding a lone surrogate (\\ud800, from a damaged file) used to leave the first
+    mission's file and a temp file behind, naming no file or line."""
+    from stage_a.convert import main
+    good = {"group_id": "QC-A-1", "mission": "BBU接地线检查", "label": "pass", "images": ["a.jpg"],
+            "per_image": {"图片_1": "接地线×1/已捆扎"}}
+    bad = {**good, "group_id": "QC-B-1", "mission": "挡风板安装检查", "per_image": {"图片_1": "挡风板\ud800"}}
+    src = tmp_path / "origin.jsonl"
+    src.write_text(json.dumps(good, ensure_ascii=False) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["--input", str(src), "--output_dir", str(out)]) == 2
+    assert f"{src}:2: holds text that is not valid Unicode" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_nfc_and_nfd_twins_of_one_group_id_are_one_group(tmp_path, capsys):
+    import unicodedata
+    from stage_a.convert import main
+    gid = "QC-é-1"
+    rows = [{"group_id": unicodedata.normalize(form, gid), "mission": "BBU接地线检查", "label": "pass",
+             "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"}} for form in ("NFC", "NFD")]
+    src = tmp_path / "origin.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert main(["--input", str(src), "--output_dir", str(tmp_path / "out")]) == 2
+    assert f"{src}:2: group {unicodedata.normalize('NFC', gid)} of BBU接地线检查 is also at {src}:1" in \
+        capsys.readouterr().err
