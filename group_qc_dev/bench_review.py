@@ -20,8 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-from stage_a.review_page import render_review  # noqa: E402
-from stage_b.review_cards import EVALUATION_OUTCOMES  # noqa: E402
+from review.page import render_review  # noqa: E402
+from review.cards import EVALUATION_OUTCOMES  # noqa: E402
 
 
 def folder_bytes(folder: Path) -> int:

@@ -19,7 +19,7 @@ from .jsonl import file_sha256, iter_jsonl
 from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import summaries_of
-from .review_page import LABEL_TEXT, render_review, report
+from review.page import LABEL_TEXT, render_review, report
 
 OUTCOMES = [("error", "Stage-A error"), ("sample", "sampled group")]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from stage_a.checkpoints import add_model_type_args
 from stage_a.exits import run_cli
-from stage_a.review_page import REVIEW_DIR
+from review.page import REVIEW_DIR
 from stage_a.jsonl import JsonlError, file_sha256, iter_jsonl, write_jsonl_atomic
 from stage_a.records import image_key
 
@@ -474,8 +474,8 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
                  input_dirs: list, all: bool = False, record_files: dict | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
-    from stage_a.review_page import render_review, report
-    from .review_cards import EVALUATION_OUTCOMES, evaluation_cards
+    from review.cards import EVALUATION_OUTCOMES, evaluation_cards
+    from review.page import render_review, report
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
              m["invalid_verdicts"], _pct(m.get("reason_contradiction_rate")), _pct(m.get("citation_precision")),

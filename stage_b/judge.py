@@ -305,9 +305,8 @@ def print_automation(automation: dict) -> None:
 
 def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
-    from stage_a.review_page import render_review, report
-
-    from .review_cards import JUDGE_OUTCOMES, judge_cards
+    from review.cards import JUDGE_OUTCOMES, judge_cards
+    from review.page import render_review, report
     verdicts = _verdicts(output_dir, missions)
     files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]

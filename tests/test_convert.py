@@ -15,7 +15,7 @@ from stage_a.convert import main, unknown_model
 from stage_a.discovery import Group
 from stage_a.jsonl import iter_jsonl
 from stage_a.records import RecordError, from_origin, make_record, validate_record
-from stage_a.review_page import find_photo
+from review.page import find_photo
 from stage_b.dataset import DatasetError, build_rows, load_records
 from stage_b.settings import Selection
 

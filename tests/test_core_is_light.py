@@ -17,7 +17,7 @@ def core_modules() -> list[str]:
     """`stage_a.missions`, … from the README's layout rows: `| `stage_a/` | pure core (`missions`, …) …`."""
     out = []
     for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
-        row = re.match(r"\| `(stage_[ab])/` \| pure core \(([^)]*)\)", line)
+        row = re.match(r"\| `(stage_[ab]|review)/` \| pure core \(([^)]*)\)", line)
         if row:
             out += [f"{row.group(1)}.{name}" for name in re.findall(r"`(\w+)`", row.group(2))]
     return out
@@ -36,7 +36,7 @@ def test_a_core_module_imports_nothing_heavy(module):
     assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()[:300]}"
 
 
-@pytest.mark.parametrize("package", ["stage_a", "stage_b"])
+@pytest.mark.parametrize("package", ["stage_a", "stage_b", "review"])
 def test_every_module_is_placed_in_the_readme_layout_table(package):
     """A new module must be classified (pure core, renderer, adapter or command) in the README's row for its
     package, or the core list could silently leave it out."""

@@ -110,8 +110,8 @@ def test_decide_reload_export_import(browser, tmp_path, synthetic):
 def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monkeypatch):
     """A mission whose groups are all on page 2 is counted from page 1 and linked there; a flagged 不通过 group is
     under 不通过 too; long unbroken text wraps inside its card."""
-    from stage_a import review_page
-    from stage_b.review_cards import JUDGE_OUTCOMES, judge_cards
+    from review import page as review_page
+    from review.cards import JUDGE_OUTCOMES, judge_cards
     _, verdicts = _judged(tmp_path, synthetic)
     verdicts = sorted(verdicts, key=lambda v: v["mission"] != MISSIONS[0])   # mission 2 only on the last pages
     verdicts[0] = {**verdicts[0], "reason": "x" * 400, "reply": "不通过\n理由: " + "x" * 400, "verdict": "不通过",
@@ -154,8 +154,8 @@ def test_a_browser_that_keeps_nothing_says_so_and_still_exports(browser, tmp_pat
 def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     """2,000 groups on 10 pages (no photos: the cards and the index are what is measured). Moving and deciding by
     keyboard: the time per key is printed, and must stay far below what a reviewer would notice."""
-    from stage_a import review_page
-    from stage_b.review_cards import JUDGE_OUTCOMES, judge_cards
+    from review import page as review_page
+    from review.cards import JUDGE_OUTCOMES, judge_cards
     verdicts = [{"group_id": f"QC-BIG-{k}", "mission": MISSIONS[k % 2], "verdict": "不通过" if k % 3 else "通过",
                  "p_fail": (k % 97) / 97, "threshold": 0.5, "needs_review": k % 5 == 0, "review_why": [],
                  "label": None, "reply": "通过\n理由: 图片_1 依据", "images": [], "summaries": []} for k in range(2000)]

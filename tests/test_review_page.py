@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.review_page import render_review
+from review.page import render_review
 from stage_b.grounding import defect_photos
-from stage_b.review_cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
+from review.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
 from stage_b.verdict import FAIL, PASS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -129,7 +129,7 @@ def test_pages_are_capped_and_say_what_is_left(tmp_path):
 
 def test_thumbnails_are_upright_small_and_reused(tmp_path):
     from PIL import Image
-    from stage_a.thumbnails import THUMB_SIZE, make_thumbnails
+    from review.thumbnails import THUMB_SIZE, make_thumbnails
     photo = tmp_path / "p.jpg"
     im = Image.new("RGB", (1200, 400), "red")
     exif = im.getexif()

@@ -137,7 +137,7 @@ PAGES = {"evaluation": _evaluation_page, "judge": _judge_page}
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_markup_in_a_reason_reply_or_summary_is_shown_as_text(tmp_path, page):
-    """Silent bug: the review page rendered with autoescape off (stage_a.review_page._environment), so a reply,
+    """Silent bug: the review page rendered with autoescape off (review.page._environment), so a reply,
     reason or summary holding markup becomes part of the page: a model's `<script>` runs in the reviewer's browser,
     an `<iframe>` loads, and the reviewer reads something other than what the model wrote. No test rendered such
     text before. Parsed as a browser's parser would: the text must be there, character for character, and none of

@@ -1,18 +1,19 @@
-"""Group cards for the review page (stage_a.review_page) from evaluation predictions and judge verdicts. Pure.
+"""Group cards for the review page (review.page) from evaluation predictions and judge verdicts. Pure.
 
 Evaluation shows the groups a QC owner must look at first: misses, then overkills, then unparseable replies, then
 correct verdicts with an ungrounded reason (stage_b.grounding), then (with --review_all) every other group. Judging
 shows needs_review groups first, then 不通过, then 通过. Each card's photos carry two marks: the reason cites it, and
-its summary shows a defect (`cited` and `defect` photo indices, read by stage_a.review_page).
+its summary shows a defect (`cited` and `defect` photo indices, read by review.page).
 """
 from __future__ import annotations
 
 from stage_a.records import summaries_of
-from stage_a.review_page import LABEL_TEXT
+from stage_b.grounding import ground
+from stage_b.operating_point import fmt_p
+from stage_b.verdict import FAIL, PASS, parse
 
-from .grounding import ground
-from .operating_point import fmt_p
-from .verdict import FAIL, PASS, parse
+from .page import LABEL_TEXT
+
 
 EVALUATION_OUTCOMES = [("miss", "miss (不通过 judged 通过)"), ("overkill", "overkill (通过 judged 不通过)"),
                        ("invalid", "unparseable reply"), ("ungrounded", "correct, reason not grounded"),

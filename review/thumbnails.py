@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .images import PhotoError, load_photo
+from stage_a.images import PhotoError, load_photo
 
 THUMB_SIZE = 320
 THUMB_QUALITY = 80
