@@ -189,6 +189,14 @@ def test_retry_errors_keeps_the_error_history_when_the_main_file_is_refused(tmp_
 
 
 # ------------------------------------------------------------------ signals: every group exactly once after resume
+def _own_signal_handlers():
+    """Runs in the child before exec: the dispositions a user's terminal gives a command, not the caller's. Started
+    from a script in the background (`make test &`, as a CI runner may), pytest inherits SIGINT ignored, and so would
+    Stage-A: the interrupt was dropped, and the run the test meant to stop finished (issue 26)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, after_lines", [(signal.SIGKILL, 1), (signal.SIGKILL, 4), (signal.SIGINT, 1),
                                               (signal.SIGINT, 4), (signal.SIGTERM, 2)])
@@ -200,8 +208,14 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
     out = tmp_path / "out"
     args = ["--input_dir", str(photos), "--output_dir", str(out), "--model", str(tiny_qwen2_5_vl), "--mission", M,
             "--batch_size", "1", "--max_new_tokens", "8", "--max_pixels", "12544", "--no_progress"]
-    proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    # Started here as from a background script, SIGINT ignored (as `make test &` leaves it): the child sets its own.
+    caller = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                                preexec_fn=_own_signal_handlers)
+    finally:
+        signal.signal(signal.SIGINT, caller)
     main = out / f"{STEM}.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and (not main.exists() or main.read_bytes().count(b"\n") < after_lines):
