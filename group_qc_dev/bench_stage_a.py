@@ -163,6 +163,10 @@ def bench_bare(engine: SwiftSummaryEngine, photos: Path, batch_size: int, max_pi
             "tokens_per_s": tokens / seconds, **timer.result()}
 
 
+class BenchError(RuntimeError):
+    """A side could not do the work (e.g. groups failed): its photos/s would mean nothing."""
+
+
 def bench_ours(engine, model: str, photos: Path, out: Path, batch_size: int, max_pixels: int, max_new_tokens: int):
     engine.engine.max_batch_size = batch_size
     opts = StageAOptions(input_dir=str(photos), output_dir=str(out), model=model, mission=M, batch_size=batch_size,
@@ -174,6 +178,11 @@ def bench_ours(engine, model: str, photos: Path, out: Path, batch_size: int, max
         report = run_stage_a(opts, engine=engine)
         seconds = time.perf_counter() - start
     work = timer.result()
+    failed = sum(report.failed.values())
+    if failed:   # a batch that fails (out of memory) is retried photo by photo: no longer the same work as bare
+        errors = out / f"{M}_stage_a.errors.jsonl"
+        raise BenchError(f"ours failed {failed} group(s) at batch {batch_size}: "
+                         + (errors.read_text(encoding="utf-8").splitlines()[-1][:300] if errors.is_file() else ""))
     return {"photos": report.photos, "seconds": seconds, "photos_per_s": report.photos / seconds,
             "tokens_per_s": work["tokens"] / seconds, "overhead_seconds": seconds - work["engine_seconds"], **work}
 
@@ -224,6 +233,19 @@ def with_setting(owner, name: str, value, run):
         return run()
 
 
+def with_static_cache(engine, run):
+    """run() with transformers' static KV cache: set on the model's generation config, which ms-swift copies into
+    every call's (prepare_generation_config); on a GPU transformers then also compiles the decode step. Tokens are
+    identical (tests/test_gpu_check.py)."""
+    config = engine.engine.generation_config
+    before = getattr(config, "cache_implementation", None)
+    config.cache_implementation = "static"
+    try:
+        return run()
+    finally:
+        config.cache_implementation = before
+
+
 # --variants: each isolates one design choice, timed in the same run as bare and ours (key -> label).
 # The encode variant that equals the engine's default (pre-encoding on an accelerator, not on a CPU) is
 # skipped: it would time "ours" twice.
@@ -232,12 +254,20 @@ VARIANTS = {
     "ours_encode_ahead": "ours, encoded ahead",
     "ours_encode_inside": "ours, encoded in engine",
     "bare_preloaded": "bare, preloaded photos",
+    "ours_static_cache": "ours, static KV cache",
 }
 
 
-def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> list[dict]:
+def out_of_memory(exc: BaseException) -> bool:
+    return "out of memory" in str(exc).lower() or type(exc).__name__ == "OutOfMemoryError"
+
+
+def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progress=None) -> list[dict]:
     """Every batch size on one engine; bare, ours and the variants alternate so all see the same
-    machine noise."""
+    machine noise. Batch sizes grow in the order given: the first that runs out of memory (or starts after
+    --stop_after_s) ends the list with a row saying so. With --auto, `--batch_size auto` is then resolved on the
+    engine (a GPU memory probe, or the CPU's fixed size) and timed like the others. `progress(rows)` is called
+    after each row."""
     import gc
     # vLLM schedules its own batches (continuous batching): one engine sized for the largest batch,
     # and the pipeline's chunk size is the only batch size that varies.
@@ -258,11 +288,14 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
             "ours_encode_ahead": lambda: with_setting(engine, "pre_encodes", True, ours),
             "ours_encode_inside": lambda: with_setting(engine, "pre_encodes", False, ours),
             "bare_preloaded": lambda: bench_bare(engine, photos, b, args.max_pixels, preloaded=True),
+            "ours_static_cache": lambda: with_static_cache(engine, ours),
         }
         return sides[key]()
 
-    rows = []
-    for b in args.batch_sizes:
+    def timed_row(b, **extra):
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
         # Warm this batch shape up (kernel choice, allocator) before timing either side; otherwise
         # whichever side runs first pays for it (seen on a GPU: bare 0.86 vs ours 1.01 photos/s at batch 1).
         bench_bare(engine, photos, b, args.max_pixels, limit=2 * b)
@@ -272,13 +305,48 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args) -> li
         for _ in range(args.repeats):
             for key in keys:
                 runs[key].append(run(key, b))
-        row = {"batch_size": b, "ours_pre_encodes": engine.pre_encodes, **{key: median(r) for key, r in runs.items()}}
+        row = {"batch_size": b, **extra, "ours_pre_encodes": engine.pre_encodes,
+               **{key: median(r) for key, r in runs.items()}}
         bare = row["bare"]["photos_per_s"]
         row["over_bare"] = {key: row[key]["photos_per_s"] / bare for key in keys[1:]}
         row["ours_over_bare"] = row["over_bare"]["ours"]
-        rows.append(row)
-        print(f"  {backend} batch {b}: bare {bare:.2f} photos/s, " + ", ".join(
+        row["peak_gpu_mib"] = gpu_peak_mib()   # this batch size's peak, both sides
+        print(f"  {backend} batch {b}{' (auto)' if extra.get('auto') else ''}: bare {bare:.2f} photos/s, " + ", ".join(
             f"{label_of(key)} {row[key]['photos_per_s']:.2f}" for key in keys[1:]), flush=True)
+        return row
+
+    def failed_row(b, exc):
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        why = "out of memory" if out_of_memory(exc) else f"{type(exc).__name__}: {str(exc)[:300]}"
+        print(f"  {backend} batch {b}: {why}; no larger batch is tried", flush=True)
+        return {"batch_size": b, "error": why}
+
+    rows, start = [], time.perf_counter()
+    for b in args.batch_sizes:
+        if args.stop_after_s is not None and time.perf_counter() - start > args.stop_after_s:
+            rows.append({"batch_size": b, "error": f"not started: past --stop_after_s {args.stop_after_s}"})
+            break
+        try:
+            rows.append(timed_row(b))
+        except (RuntimeError, MemoryError) as exc:   # torch.cuda.OutOfMemoryError is a RuntimeError
+            rows.append(failed_row(b, exc))
+            break
+        finally:
+            if progress:
+                progress(rows)
+    if args.auto and backend == "transformers":
+        from stage_a.batching import AUTO
+        engine.batch_size = AUTO
+        try:
+            b = engine.resolve_batch_size(stage_a_messages(load_registry().resolve(M)))
+            auto = {"auto": True, "auto_batch": engine.auto_batch}
+            rows.append(timed_row(b, **auto))
+        except (RuntimeError, MemoryError, ValueError) as exc:
+            rows.append({**failed_row("auto", exc), "auto": True, "auto_batch": engine.auto_batch})
+        if progress:
+            progress(rows)
     del engine
     gc.collect()
     try:
@@ -310,6 +378,15 @@ def print_engine_split(rows: list[dict]) -> None:
         if (r["ours"]["tokens"], r["ours"]["decode_steps"]) != (r["bare"]["tokens"], r["bare"]["decode_steps"]):
             print(f"  WARNING batch {r['batch_size']}: ours and bare generated different work (tokens or decode "
                   f"steps differ), so their photos/s are not comparable")
+
+
+def gpu_peak_mib() -> float | None:
+    """Peak GPU memory allocated by this process since it started (or the last reset: the auto probe resets it)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
 
 
 def median(runs: list[dict]) -> dict:
@@ -344,8 +421,13 @@ def main(argv=None) -> int:
                    help="also time these, in the same run: ours with one preparation thread; ours encoding photos "
                         "ahead on the preparation threads / with ms-swift encoding each batch inside infer (the one "
                         "that is the default here is skipped); bare engine calls on photos decoded beforehand (PIL "
-                        "inputs instead of paths)")
+                        "inputs instead of paths); ours with transformers' static KV cache (compiled decode on a GPU)")
     p.add_argument("--all_variants", action="store_true", help="--variants with every variant")
+    p.add_argument("--auto", action="store_true",
+                   help="after the batch sizes, resolve --batch_size auto on the engine (on a GPU a probe of its free "
+                        "memory, on a CPU a fixed size) and time that batch size too")
+    p.add_argument("--stop_after_s", type=float, default=None,
+                   help="start no further batch size after this many seconds (the JSON says which were left out)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     if args.all_variants:
@@ -368,41 +450,53 @@ def main(argv=None) -> int:
             model = str(tiny_model.build_tiny_model(args.arch, tmp / "model", force=True))
         n_photos = make_photos(tmp / "photos", args.photos, args.photo_scale)
         results, skipped = {}, {}
+
+        def partial(backend):   # the JSON so far, after every row: a run stopped by a timeout keeps its rows
+            def write(rows):
+                if args.json:
+                    Path(args.json).write_text(json.dumps(
+                        {"device": device_name(), "photos": n_photos, "max_new_tokens": args.max_new_tokens,
+                         "max_pixels": args.max_pixels, "photo_scale": args.photo_scale, "model": args.preset or model,
+                         "backends": {**results, backend: rows}, "skipped": skipped, "partial": True,
+                         "peak_gpu_mib": gpu_peak_mib()}, indent=2))
+            return write
+
         for backend in args.backends:
             why = backend_missing(backend)
             if why:
                 skipped[backend] = why
                 print(f"{backend}: skipped ({why})", flush=True)
                 continue
-            results[backend] = bench_backend(backend, model, tmp / "photos", tmp, args)
+            results[backend] = bench_backend(backend, model, tmp / "photos", tmp, args, partial(backend))
         resume = bench_resume(model, tmp / "resume", args.resume_groups) if args.resume_groups else None
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    gpu_peak_mb = None
-    try:
-        import torch
-        if torch.cuda.is_available():
-            gpu_peak_mb = torch.cuda.max_memory_allocated() / 2**20
-    except ImportError:
-        pass
+    gpu_peak_mb = gpu_peak_mib()
     print(f"\nStage-A benchmark on {device_name()}: {n_photos} photos, max_new_tokens {args.max_new_tokens}, "
           f"photos {224 * args.photo_scale}x{168 * args.photo_scale}, max_pixels {args.max_pixels}, "
           f"model {args.preset or model}")
     for backend, rows in results.items():
-        base = rows[0]["bare"]["photos_per_s"]
+        first = next((r for r in rows if "error" not in r), None)
         print(f"\nbackend {backend}")
+        if first is None:
+            print("  no batch size ran: " + "; ".join(f"{r['batch_size']}: {r['error']}" for r in rows))
+            continue
+        base = first["bare"]["photos_per_s"]
         print(f"{'batch':>5} | {'bare photos/s':>13} | {'bare tok/s':>10} | {'ours photos/s':>13} | "
-              f"{'ours/bare':>9} | {'bare vs batch ' + str(rows[0]['batch_size']):>16} | "
+              f"{'ours/bare':>9} | {'bare vs batch ' + str(first['batch_size']):>16} | "
               f"{'ours outside engine':>19}")
         for r in rows:
+            if "error" in r:
+                print(f"{r['batch_size']:>5} | {r['error']}")
+                continue
             print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
                   f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
                   f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s"
                   + "".join(f" | {label_of(k)}/bare {v:.3f}" for k, v in r["over_bare"].items() if k != "ours"))
-        print_engine_split(rows)
+        print_engine_split([r for r in rows if "error" not in r])
     if len(results) == 2:
         print("\nvllm / transformers, ours photos/s: " + ", ".join(
             f"batch {a['batch_size']} {b['ours']['photos_per_s'] / a['ours']['photos_per_s']:.2f}x"
-            for a, b in zip(results["transformers"], results["vllm"])))
+            for a, b in zip(results["transformers"], results["vllm"]) if "error" not in a and "error" not in b))
     for backend, why in skipped.items():
         print(f"backend {backend}: not measured ({why})")
     if resume:

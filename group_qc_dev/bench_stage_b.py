@@ -184,8 +184,10 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
     from stage_b.evaluate import verdict_probabilities
     from stage_b.generate import VerdictEngine
     registry = load_registry()
-    records = load_records(Selection(stage_a_dir=str(stage_a_dir)), registry, require_label=False)
-    rows = [judge.prompt_row(r, registry) for r in records]
+    selection = Selection(stage_a_dir=str(stage_a_dir))
+    records = load_records(selection, registry, require_label=False)
+    prompts, unjudgeable = judge.prompt_rows(records, selection, registry)
+    rows = [prompts[judge.group_key(r)] for r in records if judge.group_key(r) in prompts]
     engine = VerdictEngine(model, adapters=adapters, batch_size=batch_size, max_new_tokens=max_new_tokens)
     engine.generate(rows[:batch_size])               # warm-up: first calls pay one-off costs
     engine.verdict_logprobs(rows[:batch_size])
@@ -203,8 +205,8 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
         for rec in records:
             by_mission[rec["mission"]].append(rec)
         for mission, todo in by_mission.items():
-            judge._judge_mission(engine, registry, todo, point, {"model": model}, out / f"{r}-{mission}.jsonl",
-                                 out / f"{r}-{mission}.errors.jsonl", batch_size)
+            judge._judge_mission(engine, prompts, unjudgeable, todo, point, {"model": model},
+                                 out / f"{r}-{mission}.jsonl", out / f"{r}-{mission}.errors.jsonl", batch_size)
         times["judge"].append(time.perf_counter() - t)
     best = {k: min(v) for k, v in times.items()}
     n = len(rows)
@@ -227,6 +229,8 @@ def main(argv=None) -> int:
     p.add_argument("--judge_adapters", nargs="*", default=[])
     p.add_argument("--judge_stage_a_dir", help="Stage-A folder for item 4 (default: 32 made-up groups)")
     p.add_argument("--judge_repeats", type=int, default=2)
+    p.add_argument("--judge_batch_size", type=int, default=16)
+    p.add_argument("--judge_max_new_tokens", type=int, default=32)
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     result = {"rewards_completions_per_s": bench_rewards(args.completions)}
@@ -243,7 +247,8 @@ def main(argv=None) -> int:
             (tmp / "judging").mkdir()
             result["judging"] = bench_judging(args.judge_model or model, args.judge_adapters,
                                               Path(args.judge_stage_a_dir) if args.judge_stage_a_dir else small,
-                                              tmp / "judging", args.judge_repeats)
+                                              tmp / "judging", args.judge_repeats, args.judge_batch_size,
+                                              args.judge_max_new_tokens)
         if args.steps:
             result["grpo_ours"] = bench_grpo(model, small, tmp / "ours", args.steps, list(REWARDS))
             result["grpo_trivial"] = bench_grpo(model, small, tmp / "trivial", args.steps, ["bench_constant"])
@@ -290,6 +295,12 @@ def main(argv=None) -> int:
         print(f"  judge / evaluate: {g['judge'] / g['evaluate_with_p_fail']:.3f} (both with p_fail), "
               f"{g['judge'] / g['evaluate_generation_only']:.3f} (against generation alone); p_fail "
               f"{j['p_fail_ms_per_group']:.1f} ms per group")
+    try:
+        import torch
+        if torch.cuda.is_available():   # peak GPU memory of this process (the judging engine; GRPO runs in-process too)
+            result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    except ImportError:
+        pass
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     print(json.dumps(result, ensure_ascii=False))

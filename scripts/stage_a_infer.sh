@@ -3,7 +3,7 @@
 # GPU, each a data-parallel shard, merged at the end).
 #
 #   bash scripts/stage_a_infer.sh mission=<name|alias|all> cuda=<ids|cpu> \
-#        [input_dir=… output_dir=… model=… adapters=… batch_size=8 backend=transformers|vllm \
+#        [input_dir=… output_dir=… model=… adapters=… batch_size=8|auto backend=transformers|vllm \
 #         max_pixels=… max_new_tokens=… num_shards=N (CPU only) unlabeled=1 extra="--more --flags"]
 # unlabeled=1: new, unreviewed work orders at <input_dir>/<mission>/<group>/*.jpg (no 审核通过/审核不通过
 # folder); records get "label": null (passes --unlabeled).

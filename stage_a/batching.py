@@ -93,3 +93,41 @@ class GroupBatcher:
     @property
     def idle(self) -> bool:
         return not self._in_flight and not self._pending
+
+
+# --batch_size auto: the largest batch the GPU's free memory holds, from a probe of the engine (stage_a.engine).
+AUTO = "auto"
+# On a CPU there is no device memory to size to, and throughput stops growing with the batch long before RAM
+# runs out: auto is this fixed size there (measured, tiny model, 2 cores: see SwiftSummaryEngine.resolve_batch_size).
+CPU_AUTO_BATCH = 16
+# Host memory bounds the batch too: the runner holds about 2 x batch + 4 photos encoded (~19 MB each at the default
+# max_pixels), so 128 keeps that under 5 GB.
+AUTO_MAX_BATCH = 128
+AUTO_HEADROOM = 0.85   # share of the free memory a batch may use; the rest absorbs fragmentation and longer replies
+GIB = 2 ** 30
+
+
+def parse_batch_size(value) -> int | str:
+    """A --batch_size value: a whole number of photos per engine call, or 'auto'."""
+    text = str(value).strip().lower()
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--batch_size {value!r}: expected a whole number of photos per engine call (e.g. 16), or "
+                         f"auto (the largest batch the GPU's free memory holds, found by a probe)") from None
+
+
+def auto_batch_size(free_bytes: float, fixed_bytes: float, per_photo_bytes: float, *, device: str = "the GPU",
+                    headroom: float = AUTO_HEADROOM, cap: int = AUTO_MAX_BATCH) -> int:
+    """The largest batch whose peak (fixed_bytes + n x per_photo_bytes, both measured by a probe above the loaded
+    model) stays within headroom x free_bytes, at most `cap`. Raises ValueError, naming the memory, when not even
+    one photo fits."""
+    budget = headroom * free_bytes - max(fixed_bytes, 0.0)
+    per_photo = max(per_photo_bytes, 1.0)
+    if budget < per_photo:
+        raise ValueError(f"--batch_size auto: {device} has {free_bytes / GIB:.2f} GiB free after loading the model, "
+                         f"and one photo needs {(max(fixed_bytes, 0.0) + per_photo) / GIB:.2f} GiB at this --max_pixels "
+                         f"(with {1 - headroom:.0%} kept free): lower --max_pixels, free the GPU, or use a larger one")
+    return max(1, min(cap, int(budget // per_photo)))

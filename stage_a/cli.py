@@ -9,11 +9,19 @@ import argparse
 import logging
 import sys
 
+from .batching import CPU_AUTO_BATCH, parse_batch_size
 from .checkpoints import add_model_type_args
 from .exits import run_cli
 from .images import DEFAULT_MAX_IMAGE_PIXELS
 from .jsonl import RESUME
 from .runner import DEFAULT_MAX_PIXELS, StageAOptions, run_stage_a
+
+
+def batch_size_arg(value: str):
+    try:
+        return parse_batch_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--batch_size ")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ms-swift engine: TransformersEngine or VllmEngine (GPU, vLLM installed)")
     add_model_type_args(model)
     gen = p.add_argument_group("generation")
-    gen.add_argument("--batch_size", type=int, default=8, help="photos per engine call (across groups)")
+    gen.add_argument("--batch_size", type=batch_size_arg, default=8,
+                     help="photos per engine call (across groups), or auto: on a GPU the largest batch its free memory "
+                          "holds (a probe after the model loads, logged), on a CPU %d" % CPU_AUTO_BATCH)
     gen.add_argument("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS,
                      help="photos are resized to at most this many pixels (aspect kept)")
     gen.add_argument("--max_image_pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
@@ -70,9 +80,23 @@ def options_from_args(args: argparse.Namespace) -> StageAOptions:
         progress=not args.no_progress, unlabeled=args.unlabeled)
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class StderrHandler(logging.StreamHandler):
+    """The root logger's handler. ms-swift, when first imported (as the model loads), sets every root handler whose
+    type is exactly logging.StreamHandler to ERROR (swift/utils/logger.py), which silenced every group-qc INFO and
+    WARNING after that point (the --batch_size auto line, the warning about summaries cut at --max_new_tokens); a
+    subclass is left alone."""
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=level, format=LOG_FORMAT, handlers=[StderrHandler()])
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.log_level)
     return run_cli(lambda: _run(args), on_interrupt=f"interrupted: {RESUME}")
 
 

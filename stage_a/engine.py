@@ -7,6 +7,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 
+from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
 from .checkpoints import BACKENDS, ModelPathError, ModelSpec
 
 log = logging.getLogger("group_qc.stage_a")
@@ -74,13 +75,21 @@ class PreparedPhoto:
 class SwiftSummaryEngine:
     """One ms-swift engine, greedy by default, fed one request per photo."""
 
-    def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int = 8,
+    def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int | str = 8,
                  max_pixels: int | None = None, max_new_tokens: int = 128, temperature: float = 0.0,
                  seed: int | None = None, pre_encode: bool | None = None):
+        """batch_size 'auto' (transformers engine only): resolve_batch_size() picks it before the first batch."""
         from swift.infer_engine import RequestConfig
 
+        if batch_size == AUTO and backend != "transformers":
+            raise ValueError(f"--batch_size auto sizes the transformers engine's batches to GPU memory; {backend} "
+                             f"schedules its own: give a number (its max_num_seqs)")
         self.spec = spec
-        self.engine = build_swift_engine(spec, backend, batch_size, limit_mm_per_prompt={"image": 1, "video": 0})
+        self.batch_size = batch_size
+        self.max_pixels = max_pixels
+        self.auto_batch: dict | None = None   # how auto was resolved, for logs and benchmarks
+        self.engine = build_swift_engine(spec, backend, 1 if batch_size == AUTO else batch_size,
+                                         limit_mm_per_prompt={"image": 1, "video": 0})
         if max_pixels:
             # Photos arrive already resized by stage_a.images; this keeps ms-swift's own resize
             # (qwen_vl_utils.smart_resize) from ever exceeding the same bound.
@@ -105,6 +114,89 @@ class SwiftSummaryEngine:
             self.engine._batch_encode = self._batch_encode
             if self.engine.template.use_model:  # what TransformersEngine._infer sets before it encodes
                 self.engine.template.model = self.engine.model
+
+    def resolve_batch_size(self, messages: list[dict]) -> int:
+        """The batch size, resolving 'auto' once: on a CPU CPU_AUTO_BATCH (no device memory to size to; throughput
+        stops growing long before RAM runs out); on a GPU the largest batch its free memory holds, from a probe
+        (probe_gpu_batch). Logged either way."""
+        if self.batch_size != AUTO:
+            return self.batch_size
+        device = self.model_device()
+        if device == "cpu":
+            self.batch_size = CPU_AUTO_BATCH
+            self.auto_batch = {"device": "cpu", "batch_size": CPU_AUTO_BATCH,
+                               "why": "on a CPU --batch_size auto is a fixed size: there is no GPU memory to probe"}
+            log.info("--batch_size auto on a CPU: %d photos per engine call (no GPU memory to size to; on CPUs "
+                     "throughput stops growing with the batch long before memory runs out)", CPU_AUTO_BATCH)
+        else:
+            self.batch_size, self.auto_batch = self.probe_gpu_batch(messages)
+        self.engine.max_batch_size = self.batch_size
+        return self.batch_size
+
+    def probe_gpu_batch(self, messages: list[dict]) -> tuple[int, dict]:
+        """(batch, details): peak GPU memory above the loaded model for 1 and 4 probe photos of --max_pixels
+        (noise, every reply forced to max_new_tokens: the worst case) gives a fixed and a per-photo cost;
+        auto_batch_size fits them in the free memory; one batch of that size is then run, halving on out-of-memory,
+        so the run itself never meets one."""
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        pixels = self.max_pixels or 1024 * 28 * 28
+        width = int((pixels * 4 / 3) ** 0.5)
+        image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (width * 3 // 4, width, 3), dtype=np.uint8))
+        request = self._request(messages, image)
+        config = self.engine.generation_config
+        before = getattr(config, "min_new_tokens", None)
+        config.min_new_tokens = self.request_config.max_tokens   # copied into every call's generation config
+
+        def peak(n: int) -> int:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            self.engine.max_batch_size = n
+            self.engine.infer([request] * n, self.request_config, use_tqdm=False)
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - base
+
+        name = torch.cuda.get_device_name(0)
+        try:
+            try:
+                one, four = peak(1), peak(4)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                free, total = torch.cuda.mem_get_info()
+                raise ValueError(f"--batch_size auto: the probe of 4 photos at --max_pixels {pixels} ran out of the "
+                                 f"GPU's memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f} after loading "
+                                 f"the model): lower --max_pixels or --batch_size, or use a larger GPU") from None
+            torch.cuda.empty_cache()
+            free, total = torch.cuda.mem_get_info()
+            per_photo = max((four - one) / 3, 2 ** 20)
+            fixed = max(one - per_photo, 0.0)
+            batch = auto_batch_size(free, fixed, per_photo, device=f"the GPU ({name})")
+            tried = []
+            while True:
+                try:
+                    peak(batch)
+                    break
+                except torch.cuda.OutOfMemoryError:
+                    tried.append(batch)
+                    if batch == 1:
+                        raise ValueError(f"--batch_size auto: one photo at --max_pixels {pixels} runs out of the GPU's "
+                                         f"memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f}): lower "
+                                         f"--max_pixels or use a larger GPU") from None
+                    batch //= 2
+        finally:
+            config.min_new_tokens = before
+        details = {"device": name, "batch_size": batch, "free_gib": free / GIB, "total_gib": total / GIB,
+                   "probe_peak_gib": {"1": one / GIB, "4": four / GIB}, "per_photo_gib": per_photo / GIB,
+                   "fixed_gib": fixed / GIB, "halved_after_out_of_memory_at": tried}
+        log.info("--batch_size auto: %d photos per engine call on %s (%.1f GiB free after the model; probe: %.2f GiB "
+                 "for 1 photo, %.2f GiB for 4, so %.3f GiB per photo at --max_pixels %d%s)", batch, name, free / GIB,
+                 one / GIB, four / GIB, per_photo / GIB, pixels,
+                 f"; halved after running out of memory at {tried}" if tried else "")
+        return batch, details
 
     def model_device(self) -> str:
         """'cpu', 'cuda', ... for the transformers engine; 'cuda' for vLLM."""

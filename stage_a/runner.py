@@ -7,6 +7,7 @@ Groups finish in discovery order and each is written, flushed, the moment its la
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import logging
@@ -22,7 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .batching import GroupBatcher
+from .batching import AUTO, CPU_AUTO_BATCH, GroupBatcher
 from .discovery import Group, discover_mission, mission_folders, printable_path, undecodable
 from .checkpoints import BACKENDS, resolve_model
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
@@ -67,8 +68,10 @@ class StageAOptions:
         def check(ok, name, value, rule):
             if not ok:
                 raise ValueError(f"--{name} {value!r} is out of range: {rule}")
-        check(isinstance(self.batch_size, int) and 1 <= self.batch_size <= 4096, "batch_size", self.batch_size,
-              "an integer from 1 to 4096")
+        check(self.batch_size == AUTO or isinstance(self.batch_size, int) and 1 <= self.batch_size <= 4096,
+              "batch_size", self.batch_size, "an integer from 1 to 4096, or auto")
+        check(self.batch_size != AUTO or self.infer_backend == "transformers", "batch_size", self.batch_size,
+              "auto sizes the transformers engine's batches to GPU memory; vLLM schedules its own: give a number")
         check(isinstance(self.max_pixels, int) and 56 * 56 <= self.max_pixels <= 50_000_000, "max_pixels",
               self.max_pixels, "from 3136 (56x56) to 50,000,000")
         check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= 8192, "max_new_tokens",
@@ -355,6 +358,10 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
                                         max_pixels=opts.max_pixels, max_new_tokens=opts.max_new_tokens,
                                         temperature=opts.temperature, seed=opts.seed)
             report.model_loaded = True
+        if opts.batch_size == AUTO:   # resolved once the engine is there (a run with nothing to do loads none)
+            resolve = getattr(engine, "resolve_batch_size", None)
+            batch = resolve(stage_a_messages(plans[0].mission)) if resolve and total_photos else CPU_AUTO_BATCH
+            opts = dataclasses.replace(opts, batch_size=batch)
         from tqdm import tqdm
         with tqdm(total=total_photos, unit="photo", disable=not opts.progress or not total_photos,
                   dynamic_ncols=True, desc="stage-a") as pbar:

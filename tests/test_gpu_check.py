@@ -1,0 +1,155 @@
+"""The prepared GPU check (group_qc_dev.gpu_check) and Stage-A's --batch_size auto: the refusals before anything runs,
+the batch-size arithmetic, and the whole check with --tiny on CPU (what CI runs, so the check cannot rot)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stage_a.batching import AUTO, AUTO_MAX_BATCH, CPU_AUTO_BATCH, GIB, auto_batch_size, parse_batch_size
+from stage_a.runner import StageAOptions
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _gpu_check(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "group_qc_dev.gpu_check", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+def test_without_a_gpu_and_without_tiny_the_check_says_so_and_writes_nothing(tmp_path):
+    result = _gpu_check("--out", str(tmp_path / "check"), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "error: gpu_check needs a CUDA GPU, and torch" in result.stderr
+    assert "CUDA_VISIBLE_DEVICES=''" in result.stderr and "add --tiny" in result.stderr
+    assert not (tmp_path / "check").exists()
+
+
+def test_a_folder_with_files_in_it_is_refused(tmp_path):
+    (tmp_path / "old.json").write_text("{}")
+    result = _gpu_check("--out", str(tmp_path), "--tiny")
+    assert result.returncode == 2 and f"--out {tmp_path} exists and is not an empty folder" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+
+
+def test_a_gpu_smaller_than_the_preset_needs_is_refused_naming_the_memory():
+    from group_qc_dev.gpu_check import CheckError, check_gpu_memory, memory_needed, preset_parameters
+    parameters = preset_parameters("qwen2_5_vl-3b")   # the real architecture, built on the meta device
+    assert 3.5e9 < parameters < 4.0e9                 # Qwen2.5-VL-3B: 3.75 B with its vision tower
+    with pytest.raises(CheckError, match=r"NVIDIA T4 has 12\.0 GiB free \(of 15\.0 GiB\), and the check of "
+                                         r"qwen2_5_vl-3b \(3\.\d\d B parameters, 7\.\d GiB in bf16\) needs about "
+                                         r"1[5-6]\.\d GiB: free the GPU, use a larger one"):
+        check_gpu_memory("qwen2_5_vl-3b", parameters, 12 * GIB, 15 * GIB, "NVIDIA T4")
+    check_gpu_memory("qwen2_5_vl-3b", parameters, 79 * GIB, 80 * GIB, "NVIDIA H100 80GB HBM3")   # fits
+    assert memory_needed(parameters) > 14.0 * GIB   # the photo-aware GRPO peak seen on an H100
+
+
+@pytest.mark.parametrize("value, expected", [("auto", AUTO), (" AUTO ", AUTO), ("16", 16), (8, 8)])
+def test_batch_size_values(value, expected):
+    assert parse_batch_size(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "sixteen", "1.5", "autom"])
+def test_a_batch_size_that_is_no_number_and_not_auto_is_refused_naming_it(value):
+    with pytest.raises(ValueError, match=rf"--batch_size {value!r}: expected a whole number .* or auto"):
+        parse_batch_size(value)
+
+
+def test_auto_batch_size_fits_the_probe_into_the_free_memory():
+    # 60 GiB free, 2 GiB fixed, 0.5 GiB per photo: 0.85 x 60 - 2 = 49 GiB -> 98 photos
+    assert auto_batch_size(60 * GIB, 2 * GIB, 0.5 * GIB) == 98
+    assert auto_batch_size(600 * GIB, 0, 0.01 * GIB) == AUTO_MAX_BATCH   # host memory caps it
+    assert auto_batch_size(10 * GIB, 1 * GIB, 7 * GIB) == 1
+    with pytest.raises(ValueError, match=r"--batch_size auto: the GPU \(NVIDIA A10\) has 4\.00 GiB free after loading "
+                                         r"the model, and one photo needs 5\.00 GiB at this --max_pixels"):
+        auto_batch_size(4 * GIB, 1 * GIB, 4 * GIB, device="the GPU (NVIDIA A10)")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(batch_size="auto", infer_backend="vllm"), "auto sizes the transformers engine's batches to GPU memory; "
+                                                    "vLLM schedules its own: give a number"),
+    (dict(batch_size="big"), "--batch_size 'big' is out of range: an integer from 1 to 4096, or auto"),
+    (dict(batch_size=0), "--batch_size 0 is out of range"),
+])
+def test_stage_a_refuses_a_batch_size_it_cannot_use(options, message, tmp_path):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        StageAOptions(input_dir=str(tmp_path), output_dir=str(tmp_path), model="m", **options).validate()
+
+
+@pytest.mark.slow
+def test_batch_size_auto_on_a_cpu_is_a_fixed_size_and_says_so(tiny_qwen2_5_vl, synthetic, tmp_path):
+    """No GPU memory to probe: auto is CPU_AUTO_BATCH, logged, and the run writes every group."""
+    truth = synthetic.generate(tmp_path / "photos", seed=3, groups_per_label=2, missions="BBU接地线检查")
+    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "photos"),
+                             "--output_dir", str(tmp_path / "out"), "--model", str(tiny_qwen2_5_vl), "--mission",
+                             "BBU接地线检查", "--batch_size", "auto", "--max_new_tokens", "4", "--no_progress"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"--batch_size auto on a CPU: {CPU_AUTO_BATCH} photos per engine call" in result.stderr
+    # logged after the model loaded: ms-swift's import had silenced group-qc's log lines from there on
+    assert "summaries stopped at --max_new_tokens 4; raise it if summaries look cut off" in result.stderr
+    lines = (tmp_path / "out" / "BBU接地线检查_stage_a.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len({t["group_id"] for t in truth}) == 4
+
+
+@pytest.mark.slow
+def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
+    """The check as CI runs it: the tiny model on CPU through the same steps and commands as on a GPU (bench_stage_a,
+    bench_stage_b --judging, run_grpo.sh rollout=hf deepspeed=none, text and photos), one JSON and a log."""
+    out = tmp_path / "check"
+    result = _gpu_check("--tiny", "--out", str(out), timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
+    assert report["mode"] == "tiny" and report["failed"] == []
+    for step in ("model", "stage_a", "judge", "grpo_text", "grpo_photos"):
+        assert report["steps"][step]["status"] == "ok", step
+        assert Path(report["steps"][step]["log"]).is_file()
+    stage_a = report["stage_a"]
+    fixed = [b for b in stage_a["batches"] if not b["auto"]]
+    assert [b["batch_size"] for b in fixed] == [4, 8] and stage_a["largest_batch_that_ran"] >= 8
+    assert all(b["same_tokens"] and b["ours_over_bare"] > 0 for b in stage_a["batches"])   # no error rows either
+    (auto,) = [b for b in stage_a["batches"] if b["auto"]]
+    assert auto["batch_size"] == CPU_AUTO_BATCH and stage_a["auto_batch"]["device"] == "cpu"
+    judge = report["judge"]
+    assert set(judge["groups_per_s"]) == {"judge", "evaluate_with_p_fail", "evaluate_generation_only"}
+    assert all(v > 0 for v in judge["groups_per_s"].values()) and judge["p_fail_ms_per_group"] > 0
+    for step in ("grpo_text", "grpo_photos"):
+        grpo = report[step]
+        assert grpo["steps"] == 3 and grpo["s_per_step"] > 0 and grpo["run_record"], step
+        assert grpo["lora_layers"] == [2, 3, 4, 5]
+    assert all(t == 0 for t in report["grpo_text"]["photo_tokens_per_sample"])
+    assert all(t > 0 for t in report["grpo_photos"]["photo_tokens_per_sample"])
+    assert report["grpo_photos"]["frozen_tower_unchanged"] is True
+    log = (out / "gpu_check.log").read_text(encoding="utf-8")
+    for step in ("stage_a", "judge", "grpo_text", "grpo_photos"):
+        assert f"{step}: ok in" in log
+    assert "all steps passed" in log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
+def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(arch, tiny_model_factory, synthetic, tmp_path):
+    """transformers' static KV cache (what compiles the decode step on a GPU), switched on the way the Stage-A
+    benchmark's ours_static_cache variant does (the model's generation config, which ms-swift copies into every
+    call): the same summaries as the default dynamic cache, batch by batch, on CPU."""
+    from group_qc_dev.bench_stage_a import with_static_cache
+    from stage_a.checkpoints import resolve_model
+    from stage_a.engine import SwiftSummaryEngine
+    from stage_a.images import load_photo
+    from stage_a.missions import load_registry
+    from stage_a.prompts import stage_a_messages
+    synthetic.generate(tmp_path, seed=5, groups_per_label=1, missions="BBU接地线检查")
+    photos = sorted(tmp_path.rglob("*.jpg"))[:6]
+    engine = SwiftSummaryEngine(resolve_model(str(tiny_model_factory(arch))), batch_size=3, max_pixels=12_544,
+                                max_new_tokens=12)
+    messages = stage_a_messages(load_registry().resolve("BBU接地线检查"))
+    pairs = [(messages, load_photo(p, max_pixels=12_544)) for p in photos]
+    dynamic = [s.text for s in engine.summarize(pairs)]
+    static = [s.text for s in with_static_cache(engine, lambda: engine.summarize(pairs))]
+    assert static == dynamic and all(dynamic)
+    assert engine.engine.generation_config.cache_implementation is None   # put back
