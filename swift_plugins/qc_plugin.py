@@ -6,9 +6,11 @@ Registers at import (idempotent, import-light; ms-swift imports this file as the
             mission (`group_qc_train:BBU接地线检查`, `group_qc_train:all`, aliases accepted); `group_qc_sft`: the
             train split's rows with the two-line reply to learn (stage_b.sft), for `swift sft`. Input, split and
             balancing come from the GROUP_QC_* environment (stage_b.settings; a YAML's ENV block sets them).
-            Inside `swift sft`/`swift rlhf`, the requested group_qc datasets are built before the model loads:
-            a wrong folder, an unknown subset, an empty split, unreviewed records, or a dataset that does not fit
-            the command (prompt-only rows for SFT) stop the run at once, and its empty run folder is removed.
+            Inside `swift sft`/`swift rlhf` (and `swift infer`), the requested group_qc datasets are built before
+            the model loads: no Stage-A input (swift has no flag for it: export GROUP_QC_STAGE_A_DIR), a wrong
+            folder, an unknown subset, an empty split, unreviewed records, or a dataset that does not fit the
+            command (prompt-only rows for SFT) stop the run at once with one `error:` line, and its empty run
+            folder is removed.
   rewards   `qc_label`, `qc_format`, `qc_consistency` in `swift.rewards.orms` (logged under the same names).
   callbacks `qc_lora_guard`, `qc_order_guard` (listed in --callbacks) and `qc_run`, which every GRPO trainer
             gets: the run record group_qc_run.json, per-mission signal per step, greedy QC validation
@@ -33,7 +35,7 @@ from swift.rewards import ORM, orms  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_b import dataset as qc_dataset  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
-from stage_b.settings import selection_from  # noqa: E402
+from stage_b.settings import ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, selection_from  # noqa: E402
 from swift_plugins import qc_callbacks  # noqa: E402
 
 log = logging.getLogger("group_qc.plugin")
@@ -68,10 +70,14 @@ class QCDatasetLoader(DatasetLoader):
 
     def load(self, dataset_syntax=None, dataset_meta=None, *, use_hf=None):
         from datasets import Dataset
-        selection = _selection(list(dataset_syntax.subsets) if dataset_syntax else [], self.split)
-        rows, counts = _rows(selection, self.split)
-        registry = load_registry()
-        files = qc_dataset.stage_a_files(selection, registry.select(selection.missions), registry)
+        try:   # where no check ran before the model loaded: one line, not a traceback through ms-swift's loader
+            selection = _selection(list(dataset_syntax.subsets) if dataset_syntax else [], self.split)
+            rows, counts = _rows(selection, self.split)
+            registry = load_registry()
+            files = qc_dataset.stage_a_files(selection, registry.select(selection.missions), registry)
+        except ValueError as exc:   # DatasetError, SettingError, MissionError: each names the path or value
+            log.error(str(exc))
+            raise SystemExit(f"error: {exc}") from None
         qc_callbacks.LOADED[self.split] = (selection, counts, files)
         return Dataset.from_list(rows)
 
@@ -87,6 +93,11 @@ def _selection(subsets: list[str], split: str):
 
 
 def _rows(selection, split: str):
+    if not (selection.stage_a_dir or selection.files):
+        raise qc_dataset.DatasetError(
+            f"no Stage-A input for the group_qc datasets: swift has no flag for it, so export {ENV_STAGE_A_DIR}=<the "
+            f"Stage-A output_dir> (or {ENV_STAGE_A_FILES}=<Stage-A files or globs>) before the swift command, or set "
+            f"it in the YAML's ENV block")
     if split == "sft":   # the train split, with the reply to learn: validation groups stay held out
         return qc_dataset.build_rows(selection, "train", make_row=qc_dataset.sft_row)
     return qc_dataset.build_rows(selection, split)
@@ -128,32 +139,42 @@ def _check_before_model(pipeline) -> None:
         return
     pipeline._group_qc_checked = True
     args = pipeline.args
-    command = "rlhf" if getattr(args, "rlhf_type", None) else "sft"
+    command = getattr(pipeline, "_group_qc_command", None) or ("rlhf" if getattr(args, "rlhf_type", None) else "sft")
     eval_batch = (int(getattr(args, "per_device_eval_batch_size", 0) or 0), int(os.environ.get("WORLD_SIZE", "1")))
     problem = dataset_problem([*(args.dataset or []), *(args.val_dataset or [])], command, eval_batch)
     if problem is None:
         return
-    output_dir = getattr(args, "output_dir", None)
+    output_dir = getattr(args, "output_dir", None) if command != "infer" else None
     if output_dir and os.path.isdir(output_dir) and not os.listdir(output_dir):
         os.rmdir(output_dir)   # the run folder ms-swift made for this run: a refused launch leaves none behind
     log.error(problem)
     raise SystemExit(f"error: {problem}")
 
 
+# (module, pipeline class, the method it calls after parsing its arguments and before loading the model)
+GUARDED = (("swift.pipelines.train.sft", "SwiftSft", "_prepare_model_tokenizer"),
+           ("swift.pipelines.train.rlhf", "SwiftRLHF", "_prepare_model_tokenizer"),
+           ("swift.pipelines.infer.infer", "SwiftInfer", "_set_seed"))
+
+
 def guard_pipelines() -> None:
-    """Run `_check_before_model` first in `swift sft` and `swift rlhf`, which import this plugin while parsing their
-    arguments, before `_prepare_model_tokenizer` loads the model (ms-swift 4.6 has no hook there)."""
-    for module, name in (("swift.pipelines.train.sft", "SwiftSft"), ("swift.pipelines.train.rlhf", "SwiftRLHF")):
+    """Run `_check_before_model` first in `swift sft`, `swift rlhf` and `swift infer`, which import this plugin while
+    parsing their arguments, before the model loads: in `_prepare_model_tokenizer` for training, and in `_set_seed`,
+    the step SwiftInfer takes between parsing and loading (ms-swift 4.6 has no hook for either). If an upgrade renames
+    them, the dataset loader still stops with the same one-line error, after the model has loaded."""
+    for module, name, method in GUARDED:
         cls = getattr(sys.modules.get(module), name, None)   # only inside those commands: nothing else is imported
-        original = cls and cls.__dict__.get("_prepare_model_tokenizer")
+        original = cls and (getattr(cls, method, None) if name == "SwiftInfer" else cls.__dict__.get(method))
         if original is None or getattr(original, "_group_qc", False):
             continue
+        if name == "SwiftInfer":
+            cls._group_qc_command = "infer"
 
         def checked(self, *args, _original=original, **kwargs):
             _check_before_model(self)
             return _original(self, *args, **kwargs)
         checked._group_qc = True
-        cls._prepare_model_tokenizer = checked
+        setattr(cls, method, checked)
 
 
 def _register_datasets() -> None:
