@@ -6,20 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from .operating_point import fmt_p
-from .plot_training import cjk_font, text_for
+from .plot_training import pyplot_for, text_for
 
 
 def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None) -> dict[str, str]:
     """curves: {"per_mission": {mission: [points]}, "overall": [points]} as in metrics.json; chosen: mission ->
     operating point entry. Returns each mission's legend name."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    font = cjk_font()
-    if font:
-        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
     missions = list(curves["per_mission"])
-    names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+    plt, font, names = pyplot_for(missions)
     fig, ax = plt.subplots(figsize=(6.5, 5))
     lines = [(names[m], curves["per_mission"][m], {}) for m in missions]
     lines.append(("overall", curves["overall"], {"color": "black", "linestyle": "--"}))
@@ -54,14 +48,8 @@ def plot_reliability(calibration: dict, out: Path, title: str) -> dict[str, str]
     """The reliability diagram (stage_b.calibration): one panel per mission and one pooled, mean p_fail per bin
     against the observed fail share, point size by the bin's groups, the diagonal for reference, ECE in each
     panel's title. Returns each mission's legend name."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    font = cjk_font()
-    if font:
-        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
     missions = list(calibration["per_mission"])
-    names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+    plt, font, names = pyplot_for(missions)
     panels = [(names[m], calibration["per_mission"][m]) for m in missions] + [("overall", calibration["overall"])]
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols

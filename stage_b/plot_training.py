@@ -84,6 +84,18 @@ def cjk_font() -> str | None:
     return known()
 
 
+def pyplot_for(missions: list[str]):
+    """(matplotlib.pyplot on the Agg backend with a CJK font first where one is installed, the font or None, each
+    mission's legend name: itself, or M1… without a CJK font), as every plot of group-qc starts."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    font = cjk_font()
+    if font:
+        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
+    return plt, font, {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+
+
 def plain_text(text: str, names: dict[str, str]) -> str:
     """`text` as drawn without a CJK font: each mission by its legend name (M1, …), 不通过/通过 as fail/pass, and any
     other wide (CJK) character as '?', never an empty box."""
@@ -108,16 +120,10 @@ def plot(steps: list[dict], out: Path, title: str, evals: list[dict] | None = No
          best_step: int | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Writes the PNG; returns (the legend name of each mission: itself, or M1… without a CJK font;
     each panel's y label -> the curves drawn in it)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     evals = evals or []
-    font = cjk_font()
-    if font:
-        plt.rcParams["font.sans-serif"] = [font, *plt.rcParams["font.sans-serif"]]
     missions = sorted({k[len(prefix):] for prefix, _ in MISSION_PANELS for r in [*steps, *evals] for k in r
                        if k.startswith(prefix)})
-    names = {m: (m if font else f"M{i}") for i, m in enumerate(missions, start=1)}
+    plt, font, names = pyplot_for(missions)
     panels = [*PANELS, *(p for p in MISSION_PANELS if any(k.startswith(p[0]) for r in [*steps, *evals] for k in r))]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), sharex=True)
     drawn: dict[str, list[str]] = {}
