@@ -720,7 +720,8 @@ def _evaluate(args) -> int:
         _check_operating_split(targets, args.split)
         checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
         from .generate import VerdictEngine
-        selection, run, run_path, notes = selection_for(args, args.adapters)
+        # a model merged from a run's adapter (swift export --merge_lora: <run>/checkpoint-N-merged) obeys the run too
+        selection, run, run_path, notes = selection_for(args, args.adapters or [args.model])
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         registry = load_registry()

@@ -105,7 +105,9 @@ def read_run_record(path) -> dict:
 
 
 def run_file_of(adapter) -> Path | None:
-    """`<run>/group_qc_run.json` for an adapter folder `<run>/checkpoint-N` (or the run folder itself)."""
+    """`<run>/group_qc_run.json` for an adapter folder `<run>/checkpoint-N`, a model merged from it
+    (`swift export --merge_lora true` writes `<run>/checkpoint-N-merged`), or the run folder itself. A merged model
+    moved elsewhere keeps its run when group_qc_run.json is copied beside it."""
     adapter = Path(adapter).expanduser()
     for folder in (adapter, adapter.parent):
         if (folder / RUN_FILE).is_file():

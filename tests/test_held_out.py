@@ -71,3 +71,20 @@ def test_held_out_needs_a_training_run(tmp_path, engine, model, capsys):
     assert evaluate.main(["--model", str(model), "--stage_a_dir", str(labels), "--split", "held_out", "--no_review",
                           "--output_dir", str(tmp_path / "o")]) == 2
     assert "--split held_out means the groups a training run did not train on" in capsys.readouterr().err
+
+
+def test_a_model_merged_from_a_runs_adapter_obeys_the_run(tmp_path, engine, model, capsys):
+    """`swift export --merge_lora true` writes <run>/checkpoint-N-merged: evaluating that merged model (no adapters)
+    must still refuse the groups the run trained on."""
+    import json as _json
+    ids = _overlap_ids(1)
+    adapter = _trained_run(tmp_path, ids)
+    merged = adapter.parent / f"{adapter.name}-merged"
+    merged.mkdir()
+    (merged / "config.json").write_text(_json.dumps({"model_type": "qwen2_5_vl"}), encoding="utf-8")
+    engine.P_FAIL.update({(A, g): 0.2 for g in ids})
+    from tests.test_silent_bugs_commands import EVAL_SEED
+    assert evaluate.main(["--model", str(merged), "--no_review", "--val_ratio", str(RUN_SPLIT[0]), "--split_seed",
+                          str(EVAL_SEED), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "were in the training run's train split" in capsys.readouterr().err
+    assert evaluate.main(["--model", str(merged), "--no_review", "--output_dir", str(tmp_path / "own")]) == 0
