@@ -269,9 +269,9 @@ class SwiftSummaryEngine:
         self._handover = {id(p.request): p.encoded for p in photos if p.encoded is not None}
         try:
             return self.engine.infer(requests, self.request_config, use_tqdm=False)
-        except Exception:
+        except Exception as exc:  # noqa: BLE001 - one photo alone in its batch fails alone, as in a larger batch
             if len(requests) == 1:
-                raise
+                return [exc]
         finally:
             self._handover = {}
         responses = []

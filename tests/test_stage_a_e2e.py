@@ -151,16 +151,19 @@ def test_preparation_threads_leave_torch_threads_of_later_threads_alone(tiny_qwe
 
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["encoded-ahead", "encoded-in-engine"])
-def test_a_photo_the_template_refuses_fails_its_group_only(ahead, tiny_qwen2_5_vl, engine25, tmp_path, monkeypatch):
+@pytest.mark.parametrize("batch_size", [8, 1], ids=["in-a-batch", "alone-in-its-batch"])
+def test_a_photo_the_template_refuses_fails_its_group_only(ahead, batch_size, tiny_qwen2_5_vl, engine25, tmp_path,
+                                                           monkeypatch):
     """A photo PIL reads but Qwen-VL cannot take (aspect ratio over 200) fails its own group at the
-    summary stage, named; the other groups in the same batch are written."""
+    summary stage, named; the other groups are written, whether it shares its batch or is alone in it (alone, it
+    used to end the run with exit 2, the photo unnamed, no group written)."""
     monkeypatch.setattr(engine25, "pre_encodes", ahead)
     root = tmp_path / "in"
     jpeg(root / M / "审核通过" / "g1" / "1.jpg")
     jpeg(root / M / "审核通过" / "g2" / "1.jpg")
     jpeg(root / M / "审核通过" / "g2" / "细长.jpg", size=(2400, 10))
     jpeg(root / M / "审核通过" / "g3" / "1.jpg")
-    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, batch_size=8), engine=engine25)
+    run_stage_a(opts(root, tmp_path / "out", tiny_qwen2_5_vl, batch_size=batch_size), engine=engine25)
     assert [r["group_id"] for r in records(tmp_path / "out" / f"{M}_stage_a.jsonl")] == ["g1", "g3"]
     (err,) = records(tmp_path / "out" / f"{M}_stage_a.errors.jsonl")
     assert err["group_id"] == "g2" and err["stage"] == "summary"
