@@ -133,7 +133,8 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
-def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(arch, tiny_model_factory, synthetic, tmp_path):
+def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(arch, tiny_model_factory, synthetic, tmp_path,
+                                                                        monkeypatch):
     """transformers' static KV cache (what compiles the decode step on a GPU), switched on the way the Stage-A
     benchmark's ours_static_cache variant does (the model's generation config, which ms-swift copies into every
     call): the same summaries as the default dynamic cache, batch by batch, on CPU."""
@@ -149,7 +150,13 @@ def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(arch, ti
                                 max_new_tokens=12)
     messages = stage_a_messages(load_registry().resolve("BBU接地线检查"))
     pairs = [(messages, load_photo(p, max_pixels=12_544)) for p in photos]
+    from transformers.cache_utils import StaticCache
+    made = []   # a spy (the real class runs): which run used a static cache at all
+    real_init = StaticCache.__init__
+    monkeypatch.setattr(StaticCache, "__init__", lambda self, *a, **k: (made.append(1), real_init(self, *a, **k))[1])
     dynamic = [s.text for s in engine.summarize(pairs)]
+    assert made == []
     static = [s.text for s in with_static_cache(engine, lambda: engine.summarize(pairs))]
+    assert len(made) == 2   # one per batch of 3
     assert static == dynamic and all(dynamic)
     assert engine.engine.generation_config.cache_implementation is None   # put back
