@@ -116,9 +116,9 @@ class SwiftSummaryEngine:
                 self.engine.template.model = self.engine.model
 
     def resolve_batch_size(self, messages: list[dict]) -> int:
-        """The batch size, resolving 'auto' once: on a CPU CPU_AUTO_BATCH (no device memory to size to; throughput
-        stops growing long before RAM runs out); on a GPU the largest batch its free memory holds, from a probe
-        (probe_gpu_batch). Logged either way."""
+        """The batch size, resolving 'auto' once: on a CPU CPU_AUTO_BATCH (no device memory to probe; see its
+        measurements); on a GPU the largest batch its free memory holds, from a probe (probe_gpu_batch). Logged
+        either way."""
         if self.batch_size != AUTO:
             return self.batch_size
         device = self.model_device()
@@ -126,8 +126,8 @@ class SwiftSummaryEngine:
             self.batch_size = CPU_AUTO_BATCH
             self.auto_batch = {"device": "cpu", "batch_size": CPU_AUTO_BATCH,
                                "why": "on a CPU --batch_size auto is a fixed size: there is no GPU memory to probe"}
-            log.info("--batch_size auto on a CPU: %d photos per engine call (no GPU memory to size to; on CPUs "
-                     "throughput stops growing with the batch long before memory runs out)", CPU_AUTO_BATCH)
+            log.info("--batch_size auto on a CPU: %d photos per engine call (a fixed size: there is no GPU memory to "
+                     "probe; give a larger number where this machine's memory is known to hold it)", CPU_AUTO_BATCH)
         else:
             self.batch_size, self.auto_batch = self.probe_gpu_batch(messages)
         self.engine.max_batch_size = self.batch_size
