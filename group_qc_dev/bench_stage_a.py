@@ -273,7 +273,9 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
     # and the pipeline's chunk size is the only batch size that varies.
     engine = SwiftSummaryEngine(resolve_model(model), backend=backend, batch_size=max(args.batch_sizes),
                                 max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
-    bench_bare(engine, photos, max(args.batch_sizes), args.max_pixels)  # warm-up, not timed
+    # warm-up, not timed (each batch size warms its own shape up too): the smallest batch, so that a GPU that cannot
+    # hold the largest still gets its rows
+    bench_bare(engine, photos, min(args.batch_sizes), args.max_pixels, limit=2 * min(args.batch_sizes))
     print(f"  {backend}: model on {engine.model_device()}; ours encodes photos "
           f"{'ahead, on the preparation threads' if engine.pre_encodes else 'inside the engine calls'}", flush=True)
 

@@ -133,14 +133,17 @@ class SwiftSummaryEngine:
         self.engine.max_batch_size = self.batch_size
         return self.batch_size
 
-    def probe_gpu_batch(self, messages: list[dict]) -> tuple[int, dict]:
+    def probe_gpu_batch(self, messages: list[dict], cuda=None) -> tuple[int, dict]:
         """(batch, details): peak GPU memory above the loaded model for 1 and 4 probe photos of --max_pixels
         (noise, every reply forced to max_new_tokens: the worst case) gives a fixed and a per-photo cost;
         auto_batch_size fits them in the free memory; one batch of that size is then run, halving on out-of-memory,
-        so the run itself never meets one."""
+        so the run itself never meets one. `cuda`: torch.cuda (the default) or anything with the same memory
+        functions, for a run of this logic on a CPU."""
         import numpy as np
         import torch
         from PIL import Image
+
+        torch_cuda = torch.cuda if cuda is None else cuda
 
         pixels = self.max_pixels or 1024 * 28 * 28
         width = int((pixels * 4 / 3) ** 0.5)
@@ -151,27 +154,27 @@ class SwiftSummaryEngine:
         config.min_new_tokens = self.request_config.max_tokens   # copied into every call's generation config
 
         def peak(n: int) -> int:
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
+            torch_cuda.synchronize()
+            torch_cuda.empty_cache()
+            torch_cuda.reset_peak_memory_stats()
+            base = torch_cuda.memory_allocated()
             self.engine.max_batch_size = n
             self.engine.infer([request] * n, self.request_config, use_tqdm=False)
-            torch.cuda.synchronize()
-            return torch.cuda.max_memory_allocated() - base
+            torch_cuda.synchronize()
+            return torch_cuda.max_memory_allocated() - base
 
-        name = torch.cuda.get_device_name(0)
+        name = torch_cuda.get_device_name(0)
         try:
             try:
                 one, four = peak(1), peak(4)
-            except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-                free, total = torch.cuda.mem_get_info()
+            except torch_cuda.OutOfMemoryError:
+                torch_cuda.empty_cache()
+                free, total = torch_cuda.mem_get_info()
                 raise ValueError(f"--batch_size auto: the probe of 4 photos at --max_pixels {pixels} ran out of the "
                                  f"GPU's memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f} after loading "
                                  f"the model): lower --max_pixels or --batch_size, or use a larger GPU") from None
-            torch.cuda.empty_cache()
-            free, total = torch.cuda.mem_get_info()
+            torch_cuda.empty_cache()
+            free, total = torch_cuda.mem_get_info()
             per_photo = max((four - one) / 3, 2 ** 20)
             fixed = max(one - per_photo, 0.0)
             batch = auto_batch_size(free, fixed, per_photo, device=f"the GPU ({name})")
@@ -180,7 +183,7 @@ class SwiftSummaryEngine:
                 try:
                     peak(batch)
                     break
-                except torch.cuda.OutOfMemoryError:
+                except torch_cuda.OutOfMemoryError:
                     tried.append(batch)
                     if batch == 1:
                         raise ValueError(f"--batch_size auto: one photo at --max_pixels {pixels} runs out of the GPU's "

@@ -160,3 +160,65 @@ def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(tiny_qwe
     assert len(made) == 2   # one per batch of 3
     assert static == dynamic and all(dynamic)
     assert engine.engine.generation_config.cache_implementation is None   # put back
+
+
+class MemoryMeter:
+    """torch.cuda's memory functions as the GPU probe uses them, reading a made-up GPU: `fixed` + n x `per_photo` GiB
+    at a batch of n, out of memory above `fits`. The engine and model are real and really run each probe batch."""
+    OutOfMemoryError = __import__("torch").cuda.OutOfMemoryError
+
+    def __init__(self, engine, free, fixed, per_photo, fits):
+        self.engine, self.free, self.fixed, self.per_photo, self.fits = engine, free, fixed, per_photo, fits
+        self.syncs, self.batches = 0, []
+
+    def synchronize(self):
+        self.syncs += 1
+        if self.syncs % 2 == 0:   # the one after a probe batch ran
+            n = self.engine.engine.max_batch_size
+            self.batches.append(n)
+            if n > self.fits:
+                raise self.OutOfMemoryError("CUDA out of memory (made up)")
+
+    def max_memory_allocated(self):
+        return (self.fixed + self.engine.engine.max_batch_size * self.per_photo) * GIB
+
+    def mem_get_info(self):
+        return self.free * GIB, 80 * GIB
+
+    def memory_allocated(self):
+        return 0
+
+    def get_device_name(self, index):
+        return "Made-up GPU"
+
+    def empty_cache(self):
+        pass
+
+    def reset_peak_memory_stats(self):
+        pass
+
+
+@pytest.mark.slow
+def test_the_gpu_probe_fits_verifies_and_halves_on_out_of_memory(tiny_qwen2_5_vl, caplog):
+    """The probe's own logic, on a CPU: real engine calls at 1 and 4 probe photos forced to max_new_tokens, the fit,
+    the verifying batch, halving after an out-of-memory, the log line; and a GPU that cannot hold the probe refused
+    naming the memory. Only the memory readings are made up (no GPU here)."""
+    from stage_a.checkpoints import resolve_model
+    from stage_a.engine import SwiftSummaryEngine
+    from stage_a.missions import load_registry
+    from stage_a.prompts import stage_a_messages
+    engine = SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size="auto", max_pixels=12_544,
+                                max_new_tokens=3)
+    messages = stage_a_messages(load_registry().resolve("BBU接地线检查"))
+    # 0.85 x 20 GiB - 1 GiB fixed = 16 GiB = 64 photos of 0.25 GiB; 64 runs out, 32 fits
+    meter = MemoryMeter(engine, free=20, fixed=1, per_photo=0.25, fits=40)
+    with caplog.at_level("INFO", logger="group_qc.stage_a"):
+        batch, details = engine.probe_gpu_batch(messages, cuda=meter)
+    assert (batch, meter.batches, details["halved_after_out_of_memory_at"]) == (32, [1, 4, 64, 32], [64])
+    assert details["per_photo_gib"] == pytest.approx(0.25) and details["fixed_gib"] == pytest.approx(1)
+    assert "--batch_size auto: 32 photos per engine call on Made-up GPU (20.0 GiB free after the model" in caplog.text
+    assert engine.engine.generation_config.min_new_tokens is None   # the forced reply length is put back
+    with pytest.raises(ValueError, match=r"--batch_size auto: the probe of 4 photos at --max_pixels 12544 ran out of "
+                                         r"the GPU's memory \(Made-up GPU, 2\.0 GiB free of 80\.0"):
+        engine.probe_gpu_batch(messages, cuda=MemoryMeter(engine, free=2, fixed=1, per_photo=0.5, fits=1))
+    assert engine.engine.generation_config.min_new_tokens is None
