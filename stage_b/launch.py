@@ -46,7 +46,7 @@ import yaml
 
 from stage_a.checkpoints import resolve_model
 from stage_a.exits import run_cli
-from stage_a.key_values import parse_key_values
+from stage_a.key_values import parse_key_values, words
 from stage_a.missions import is_all, load_registry
 
 from .dataset import build_rows
@@ -151,6 +151,11 @@ def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: in
     spec = resolve_model(str(model), (), model_type or args.get("model_type"), template or args.get("template"))
     args["model_type"], args["template"] = spec.model_type, spec.template   # a local Qwen2.5-VL matches two templates
     args.update(model=str(model), target_regex=target_regex(model, k), dataset=f"group_qc_train:{selection}")
+    # the YAML names our plugin relative to the repository; the command may run from any folder (group-qc-grpo, or
+    # run_grpo.sh, which runs in the caller's folder so that their relative paths are theirs)
+    plugin = args.get("external_plugins")
+    if isinstance(plugin, str) and not Path(plugin).is_absolute() and (REPO / plugin).is_file():
+        args["external_plugins"] = str(REPO / plugin)
     if output_dir:
         args["output_dir"] = str(output_dir)
     if num_generations:
@@ -329,7 +334,7 @@ def main(argv=None) -> int:
 def _launch(tokens: list[str]) -> int:
     s = parse_settings(tokens)
     dry_run = s.pop("dry_run", "0") == "1"
-    extra = shlex.split(s.pop("extra", ""))
+    extra = words(s.pop("extra", ""), "extra")
     env, swift_argv, notes = build_command(extra=extra, **s)
     val_groups = check_data(env, s.get("mission", "all"), "--val_dataset" in swift_argv)
     env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
@@ -339,7 +344,7 @@ def _launch(tokens: list[str]) -> int:
     if dry_run:
         if s.get("rollout") == "server":
             print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {shlex.quote(swift)} rollout --model "
-                  f"{shlex.quote(s['model'])} --external_plugins swift_plugins/qc_plugin.py --port "
+                  f"{shlex.quote(s['model'])} --external_plugins {shlex.quote(str(REPO / 'swift_plugins' / 'qc_plugin.py'))} --port "
                   f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>")
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([swift, *swift_argv]))
         return 0

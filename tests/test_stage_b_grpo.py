@@ -465,3 +465,17 @@ def test_order_guard_stops_runs_that_would_undo_label_balance(plugin, monkeypatc
             guard.on_init_end(args, None, None)
     monkeypatch.setitem(qc_callbacks.LOADED, "train", (Selection(balance_labels=False), {}, []))
     guard.on_init_end(SimpleNamespace(dataset_shuffle=True), None, None)   # balance off: nothing to guard
+
+
+def test_run_grpo_sh_from_another_folder_reads_relative_paths_there(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
+    """run_grpo.sh runs in the caller's folder (so stage_a_dir=sa means the user's ./sa) and names the plugin by its
+    absolute path (the YAML's relative one would not be found from there: `AssertionError: py_dir …`)."""
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    (caller / "sa").symlink_to(stage_a_dir, target_is_directory=True)
+    out = subprocess.run(["bash", str(REPO / "scripts" / "run_grpo.sh"), "mission=all", "cuda=cpu",
+                          f"model={tiny_qwen2_5_vl}", "stage_a_dir=sa", "output_dir=runs", "dry_run=1"], cwd=caller,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHON": sys.executable})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"--external_plugins {REPO / 'swift_plugins' / 'qc_plugin.py'}" in out.stdout
+    assert "GROUP_QC_STAGE_A_DIR=sa " in out.stdout and "--output_dir runs" in out.stdout
