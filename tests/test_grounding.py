@@ -84,19 +84,19 @@ def test_the_three_metrics_on_hand_made_replies():
 
 
 @pytest.mark.parametrize("verdict, summaries, prefix", [
-    ("不通过", GROUP, "理由: 图片_3、图片_5 "),      # every photo whose summary shows a defect, in order
+    ("不通过", GROUP, "理由: 图片_3、图片_5"),       # every photo whose summary shows a defect, in order
     ("不通过", [CLEAN, CLEAN], ""),                 # nothing to point at: the model writes the reason freely
     ("通过", GROUP, ""),                            # a 通过 is never steered
 ])
 def test_guided_citations_start_a_fail_reason_with_the_defect_photos(verdict, summaries, prefix):
     assert citation_prefix(verdict, summaries, M) == prefix
     if prefix:   # and a reply that goes on from it is grounded by the rule that measures it
-        g = ground(f"{verdict}\n{prefix}光纤裸露无保护", summaries, M)
+        g = ground(f"{verdict}\n{prefix} 光纤裸露无保护", summaries, M)
         assert not g.contradiction and not g.wrong_citations and set(g.cited) == set(g.defect_photos)
 
 
 @pytest.mark.parametrize("verdict, summaries, photos, start, complete", [
-    ("不通过", GROUP, False, "不通过\n理由: 图片_3、图片_5 ", False),
+    ("不通过", GROUP, False, "不通过\n理由: 图片_3、图片_5", False),
     # nothing in the summaries to point at: the conservative rule's words, not an arbitrary photo (always reviewed)
     ("不通过", [CLEAN, CLEAN], False, f"不通过\n理由: {NOT_CONFIRMED}", True),
     ("不通过", [CLEAN, CLEAN], True, "不通过\n", False),     # reading the photos, the model may have seen one

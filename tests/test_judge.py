@@ -255,7 +255,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     assert len(judged) == 16 and {r["threshold"] for r in judged} == {entry["threshold"]}
     assert all(r["label"] in ("pass", "fail") for r in judged)   # labelled records may be judged (a dry run)
     page = (tmp_path / "j" / "review" / "index.html").read_text(encoding="utf-8")
-    assert page.count('class="card"') == 16 and page.count('data-outcome="needs_review" id="card-') == sum(
+    assert page.count('class="card"') == 16 and page.count('data-outcome="needs_review" data-tags') == sum(
         r["needs_review"] for r in judged)
     by_id = {p["group_id"]: p["p_fail"] for p in preds}
     assert all(abs(r["p_fail"] - by_id[r["group_id"]]) < 1e-5 for r in judged if r["group_id"] in by_id)
