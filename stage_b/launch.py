@@ -320,6 +320,15 @@ def parse_settings(tokens: list[str]) -> dict:
     return parse_key_values(tokens, SETTINGS, required=("model",))
 
 
+def swift_command() -> list[str]:
+    """ms-swift's `swift` beside this Python (its virtual environment's), else this Python running ms-swift's CLI module
+    (what the `swift` script runs). Seen on a GPU machine with ms-swift installed by `pip --target`: no `swift` script
+    anywhere on PATH, so a bare `swift` failed with 'No such file or directory'; another env's `swift` on PATH would
+    run another ms-swift."""
+    beside = shutil.which("swift", path=str(Path(sys.executable).parent))
+    return [beside] if beside else [sys.executable, "-m", "swift.cli.main"]
+
+
 def main(argv=None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
     if any(t in ("-h", "--help") for t in tokens):
@@ -340,16 +349,17 @@ def _launch(tokens: list[str]) -> int:
     env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    swift = shutil.which("swift", path=str(Path(sys.executable).parent)) or "swift"
+    swift_cmd = swift_command()
+    swift = shlex.join(swift_cmd)
     if dry_run:
         if s.get("rollout") == "server":
-            print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {shlex.quote(swift)} rollout --model "
+            print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {swift} rollout --model "
                   f"{shlex.quote(s['model'])} --external_plugins {shlex.quote(str(REPO / 'swift_plugins' / 'qc_plugin.py'))} --port "
                   f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>")
-        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([swift, *swift_argv]))
+        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([*swift_cmd, *swift_argv]))
         return 0
     # key=value settings win over exported variables, which win over the YAML's ENV (run_environment).
-    os.execvpe(swift, [swift, *swift_argv], {**os.environ, **env})
+    os.execvpe(swift_cmd[0], [*swift_cmd, *swift_argv], {**os.environ, **env})
     return 0  # not reached
 
 

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Where one Stage-A batch spends its time: bare ms-swift's engine on one batch of photos, timed with 1 and with
+--max_new_tokens new tokens (prefill + vision tower against the decode steps), then one call under torch's profiler
+(the ops that take the most CPU and GPU time, and how much of the wall the GPU was busy).
+
+    python -m group_qc_dev.profile_stage_a --model DIR [--batch_size 16] [--photo_scale 4 --max_pixels 602112]
+        [--static_cache] [--json out.json]
+
+A GPU busy for a small share of the wall means the decode loop is bound by the host (Python, kernel launches,
+synchronisations), which CUDA graphs (a static cache compiles the decode step) or larger batches remove; a GPU busy
+most of the wall means the arithmetic is the limit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from group_qc_dev.bench_stage_a import M, make_photos, request_order, stage_a_messages, with_static_cache
+from stage_a.checkpoints import resolve_model
+from stage_a.engine import SwiftSummaryEngine
+from stage_a.images import load_photo
+from stage_a.missions import load_registry
+
+
+def timed_call(engine, requests, max_new_tokens: int) -> tuple[float, int]:
+    import torch
+    from swift.infer_engine import RequestConfig
+    config = RequestConfig(max_tokens=max_new_tokens, temperature=0)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    responses = engine.engine.infer(requests, config, use_tqdm=False)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, sum(r.usage.completion_tokens for r in responses)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--photo_scale", type=int, default=1)
+    p.add_argument("--max_pixels", type=int, default=37632)
+    p.add_argument("--max_new_tokens", type=int, default=32)
+    p.add_argument("--static_cache", action="store_true", help="transformers' static KV cache (compiled decode on GPU)")
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    import torch
+    from swift.infer_engine import InferRequest
+    from torch.profiler import ProfilerActivity, profile
+
+    with tempfile.TemporaryDirectory(prefix="profile-stage-a-") as tmp:
+        photos = Path(tmp) / "photos"
+        make_photos(photos, args.batch_size, args.photo_scale)
+        paths = [str(x) for x in request_order(photos)][:args.batch_size]
+        engine = SwiftSummaryEngine(resolve_model(args.model), backend="transformers", batch_size=args.batch_size,
+                                    max_pixels=args.max_pixels, max_new_tokens=args.max_new_tokens)
+        engine.engine.max_batch_size = args.batch_size
+        engine.engine.template.max_pixels = args.max_pixels
+        messages = stage_a_messages(load_registry().resolve(M))
+        images = [load_photo(x, max_pixels=args.max_pixels) for x in paths]   # decoding is not what is profiled
+        requests = [InferRequest(messages=messages, images=[im]) for im in images]
+
+        def calls():
+            out = {}
+            for _ in range(2):   # warm-up (and, with a static cache on a GPU, compilation) for both lengths
+                timed_call(engine, requests, 1)
+                timed_call(engine, requests, args.max_new_tokens)
+            out["one_token_s"], _ = timed_call(engine, requests, 1)
+            out["full_s"], out["tokens"] = timed_call(engine, requests, args.max_new_tokens)
+            out["decode_steps"] = args.max_new_tokens - 1
+            out["ms_per_decode_step"] = 1000 * (out["full_s"] - out["one_token_s"]) / (args.max_new_tokens - 1)
+            out["photos_per_s"] = len(requests) / out["full_s"]
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+            with profile(activities=activities) as prof:
+                wall = timed_call(engine, requests, args.max_new_tokens)[0]
+            events = prof.key_averages()
+            gpu = torch.cuda.is_available()
+            key = "self_device_time_total" if gpu else "self_cpu_time_total"
+            rows = sorted(events, key=lambda e: getattr(e, key, 0), reverse=True)[:args.top]
+            out["profiled_wall_s"] = wall
+            if gpu:
+                busy = sum(getattr(e, "self_device_time_total", 0) for e in events) / 1e6
+                out["gpu_busy_s"] = busy
+                out["gpu_busy_share"] = busy / wall
+            out["top_ops"] = [{"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1000,
+                               "self_gpu_ms": getattr(e, "self_device_time_total", 0) / 1000} for e in rows]
+            print(events.table(sort_by=key, row_limit=args.top), flush=True)
+            if gpu:   # the host's side of the same call
+                print(events.table(sort_by="self_cpu_time_total", row_limit=args.top), flush=True)
+            return out
+
+        result = with_static_cache(engine, calls) if args.static_cache else calls()
+    result.update(batch_size=args.batch_size, max_pixels=args.max_pixels, static_cache=args.static_cache,
+                  device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
+    print(json.dumps({k: v for k, v in result.items() if k != "top_ops"}, indent=1), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
