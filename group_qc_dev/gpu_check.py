@@ -39,16 +39,18 @@ STEPS = ("model", "stage_a", "judge", "grpo_text", "grpo_photos")
 MISSION = "BBU接地线检查"
 GIB = 2 ** 30
 
-# Sizes and per-step timeouts (seconds). On a GPU the timeouts sum to 8 minutes on one H100 (the budget),
-# sized from what was seen there by hand: the 3B preset built in 26 s, Stage-A at ~4 photos/s at batch 8, GRPO
-# 17.3 s/step text-only and 41.6-44.3 s/step photo-aware plus ~40 s to start; a GRPO step that runs out of time still
-# leaves the steps it logged. The photos are the synthetic ones enlarged 4x (896x672 = 602112 pixels = 768 visual
-# tokens on Qwen2.5-VL), 32 new tokens, as in the target. --tiny takes about 1.5 minutes on 2 idle cores.
+# Sizes and per-step timeouts (seconds), summing to 8 minutes (the budget). Measured by this check on one H200
+# (2026-11-27, torch 2.11, our pins as wheels): the 3B preset built in 28 s; Stage-A bare 3.6 / ours 4.2 photos/s at
+# batch 8 and 4.7 / 6.5 at batch 16 (60 and 93 ms per decode step), so batch 8 alone took ~55 s of a 130 s step and 32
+# never started: the sizes now start at 16; judging took 43 s; GRPO through run_grpo.sh rollout=hf 72 s (text) and
+# 82 s (photos) for 3 steps, start included. The photos are the synthetic ones enlarged 4x (896x672 = 602112 pixels =
+# 768 visual tokens on Qwen2.5-VL), 32 new tokens, as in the target. --tiny takes about 1.5 minutes on 2 idle
+# cores.
 PROFILES = {
     "gpu": dict(
-        timeouts=dict(model=45, stage_a=130, judge=55, grpo_text=85, grpo_photos=165),
+        timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
-                 "--batch_sizes", "8", "16", "32", "64", "--stop_after_s", "75"],
+                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Where one Stage-A batch spends its time: bare ms-swift's engine on one batch of photos, timed with 1 and with
---max_new_tokens new tokens (prefill + vision tower against the decode steps), then one call under torch's profiler
-(the ops that take the most CPU and GPU time, and how much of the wall the GPU was busy).
+--max_new_tokens new tokens (prefill + vision tower against the decode steps), then with --profile one call under torch's profiler (the ops that
+take the most CPU and GPU time, and how much of the wall the GPU was busy).
 
     python -m group_qc_dev.profile_stage_a --model DIR [--batch_size 16] [--photo_scale 4 --max_pixels 602112]
-        [--static_cache] [--json out.json]
+        [--static_cache] [--profile] [--json out.json]
 
 A GPU busy for a small share of the wall means the decode loop is bound by the host (Python, kernel launches,
 synchronisations), which CUDA graphs (a static cache compiles the decode step) or larger batches remove; a GPU busy
@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--max_pixels", type=int, default=37632)
     p.add_argument("--max_new_tokens", type=int, default=32)
     p.add_argument("--static_cache", action="store_true", help="transformers' static KV cache (compiled decode on GPU)")
+    p.add_argument("--profile", action="store_true",
+                   help="then one call under torch's profiler (CPU and CUDA ops); can hang where CUPTI is proxied (gVisor)")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -75,6 +77,11 @@ def main(argv=None) -> int:
             out["decode_steps"] = args.max_new_tokens - 1
             out["ms_per_decode_step"] = 1000 * (out["full_s"] - out["one_token_s"]) / (args.max_new_tokens - 1)
             out["photos_per_s"] = len(requests) / out["full_s"]
+            # printed before the profiler starts: on the H200 we were lent (gVisor) a profiled call did not end within
+            # a minute, and these numbers were lost with it
+            print(json.dumps(out), flush=True)
+            if not args.profile:
+                return out
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
             with profile(activities=activities) as prof:
                 wall = timed_call(engine, requests, args.max_new_tokens)[0]
