@@ -479,3 +479,19 @@ def test_run_grpo_sh_from_another_folder_reads_relative_paths_there(tiny_qwen2_5
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"--external_plugins {REPO / 'swift_plugins' / 'qc_plugin.py'}" in out.stdout
     assert "GROUP_QC_STAGE_A_DIR=sa " in out.stdout and "--output_dir runs" in out.stdout
+
+
+def test_run_grpo_sh_with_packages_on_pythonpath_runs_swift_by_the_same_python(tiny_qwen2_5_vl, stage_a_dir):
+    """The GPU machine's setup: ms-swift installed with `pip --target` and put on PYTHONPATH, no `swift` script beside
+    the Python (nor on PATH). The launcher used to exec a bare `swift` there and fail with 'No such file or directory';
+    it now runs ms-swift's CLI module with the same Python (what the `swift` script runs)."""
+    base_python = Path(os.path.realpath(sys.executable))   # the venv's interpreter, outside the venv
+    assert not (base_python.parent / "swift").exists()
+    site = next(Path(p) for p in sys.path if p.endswith("site-packages") and (Path(p) / "swift").is_dir())
+    env = {**os.environ, "PYTHON": str(base_python), "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
+           "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={tiny_qwen2_5_vl}",
+                          f"stage_a_dir={stage_a_dir}", "dry_run=1"], cwd=REPO, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f" {base_python} -m swift.cli.main rlhf " in out.stdout
