@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A day's work orders, one command: Stage-A (--unlabeled) then the verdict model, mission by mission.
+# A day's work orders, one command: Stage-A (--unlabeled) then the verdict model, every mission in one run of each.
 #
 #   bash scripts/judge.sh mission=<name|alias|all> cuda=<ids|cpu> input_dir=<work orders> output_dir=<dir> \
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
@@ -57,27 +57,44 @@ PY
 )
 [ "${#missions[@]}" -gt 0 ] || { echo "error: no mission folder of '$mission' under $input_dir" >&2; exit 2; }
 
-[ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
-failed=(); status=0
-for m in "${missions[@]}"; do
-  echo "== $m: Stage-A"
-  [ "$cuda" = "cpu" ] || export CUDA_VISIBLE_DEVICES="$cuda"
-  rc=0
-  bash "$REPO/scripts/stage_a_infer.sh" unlabeled=1 mission="$m" cuda="$cuda" input_dir="$input_dir" \
+stage_a() {   # stage_a <missions, comma-separated>
+  if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="$cuda"; fi
+  bash "$REPO/scripts/stage_a_infer.sh" unlabeled=1 mission="$1" cuda="$cuda" input_dir="$input_dir" \
     output_dir="$output_dir/stage_a" model="$stage_a_model" adapters="$stage_a_adapters" batch_size="$batch_size" \
-    extra="$stage_a_words" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "error: Stage-A for $m failed (exit $rc); the other missions go on" >&2
-    failed+=("$m (Stage-A)"); [ "$status" -ne 0 ] || status=$rc; continue
-  fi
-  echo "== $m: verdicts -> $output_dir/${m}_verdicts.jsonl"
+    extra="$stage_a_words"
+}
+verdicts() {   # verdicts <missions, comma-separated>
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi
-  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$m" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "error: judging $m failed (exit $rc); the other missions go on" >&2
-    failed+=("$m (judge)"); [ "$status" -ne 0 ] || status=$rc
-  fi
-done
+  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$1"
+}
+failed=(); status=0
+fail() {   # fail <mission> <what failed> <exit status>
+  echo "error: $2 failed (exit $3); the other missions go on" >&2
+  failed+=("$1 (${2%% *})"); [ "$status" -ne 0 ] || status=$3
+}
+# in_one_then_each <step> <function> <missions…>: the step for every mission in one process (one model load, not one
+# per mission: 8 loads were 140 of the demo's 146 s here); when that fails, again mission by mission (both steps skip
+# finished groups), so one broken mission stops none of the others. Leaves the missions it finished in `finished`.
+in_one_then_each() {
+  local step=$1 fn=$2 rc=0 m; shift 2
+  finished=()
+  [ "$#" -gt 0 ] || return 0
+  "$fn" "$(IFS=,; echo "$*")" || rc=$?
+  if [ "$rc" -eq 0 ]; then finished=("$@"); return 0; fi
+  if [ "$#" -eq 1 ]; then fail "$1" "${step//@/$1}" "$rc"; return 0; fi
+  echo "note: stopped (exit $rc) with $# missions in one run: again mission by mission, so the others finish" >&2
+  for m in "$@"; do
+    rc=0
+    "$fn" "$m" || rc=$?
+    if [ "$rc" -eq 0 ]; then finished+=("$m"); else fail "$m" "${step//@/$m}" "$rc"; fi
+  done
+}
+echo "== Stage-A: ${missions[*]} -> $output_dir/stage_a"
+in_one_then_each "Stage-A for @" stage_a "${missions[@]}"
+if [ "${#finished[@]}" -gt 0 ]; then
+  echo "== verdicts: ${finished[*]} -> $output_dir/<mission>_verdicts.jsonl"
+  in_one_then_each "judging @" verdicts "${finished[@]}"
+fi
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "error: not finished: ${failed[*]}; fix what the messages above say and rerun the same command (it resumes)" >&2
   exit "$status"

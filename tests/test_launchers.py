@@ -95,7 +95,16 @@ def _recording_python(tmp_path: Path) -> Path:
     wrapper.parent.mkdir()
     wrapper.write_text(f"""#!/usr/bin/env bash
 case "$2" in {'|'.join(COMMANDS)})
-  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$2"; shift 2; for a in "$@"; do printf '[%s]\\n' "$a"; done; exit 0 ;;
+  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$2"; cmd=$2; shift 2; prev=""; fail=0
+  for a in "$@"; do
+    printf '[%s]\\n' "$a"
+    # FAIL_MISSION (and FAIL_COMMAND): fail the commands whose --mission names that mission
+    if [ "$prev" = --mission ] && [ -n "${{FAIL_MISSION:-}}" ] && [[ "$a" == *"$FAIL_MISSION"* ]] \\
+       && [[ "$cmd" == "${{FAIL_COMMAND:-$cmd}}" ]]; then fail=1; fi
+    prev=$a
+  done
+  [ "$fail" = 0 ] || {{ echo "planted failure of $cmd" >&2; exit 3; }}
+  exit 0 ;;
 esac
 exec {sys.executable} "$@"
 """)
@@ -103,14 +112,14 @@ exec {sys.executable} "$@"
     return wrapper
 
 
-def _launch(tmp_path, script, *args, cwd=None):
+def _launch(tmp_path, script, *args, cwd=None, env=None):
     """Runs a launcher from a folder holding files a glob would expand to; returns (result, {command: [args]})."""
     cwd = cwd or tmp_path / "caller"
     cwd.mkdir(exist_ok=True)
     for name in ("a.jpg", "b.jpg"):
         (cwd / name).write_text("x")
     result = subprocess.run(["bash", str(REPO / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "PYTHON": str(_recording_python(tmp_path))})
+                            timeout=120, env={**os.environ, **(env or {}), "PYTHON": str(_recording_python(tmp_path))})
     calls, current = {}, None
     for line in result.stdout.splitlines():
         if line.startswith("@@ "):
@@ -231,3 +240,43 @@ def test_stage_a_names_a_bad_world_size_variable(tmp_path):
                              "z"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "WORLD_SIZE": "abc"})
     assert result.returncode == 2 and "WORLD_SIZE='abc' is not a whole number" in result.stderr, result.stderr
+
+
+THREE = ["BBU安装方式检查（正装）", "BBU接地线检查", "挡风板安装检查"]
+A, B, C = THREE
+
+
+def _missions_per_run(stdout: str) -> dict[str, list[str]]:
+    """{command: the --mission of each run, in order}."""
+    runs, current = {}, None
+    for line in stdout.splitlines():
+        if line.startswith("@@ "):
+            current = []
+            runs.setdefault(line[3:], []).append(current)
+        elif current is not None and line.startswith("[") and line.endswith("]"):
+            current.append(line[1:-1])
+    return {cmd: [argv[argv.index("--mission") + 1] for argv in argvs] for cmd, argvs in runs.items()}
+
+
+@pytest.mark.parametrize("fail_mission, fail_command, stage_a_runs, judge_runs, error", [
+    # every mission in one run of each step: one model load each, not one per mission
+    (None, None, [f"{A},{B},{C}"], [f"{A},{B},{C}"], None),
+    # Stage-A fails for B: again mission by mission; A and C are judged, B named, exit non-zero
+    (B, "stage_a.cli", [f"{A},{B},{C}", A, B, C], [f"{A},{C}"], f"error: Stage-A for {B} failed (exit 3)"),
+    # the judge fails for B: again mission by mission, A and C judged
+    (B, "stage_b.judge", [f"{A},{B},{C}"], [f"{A},{B},{C}", A, B, C], f"error: judging {B} failed (exit 3)"),
+])
+def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_stops_no_other(
+        tmp_path, fail_mission, fail_command, stage_a_runs, judge_runs, error):
+    for m in THREE:
+        (tmp_path / "caller" / "photos" / m / "g1").mkdir(parents=True)
+    env = {"FAIL_MISSION": fail_mission, "FAIL_COMMAND": fail_command} if fail_mission else {}
+    result, _ = _launch(tmp_path, "judge.sh", "mission=all", "input_dir=photos", "output_dir=out",
+                        "stage_a_model=m", "model=m", "threshold=0.5", env=env)
+    runs = _missions_per_run(result.stdout)
+    assert (runs["stage_a.cli"], runs["stage_b.judge"]) == (stage_a_runs, judge_runs)
+    if error is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 3 and error in result.stderr
+        assert f"not finished: {B} (" in result.stderr and "again mission by mission" in result.stderr
