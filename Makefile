@@ -20,11 +20,14 @@ setup: $(VENV)/.installed
 demo: setup
 	bash scripts/demo.sh
 
+# Two workers on CI's 2 cores, a test file per worker (its module fixtures built once; tests/conftest.py builds the
+# shared start point once for both).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)

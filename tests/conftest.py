@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -63,21 +64,44 @@ def run_command(argv, log: Path, env=None, timeout=900) -> str:
 START_POINT_SFT_STEPS = 100
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` once per test run, also under `make test`'s two pytest-xdist workers: each worker has its own
+    session (and its own session fixtures), and they share the parent of their base temp folders. The first worker
+    to get here builds `name` there holding a lock; the others wait, then reuse it. A build that failed is retried."""
+    import fcntl
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").write_text("")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     """The demo's Stage-B start point, trained by `swift sft` with the demo's recipe (configs/demo/sft.yaml)
     on a small workshop set: it writes the two-line format, and its verdict is a coin (both verdicts seen
-    for every group), so GRPO from here has reward spread to learn from."""
+    for every group), so GRPO from here has reward spread to learn from. 155 s: built once per test run."""
     import json
-    root = tmp_path_factory.mktemp("start_point")
-    synthetic.generate(root / "workshop", seed=0, groups_per_label=12)
-    from group_qc_dev import sft_data
-    rows = sft_data.stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
-    data = root / "start.jsonl"
-    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    swift = str(Path(sys.executable).parent / "swift")
-    run_command([swift, "sft", "configs/demo/sft.yaml", "--model", str(tiny_qwen2_5_vl), "--dataset", str(data),
-                 "--max_steps", str(START_POINT_SFT_STEPS), "--save_steps", str(START_POINT_SFT_STEPS),
-                 "--output_dir", str(root / "sft")], root / "sft.log")
+
+    def build(root: Path) -> None:
+        synthetic.generate(root / "workshop", seed=0, groups_per_label=12)
+        from group_qc_dev import sft_data
+        rows = sft_data.stage_b_rows(root / "workshop", verdicts="both", seed=0, reading=True)
+        data = root / "start.jsonl"
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        swift = str(Path(sys.executable).parent / "swift")
+        run_command([swift, "sft", "configs/demo/sft.yaml", "--model", str(tiny_qwen2_5_vl), "--dataset", str(data),
+                     "--max_steps", str(START_POINT_SFT_STEPS), "--save_steps", str(START_POINT_SFT_STEPS),
+                     "--output_dir", str(root / "sft")], root / "sft.log")
+
+    root = built_once(tmp_path_factory, "start_point", build)
     (checkpoint,) = (root / "sft").glob(f"v*/checkpoint-{START_POINT_SFT_STEPS}")
     return checkpoint
+

@@ -198,8 +198,9 @@ def _own_signal_handlers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, after_lines", [(signal.SIGKILL, 1), (signal.SIGKILL, 4), (signal.SIGINT, 1),
-                                              (signal.SIGINT, 4), (signal.SIGTERM, 2)])
+# Each signal once (each case is two Stage-A processes, ~35 s): a kill after the first group, an interrupt mid-run,
+# a terminate after two groups.
+@pytest.mark.parametrize("sig, after_lines", [(signal.SIGKILL, 1), (signal.SIGINT, 4), (signal.SIGTERM, 2)])
 def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_qwen2_5_vl, synthetic, tmp_path,
                                                                           sig, after_lines):
     photos = tmp_path / "photos"
