@@ -20,7 +20,7 @@ ROWS = (("accuracy", "accuracy_ci95", True), ("miss_rate", "miss_rate_ci95", Fal
 def load(path: str) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # RecursionError: JSON nested thousands deep
         raise ValueError(f"cannot read metrics file {path}: {exc}") from None
     if "overall" not in data or "per_mission" not in data:
         raise ValueError(f"{path} is not a stage_b.evaluate metrics.json (no 'overall'/'per_mission')")

@@ -92,7 +92,7 @@ def read_run_record(path) -> dict:
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # RecursionError: JSON nested thousands deep
         raise RunRecordError(f"{path} cannot be read ({exc})") from None
     if not isinstance(record, dict) or record.get("format") != RUN_FORMAT:
         found = record.get("format") if isinstance(record, dict) else None

@@ -147,3 +147,30 @@ def test_stage_a_resuming_onto_a_pathological_line_exits_2_naming_it(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"{m}_stage_a.jsonl:1: JSON nested more than 64 deep" in result.stderr
     assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+
+
+def _read_compare(path):
+    from stage_b.compare import load
+    return load(str(path))
+
+
+def _read_run_record(path):
+    from stage_b.run_record import read_run_record
+    return read_run_record(path)
+
+
+def _read_operating_point(path):
+    from stage_b.operating_point import load_operating_point
+    return load_operating_point(path)
+
+
+@pytest.mark.parametrize("read, name", [(_read_compare, "metrics.json"), (_read_run_record, "group_qc_run.json"),
+                                        (_read_operating_point, "operating_point.json")])
+def test_whole_file_json_readers_refuse_a_file_nested_100000_deep_by_name(tmp_path, read, name):
+    """The JSONL readers' depth limit has its counterpart in the readers of whole JSON files: a RecursionError
+    traceback became a ValueError-type error naming the file."""
+    path = tmp_path / name
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError) as exc:
+        read(path)
+    assert str(path) in str(exc.value)
