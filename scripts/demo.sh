@@ -33,8 +33,14 @@ SWIFT=${SWIFT:-$(dirname "$PY")/swift}
 OUT=${DEMO_OUT:-demo_out}
 WORKSHOP_GROUPS=${DEMO_WORKSHOP_GROUPS:-40}   # per label and mission
 FIELD_GROUPS=${DEMO_FIELD_GROUPS:-30}
-STAGE_A_SFT_STEPS=${DEMO_STAGE_A_SFT_STEPS:-200}
+# Rows per SFT step: configs/demo/sft.yaml takes batches of 8, and ms-swift, given no --gradient_accumulation_steps,
+# accumulates up to 16 rows per step. The Stage-A model learns as well from 270 steps of 8 rows as from 200 of 16
+# (95.2% exact summaries on the field photos both ways, measured) in 206 s instead of 340 s; 200 steps of 8 rows
+# gave 89.9%. The Stage-B start point keeps 150 steps of 16 rows, written out.
+STAGE_A_SFT_STEPS=${DEMO_STAGE_A_SFT_STEPS:-270}
+STAGE_A_SFT_ROWS_PER_STEP=${DEMO_STAGE_A_SFT_ROWS_PER_STEP:-8}
 STAGE_B_SFT_STEPS=${DEMO_STAGE_B_SFT_STEPS:-150}
+STAGE_B_SFT_ROWS_PER_STEP=${DEMO_STAGE_B_SFT_ROWS_PER_STEP:-16}
 GRPO_STEPS=${DEMO_GRPO_STEPS:-30}
 TODAY_GROUPS=${DEMO_TODAY_GROUPS:-10}          # today's work orders, per label and mission (unreviewed)
 # The promises the validation split's sizes allow (2-8 defective groups per mission): miss <= 20% at 80% confidence
@@ -60,15 +66,15 @@ quiet() { grep -v -E "^\[INFO|^\[WARNING|^Loading|it/s\]|s/it\]|warn|^\s*$" || t
 
 # Full-parameter SFT of the tiny model (it starts from random weights): ms-swift itself, with the recipe in
 # configs/demo/sft.yaml.
-sft() {  # sft <model> <rows.jsonl> <out> <steps> [more flags]
-  local model=$1 rows=$2 out=$3 steps=$4; shift 4
+sft() {  # sft <model> <rows.jsonl> <out> <steps> <rows per step (a multiple of 8)> [more flags]
+  local model=$1 rows=$2 out=$3 steps=$4 per_step=$5; shift 5
   # A finished run is reused (make demo again picks up where it stopped); DEMO_FRESH=1 retrains.
   if [ -z "${DEMO_FRESH:-}" ] && ls -d "$out"/v*/checkpoint-"$steps" > /dev/null 2>&1; then
     ls -d "$out"/v*/checkpoint-"$steps" | tail -1; return
   fi
   rm -rf "$out"
   "$SWIFT" sft configs/demo/sft.yaml --model "$model" --dataset "$rows" --max_steps "$steps" --save_steps "$steps" \
-    --output_dir "$out" "$@" > "$out.log" 2>&1 || { tail -30 "$out.log"; exit 1; }
+    --gradient_accumulation_steps $(( per_step / 8 )) --output_dir "$out" "$@" > "$out.log" 2>&1 || { tail -30 "$out.log"; exit 1; }
   ls -d "$out"/v*/checkpoint-"$steps"
 }
 
@@ -84,9 +90,10 @@ step "2/9 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photo
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml.
-step "3/9 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps, aligner + LLM)"
+step "3/9 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
 "$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
-STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS")
+STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
+  "$STAGE_A_SFT_ROWS_PER_STEP")
 echo "  summary model: $STAGE_A_MODEL"
 
 step "4/9 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
@@ -106,7 +113,7 @@ step "5/9 swift sft: Stage-B start point on workshop groups (both verdicts per g
 "$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
   --verdicts both --reading
 START_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_b_start.jsonl" "$OUT/sft/stage_b_start" \
-  "$STAGE_B_SFT_STEPS")
+  "$STAGE_B_SFT_STEPS" "$STAGE_B_SFT_ROWS_PER_STEP")
 echo "  start point: $START_MODEL"
 
 step "6/9 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
