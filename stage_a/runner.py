@@ -130,6 +130,15 @@ def ensure_writable(folder: Path) -> None:
 
 def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, outputs: MissionOutputs,
           input_dir: Path) -> MissionPlan:
+    if outputs.sharded:
+        # Part files of a run with another --num_shards split the groups another way: both runs would write some
+        # groups twice and the merge would only find out at the end.
+        other = next(((total, path) for _, total, path in outputs.part_files() if total != outputs.num_shards), None)
+        if other:
+            raise ValueError(f"{mission.name}: {other[1]} is a part of a run with --num_shards {other[0]}, and this "
+                             f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): merge that "
+                             f"run (python -m stage_a.merge) if its groups are wanted, remove its part files, then "
+                             f"run again")
     groups, issues = discover_mission(input_dir, mission, folders, registry, unlabeled=opts.unlabeled)
     if opts.overwrite:
         # A shard removes its own part only (other shards may be running, holding the mission lock shared; a

@@ -315,3 +315,23 @@ def test_an_input_dir_whose_name_is_not_utf8_is_refused_before_anything_runs(tmp
     assert result.returncode == 2, stderr[-2000:]
     assert "\\xd5\\xd5Ƭ has a name that is not valid UTF-8" in stderr and "Traceback" not in stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_run_with_another_num_shards_than_the_parts_there_stops_before_the_model_loads(tmp_path):
+    """A run with --num_shards 4 beside the part files of a --num_shards 2 run split the groups two ways (some
+    written twice), found only at merge. It now stops naming the other run's part and what to do; the same
+    --num_shards goes on (and then stops at the placeholder model, past the check)."""
+    from group_qc_dev.photos import jpeg
+    jpeg(tmp_path / "in" / M / "审核通过" / "g1" / "1.jpg")
+    out = tmp_path / "out"
+    out.mkdir()
+    part = out / f"{STEM}.shard-00001-of-00002.jsonl"
+    part.write_text("")
+    base = ["--input_dir", str(tmp_path / "in"), "--output_dir", str(out), "--model", _unloaded_model(tmp_path),
+            "--mission", M, "--no_progress"]
+    result = _cli(*base, "--num_shards", "4", "--shard_index", "0")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"{part} is a part of a run with --num_shards 2" in result.stderr and "stage_a.merge" in result.stderr
+    assert not (out / f"{STEM}.shard-00000-of-00004.jsonl").exists()
+    same = _cli(*base, "--num_shards", "2", "--shard_index", "0")
+    assert "is a part of a run with" not in same.stderr
