@@ -20,14 +20,14 @@ setup: $(VENV)/.installed
 demo: setup
 	bash scripts/demo.sh
 
-# Two workers on CI's 2 cores, a test file per worker (its module fixtures built once; tests/conftest.py builds the
-# shared start point once for both).
+# Two workers on CI's 2 cores, a test file per worker (its module fixtures built once), the slowest files first
+# (tests/conftest.py: SLOWEST_FIRST; it also builds the shared start point once for both workers).
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)

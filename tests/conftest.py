@@ -105,3 +105,19 @@ def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     (checkpoint,) = (root / "sft").glob(f"v*/checkpoint-{START_POINT_SFT_STEPS}")
     return checkpoint
 
+
+
+# `make test` runs two pytest-xdist workers that take whole files in collection order (--dist loadfile
+# --no-loadscope-reorder: xdist's default order, most tests first, left the slowest file, one 430 s test, to the end
+# of a 28-minute run). So the slowest files go first, slowest first (seconds measured in one process, 2026-11-27):
+# the learning test builds the shared start point at once, and the run-record tests that reuse it follow on the same
+# worker while the other takes the next slowest.
+SLOWEST_FIRST = ["test_learning", "test_stage_b_grpo", "test_run_record", "test_judge", "test_stage_a_faults",
+                 "test_gpu_check", "test_evaluate", "test_entry_points", "test_sft", "test_stage_a_e2e",
+                 "test_benchmarks", "test_swift_infer"]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    # a stable sort: the other files keep their order
+    items.sort(key=lambda item: rank.get(item.module.__name__.rpartition(".")[2], len(rank)))
