@@ -133,9 +133,10 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
     if outputs.sharded:
         # Part files of a run with another --num_shards split the groups another way: both runs would write some
         # groups twice and the merge would only find out at the end.
-        other = next(((total, path) for _, total, path in outputs.part_files() if total != outputs.num_shards), None)
+        other = [(total, path) for _, total, path in outputs.part_files() if total != outputs.num_shards]
         if other:
-            raise ValueError(f"{mission.name}: {other[1]} is a part of a run with --num_shards {other[0]}, and this "
+            total, path = other[0]
+            raise ValueError(f"{mission.name}: {path} is a part of a run with --num_shards {total}, and this "
                              f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): merge that "
                              f"run (python -m stage_a.merge) if its groups are wanted, remove its part files, then "
                              f"run again")

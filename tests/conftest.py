@@ -106,7 +106,6 @@ def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     return checkpoint
 
 
-
 # `make test` runs two pytest-xdist workers that take whole files in collection order (--dist loadfile
 # --no-loadscope-reorder: xdist's default order, most tests first, left the slowest file, one 430 s test, to the end
 # of a 28-minute run). So the slowest files go first, slowest first (seconds measured in one process, 2026-11-27):
