@@ -255,6 +255,7 @@ VARIANTS = {
     "ours_encode_inside": "ours, encoded in engine",
     "bare_preloaded": "bare, preloaded photos",
     "ours_static_cache": "ours, static KV cache",
+    "ours_swift_stops": "ours, ms-swift's stop words",
 }
 
 
@@ -291,6 +292,9 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             "ours_encode_inside": lambda: with_setting(engine, "pre_encodes", False, ours),
             "bare_preloaded": lambda: bench_bare(engine, photos, b, args.max_pixels, preloaded=True),
             "ours_static_cache": lambda: with_static_cache(engine, ours),
+            # ms-swift's StopWordsCriteria in place of stage_a.stopping.HostStopWords: what the host-side stop test
+            # costs per decode step (bare always uses ms-swift's)
+            "ours_swift_stops": lambda: with_setting(engine, "host_stop_words", False, ours),
         }
         return sides[key]()
 

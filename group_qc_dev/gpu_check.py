@@ -50,7 +50,7 @@ PROFILES = {
     "gpu": dict(
         timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
-                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90"],
+                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90", "--variants", "ours_swift_stops"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,
@@ -59,7 +59,8 @@ PROFILES = {
     # step can take several times as long, and a timeout here is a failure, not a measurement.
     "tiny": dict(
         timeouts=dict(model=120, stage_a=240, judge=240, grpo_text=300, grpo_photos=300),
-        stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120"],
+        stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
+                 "--variants", "ours_swift_stops"],
         grpo=dict(num_generations="2", prompts_per_step="2", max_completion_length="8", max_pixels="12544"),
         judge=["--groups", "200", "--completions", "200", "--judge_batch_size", "8", "--judge_max_new_tokens", "8"],
         data_groups=12,
@@ -186,7 +187,9 @@ def stage_a_summary(bench: dict | None) -> dict:
             "ours_over_bare": round(r["ours_over_bare"], 3), "peak_gpu_mib": r.get("peak_gpu_mib"),
             "same_tokens": (bare["tokens"], bare["decode_steps"]) == (ours["tokens"], ours["decode_steps"]),
             "ms_per_decode_step": round(1000 * bare.get("generate_seconds", bare["engine_seconds"]) /
-                                        max(bare["decode_steps"], 1), 1)})
+                                        max(bare["decode_steps"], 1), 1),
+            # the variants (--variants), each over bare: e.g. ours_swift_stops, ours with ms-swift's stop test
+            "variants_over_bare": {k: round(v, 3) for k, v in r.get("over_bare", {}).items() if k != "ours"}})
     ran = [b["batch_size"] for b in out["batches"] if "error" not in b]
     out["largest_batch_that_ran"] = max(ran, default=None)
     out["auto_batch"] = next((r.get("auto_batch") for r in rows if r.get("auto")), None)

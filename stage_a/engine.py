@@ -77,8 +77,10 @@ class SwiftSummaryEngine:
 
     def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int | str = 8,
                  max_pixels: int | None = None, max_new_tokens: int = 128, temperature: float = 0.0,
-                 seed: int | None = None, pre_encode: bool | None = None):
-        """batch_size 'auto' (transformers engine only): resolve_batch_size() picks it before the first batch."""
+                 seed: int | None = None, pre_encode: bool | None = None, host_stop_words: bool = True):
+        """batch_size 'auto' (transformers engine only): resolve_batch_size() picks it before the first batch.
+        host_stop_words: our calls test ms-swift's stop words with stage_a.stopping.HostStopWords (the same stops,
+        one device-to-host copy per decode step); calls made on `self.engine` directly stay ms-swift's own."""
         from swift.infer_engine import RequestConfig
 
         if batch_size == AUTO and backend != "transformers":
@@ -105,6 +107,11 @@ class SwiftSummaryEngine:
         # 853 photos, batch 16, 2 cores: 21.8/22.6 against 22.9/23.8 photos/s), so ms-swift encodes
         # inside infer there. vLLM encodes inside its own scheduler and keeps its own path.
         self._handover: dict[int, dict] = {}  # id(InferRequest) -> encoding, for one infer call
+        self.host_stop_words = host_stop_words and backend == "transformers"
+        self._inside_infer = False
+        if self.host_stop_words:
+            from .stopping import use_host_stop_words
+            use_host_stop_words(self.engine.template, when=lambda: self.host_stop_words and self._inside_infer)
         can = backend == "transformers" and batch_encode_hook_problem(self.engine) is None
         if pre_encode and not can:
             raise ValueError(f"pre_encode needs the transformers backend of ms-swift 4.x, not {backend!r}")
@@ -268,6 +275,13 @@ class SwiftSummaryEngine:
     def _infer(self, photos: list[PreparedPhoto]) -> list:
         if not photos:
             return []
+        self._inside_infer = True
+        try:
+            return self._infer_batch_or_one_by_one(photos)
+        finally:
+            self._inside_infer = False
+
+    def _infer_batch_or_one_by_one(self, photos: list[PreparedPhoto]) -> list:
         requests = [p.request for p in photos]
         self._handover = {id(p.request): p.encoded for p in photos if p.encoded is not None}
         try:

@@ -29,6 +29,9 @@ class VerdictEngine:
                  model_type: str | None = None, template: str | None = None):
         self.spec: ModelSpec = resolve_model(model, tuple(adapters), model_type, template)
         self.engine = build_swift_engine(self.spec, backend, batch_size)
+        if backend == "transformers":
+            from stage_a.stopping import use_host_stop_words
+            use_host_stop_words(self.engine.template)   # the same stops, one device-to-host copy per decode step
         self.batch_size = batch_size
         self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
 
