@@ -140,14 +140,20 @@ def test_preparation_threads_leave_torch_threads_of_later_threads_alone(tiny_qwe
     import threading
 
     import torch
-    expected = torch.get_num_threads()
+    # 2, not the suite's 1 (make test runs OMP_NUM_THREADS=1): a leaked 1 must be able to show
+    expected, before = 2, torch.get_num_threads()
+    torch.set_num_threads(expected)
+    monkeypatch.setattr(engine25, "torch_threads", expected)   # the count the engine was built with
     monkeypatch.setattr(engine25, "pre_encodes", True)  # torch runs on the preparation threads
-    run_stage_a(opts(photos, tmp_path / "out", tiny_qwen2_5_vl, batch_size=4), engine=engine25)
-    seen = []
-    worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
-    worker.start()
-    worker.join()
-    assert torch.get_num_threads() == expected and seen == [expected]
+    try:
+        run_stage_a(opts(photos, tmp_path / "out", tiny_qwen2_5_vl, batch_size=4), engine=engine25)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        worker.start()
+        worker.join()
+        assert torch.get_num_threads() == expected and seen == [expected]
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["encoded-ahead", "encoded-in-engine"])
