@@ -256,6 +256,7 @@ VARIANTS = {
     "bare_preloaded": "bare, preloaded photos",
     "ours_static_cache": "ours, static KV cache",
     "ours_swift_stops": "ours, ms-swift's stop words",
+    "ours_window_loop": "ours, a call per vision window",
 }
 
 
@@ -295,6 +296,8 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             # ms-swift's StopWordsCriteria in place of stage_a.stopping.HostStopWords: what the host-side stop test
             # costs per decode step (bare always uses ms-swift's)
             "ours_swift_stops": lambda: with_setting(engine, "host_stop_words", False, ours),
+            # transformers' own vision attention (a call per window) in place of stage_a.vision_windows
+            "ours_window_loop": lambda: with_setting(engine, "window_batches", False, ours),
         }
         return sides[key]()
 

@@ -50,7 +50,7 @@ PROFILES = {
     "gpu": dict(
         timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
-                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90", "--variants", "ours_swift_stops"],
+                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90", "--variants", "ours_swift_stops", "ours_window_loop"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,
@@ -60,7 +60,7 @@ PROFILES = {
     "tiny": dict(
         timeouts=dict(model=120, stage_a=240, judge=240, grpo_text=300, grpo_photos=300),
         stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
-                 "--variants", "ours_swift_stops"],
+                 "--variants", "ours_swift_stops", "ours_window_loop"],
         grpo=dict(num_generations="2", prompts_per_step="2", max_completion_length="8", max_pixels="12544"),
         judge=["--groups", "200", "--completions", "200", "--judge_batch_size", "8", "--judge_max_new_tokens", "8"],
         data_groups=12,

@@ -77,10 +77,13 @@ class SwiftSummaryEngine:
 
     def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int | str = 8,
                  max_pixels: int | None = None, max_new_tokens: int = 128, temperature: float = 0.0,
-                 seed: int | None = None, pre_encode: bool | None = None, host_stop_words: bool = True):
+                 seed: int | None = None, pre_encode: bool | None = None, host_stop_words: bool = True,
+                 window_batches: bool = True):
         """batch_size 'auto' (transformers engine only): resolve_batch_size() picks it before the first batch.
         host_stop_words: our calls test ms-swift's stop words with stage_a.stopping.HostStopWords (the same stops,
-        one device-to-host copy per decode step); calls made on `self.engine` directly stay ms-swift's own."""
+        one device-to-host copy per decode step); calls made on `self.engine` directly stay ms-swift's own.
+        window_batches: during our calls the vision tower attends its windows one call per window length
+        (stage_a.vision_windows), not one call per window; the same arithmetic."""
         from swift.infer_engine import RequestConfig
 
         if batch_size == AUTO and backend != "transformers":
@@ -112,6 +115,11 @@ class SwiftSummaryEngine:
         if self.host_stop_words:
             from .stopping import use_host_stop_words
             use_host_stop_words(self.engine.template, when=lambda: self.host_stop_words and self._inside_infer)
+        self.window_batches = window_batches and backend == "transformers"
+        self._windows = None
+        if self.window_batches:
+            from .vision_windows import WindowBatches
+            self._windows = WindowBatches(self.engine.model)
         can = backend == "transformers" and batch_encode_hook_problem(self.engine) is None
         if pre_encode and not can:
             raise ValueError(f"pre_encode needs the transformers backend of ms-swift 4.x, not {backend!r}")
@@ -275,9 +283,11 @@ class SwiftSummaryEngine:
     def _infer(self, photos: list[PreparedPhoto]) -> list:
         if not photos:
             return []
+        from contextlib import nullcontext
         self._inside_infer = True
         try:
-            return self._infer_batch_or_one_by_one(photos)
+            with self._windows if self.window_batches and self._windows else nullcontext():
+                return self._infer_batch_or_one_by_one(photos)
         finally:
             self._inside_infer = False
 

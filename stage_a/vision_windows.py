@@ -1,0 +1,87 @@
+"""Qwen-VL's vision tower without flash-attn: one attention call per window length, not one per window (an adapter:
+imports torch and transformers).
+
+transformers' Qwen2.5-VL and Qwen3-VL vision attention, with any attention but flash-attention (no flash-attn
+package: every CPU, and the GPU image we were lent), cuts the batch's patches at `cu_seqlens` and attends each piece
+in its own call. Qwen2.5-VL attends within 8x8-patch windows in 28 of its 32 blocks: a photo of 768 visual tokens is
+48 windows, so a batch of 16 such photos costs 28 x 768 + 4 x 16 = 21,568 attention calls per forward, each a few
+kernel launches. On the H200 Stage-A spent about 133 ms per photo outside the decode steps (batch 8 against 16,
+docs/gpu/h200_bench_stage_a.json), roughly 1,300 calls per photo at ~100 us each, where its FLOPs need ~10 ms.
+
+Here the pieces of one length are gathered into one batch and attended in one call of transformers' own sdpa
+function: the same arithmetic per piece, a few calls per block. transformers hands `cu_seqlens` to the attention
+function only when the implementation's name contains "flash" (`is_flash_attention_requested`), hence the name
+under which this one is registered; it is set on the vision config alone, never on the language model's.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+NAME = "sdpa_by_window_length_flash_api"
+VISION_ATTENTION = ("Qwen2_5_VLVisionAttention", "Qwen3VLVisionAttention")
+
+
+def _groups(cu_seqlens: torch.Tensor, cache: dict) -> list[tuple[int, int, torch.Tensor]]:
+    """[(pieces, length, positions (pieces * length,))] per piece length; the same for every block of one forward,
+    so kept for the last few `cu_seqlens` seen."""
+    bounds = tuple(cu_seqlens.tolist())   # one device-to-host copy per block
+    if bounds not in cache:
+        starts: dict[int, list[int]] = {}
+        for start, end in zip(bounds, bounds[1:]):
+            if end > start:
+                starts.setdefault(end - start, []).append(start)
+        cache[bounds] = [(len(s), n, (torch.tensor(s)[:, None] + torch.arange(n)).reshape(-1).to(cu_seqlens.device))
+                         for n, s in starts.items()]
+        while len(cache) > 4:
+            cache.pop(next(iter(cache)))
+    return cache[bounds]
+
+
+def attention_by_window_length(module, query, key, value, attention_mask=None, *, scaling=None, dropout=0.0,
+                               cu_seq_lens_q=None, **kwargs):
+    """query, key, value: (1, heads, patches, head_dim), the pieces back to back as `cu_seq_lens_q` cuts them.
+    Returns (1, patches, heads, head_dim), as transformers' flash functions do."""
+    heads, length, dim = query.shape[1], query.shape[2], query.shape[3]
+    if cu_seq_lens_q is None:   # one piece: plain sdpa
+        return sdpa_attention_forward(module, query, key, value, None, dropout=dropout, scaling=scaling,
+                                      is_causal=False)
+    out = query.new_empty(length, heads, dim)
+    cache = module.__dict__.setdefault("_window_groups", {})
+    for pieces, n, positions in _groups(cu_seq_lens_q, cache):
+        def take(t):   # (1, heads, patches, dim) -> (pieces, heads, n, dim)
+            return t[0][:, positions].reshape(heads, pieces, n, dim).transpose(0, 1)
+        attended, _ = sdpa_attention_forward(module, take(query), take(key), take(value), None, dropout=dropout,
+                                             scaling=scaling, is_causal=False)   # (pieces, n, heads, dim)
+        out[positions] = attended.reshape(pieces * n, heads, dim)
+    return out.unsqueeze(0), None
+
+
+AttentionInterface.register(NAME, attention_by_window_length)
+
+
+def vision_configs(model) -> list:
+    """The vision configs whose attention modules cut their input into pieces (Qwen2.5-VL, Qwen3-VL) and run sdpa
+    (the configs this module can switch; flash-attention and eager are left as they are)."""
+    found = {}
+    for module in model.modules():
+        if type(module).__name__ in VISION_ATTENTION and module.config._attn_implementation in ("sdpa", NAME):
+            found[id(module.config)] = module.config
+    return list(found.values())
+
+
+class WindowBatches:
+    """`with WindowBatches(model):` the model's vision attention attends its pieces by length; sdpa again after."""
+
+    def __init__(self, model):
+        self.configs = vision_configs(model)
+
+    def __enter__(self):
+        for config in self.configs:
+            config._attn_implementation = NAME
+        return self
+
+    def __exit__(self, *exc):
+        for config in self.configs:
+            config._attn_implementation = "sdpa"
