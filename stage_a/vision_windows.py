@@ -71,6 +71,11 @@ def vision_configs(model) -> list:
     return list(found.values())
 
 
+def use_window_batches(model) -> int:
+    """Switch the model's vision attention to one call per window length for good; the number of configs switched."""
+    return len(WindowBatches(model).__enter__().configs)
+
+
 class WindowBatches:
     """`with WindowBatches(model):` the model's vision attention attends its pieces by length; sdpa again after."""
 

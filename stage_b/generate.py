@@ -31,7 +31,9 @@ class VerdictEngine:
         self.engine = build_swift_engine(self.spec, backend, batch_size)
         if backend == "transformers":
             from stage_a.stopping import use_host_stop_words
+            from stage_a.vision_windows import use_window_batches
             use_host_stop_words(self.engine.template)   # the same stops, one device-to-host copy per decode step
+            use_window_batches(self.engine.model)       # photo-aware rows: a vision call per window length
         self.batch_size = batch_size
         self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
 
