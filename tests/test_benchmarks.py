@@ -32,13 +32,14 @@ def test_stage_a_bench_gives_both_sides_the_same_work(tiny_qwen2_5_vl, tmp_path)
     assert [r["batch_size"] for r in rows] == [1, 4]
     for r in rows:
         assert not r["ours_pre_encodes"]  # on a CPU ms-swift encodes inside infer; the ahead variant is timed
+        # every variant generates the same tokens: the static KV cache, ms-swift's stop test, a call per window
         sides = [r["bare"], r["ours"], r["ours_one_thread"], r["ours_encode_ahead"], r["bare_preloaded"],
-                 r["ours_static_cache"]]   # the static KV cache generates the same tokens
+                 r["ours_static_cache"], r["ours_swift_stops"], r["ours_window_loop"]]
         assert len({(s["photos"], s["tokens"], s["decode_steps"]) for s in sides}) == 1, r
         assert r["ours_encode_ahead"]["encode_seconds"] < r["bare"]["encode_seconds"]  # off the engine's clock
         assert r["ours_over_bare"] > 0
         assert set(r["over_bare"]) == {"ours", "ours_one_thread", "ours_encode_ahead", "bare_preloaded",
-                                       "ours_static_cache"}
+                                       "ours_static_cache", "ours_swift_stops", "ours_window_loop"}
     assert rows[0]["bare"]["engine_calls"] == rows[0]["bare"]["photos"]  # batch 1: one call per photo
     assert "vllm" in result["skipped"] and result["resume"]["groups"] == 20
 
