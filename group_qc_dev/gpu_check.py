@@ -168,6 +168,21 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def time_split(sides: list[dict]) -> dict | None:
+    """generate seconds = photos x P + decode steps x D, fitted (least squares) over the batch sizes of one side: P is
+    the vision tower and prefill per photo, D one decode step of a batch. Every batch size sees the same photos and the
+    same tokens, so only the number of calls (and with it the decode steps) changes. None with fewer than two batch
+    sizes; a negative value means the rows were too noisy to split."""
+    points = [(s["photos"], s["decode_steps"], s["generate_seconds"]) for s in sides if "generate_seconds" in s]
+    if len({steps for _, steps, _ in points}) < 2:
+        return None
+    import numpy as np
+    a = np.array([[photos, steps] for photos, steps, _ in points], dtype=float)
+    (p, d), *_ = np.linalg.lstsq(a, np.array([t for _, _, t in points]), rcond=None)
+    return {"ms_per_photo": round(1000 * float(p), 1), "ms_per_decode_step": round(1000 * float(d), 1),
+            "batch_sizes": len(points)}
+
+
 def stage_a_summary(bench: dict | None) -> dict:
     """Per batch size: bare and ours photos/s, their ratio, whether both generated the same tokens; the largest
     batch that ran, and what --batch_size auto chose."""
@@ -192,6 +207,8 @@ def stage_a_summary(bench: dict | None) -> dict:
             "variants_over_bare": {k: round(v, 3) for k, v in r.get("over_bare", {}).items() if k != "ours"}})
     ran = [b["batch_size"] for b in out["batches"] if "error" not in b]
     out["largest_batch_that_ran"] = max(ran, default=None)
+    out["time_split"] = {side: time_split([r[side] for r in rows if "error" not in r and not r.get("auto")])
+                         for side in ("bare", "ours")}
     out["auto_batch"] = next((r.get("auto_batch") for r in rows if r.get("auto")), None)
     return out
 
@@ -394,6 +411,8 @@ def headline(name: str, r: dict) -> str:
                  (b["error"] if "error" in b else f"bare {b['bare_photos_per_s']}, ours {b['ours_photos_per_s']} "
                                                   f"photos/s ({b['ours_over_bare']}x, same tokens {b['same_tokens']})")
                  for b in r["batches"]]
+        parts += [f"{side}: {split['ms_per_photo']} ms per photo (vision tower, prefill) + {split['ms_per_decode_step']} "
+                  f"ms per decode step" for side, split in (r.get("time_split") or {}).items() if split]
         return "; " + "; ".join(parts)
     if name == "judge" and r.get("groups_per_s"):
         g = r["groups_per_s"]

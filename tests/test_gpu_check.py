@@ -115,6 +115,8 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
     assert all(b["same_tokens"] and b["ours_over_bare"] > 0 for b in stage_a["batches"])   # no error rows either
     # each of our two decode/vision changes isolated: ours with ms-swift's stop test, ours with a call per window
     assert all(set(b["variants_over_bare"]) == {"ours_swift_stops", "ours_window_loop"} for b in fixed)
+    assert all(stage_a["time_split"][side]["batch_sizes"] == 2 for side in ("bare", "ours"))
+    assert "ms per photo (vision tower, prefill)" in (out / "gpu_check.log").read_text(encoding="utf-8")
     (auto,) = [b for b in stage_a["batches"] if b["auto"]]
     assert auto["batch_size"] == CPU_AUTO_BATCH and stage_a["auto_batch"]["device"] == "cpu"
     judge = report["judge"]
@@ -224,3 +226,20 @@ def test_the_gpu_probe_fits_verifies_and_halves_on_out_of_memory(tiny_qwen2_5_vl
                                          r"the GPU's memory \(Made-up GPU, 2\.0 GiB free of 80\.0"):
         engine.probe_gpu_batch(messages, cuda=MemoryMeter(engine, free=2, fixed=1, per_photo=0.5, fits=1))
     assert engine.engine.generation_config.min_new_tokens is None
+
+
+@pytest.mark.parametrize("rows, expected", [
+    # 74 photos at batch 8 (10 calls x 32 steps) and 16 (5 x 32): 100 ms per photo and 20 ms per step, recovered
+    ([(74, 320, 7.4 + 6.4), (74, 160, 7.4 + 3.2)], {"ms_per_photo": 100.0, "ms_per_decode_step": 20.0}),
+    # the H200's bare rows (docs/gpu/h200_bench_stage_a.json)
+    ([(74, 320, 19.262), (74, 160, 14.946)], {"ms_per_photo": 143.6, "ms_per_decode_step": 27.0}),
+    ([(74, 320, 19.262)], None),                        # one batch size: nothing to split
+    ([(74, 320, 19.262), (74, 320, 19.0)], None),       # two batch sizes with the same steps: nothing either
+])
+def test_time_split_separates_photos_from_decode_steps(rows, expected):
+    from group_qc_dev.gpu_check import time_split
+    split = time_split([{"photos": p, "decode_steps": d, "generate_seconds": t} for p, d, t in rows])
+    if expected is None:
+        assert split is None
+    else:
+        assert {k: split[k] for k in expected} == expected and split["batch_sizes"] == len(rows)
