@@ -23,20 +23,23 @@ NAME = "sdpa_by_window_length_flash_api"
 VISION_ATTENTION = ("Qwen2_5_VLVisionAttention", "Qwen3VLVisionAttention")
 
 
-def _groups(cu_seqlens: torch.Tensor, cache: dict) -> list[tuple[int, int, torch.Tensor]]:
-    """[(pieces, length, positions (pieces * length,))] per piece length; the same for every block of one forward,
-    so kept for the last few `cu_seqlens` seen."""
-    bounds = tuple(cu_seqlens.tolist())   # one device-to-host copy per block
-    if bounds not in cache:
+_GROUPS: dict = {}   # (cu_seqlens values, device) -> _groups' answer, for the last few seen
+
+
+def _groups(cu_seqlens: torch.Tensor) -> list[tuple[int, int, torch.Tensor]]:
+    """[(pieces, length, positions (pieces * length,))] per piece length; the same for every windowed block of one
+    forward (and for every full-attention block), so built once per forward and kept for the last few seen."""
+    bounds = (tuple(cu_seqlens.tolist()), str(cu_seqlens.device))   # one device-to-host copy per block
+    if bounds not in _GROUPS:
         starts: dict[int, list[int]] = {}
-        for start, end in zip(bounds, bounds[1:]):
+        for start, end in zip(bounds[0], bounds[0][1:]):
             if end > start:
                 starts.setdefault(end - start, []).append(start)
-        cache[bounds] = [(len(s), n, (torch.tensor(s)[:, None] + torch.arange(n)).reshape(-1).to(cu_seqlens.device))
-                         for n, s in starts.items()]
-        while len(cache) > 4:
-            cache.pop(next(iter(cache)))
-    return cache[bounds]
+        _GROUPS[bounds] = [(len(s), n, (torch.tensor(s)[:, None] + torch.arange(n)).reshape(-1).to(cu_seqlens.device))
+                           for n, s in starts.items()]
+        while len(_GROUPS) > 4:
+            _GROUPS.pop(next(iter(_GROUPS)))
+    return _GROUPS[bounds]
 
 
 def attention_by_window_length(module, query, key, value, attention_mask=None, *, scaling=None, dropout=0.0,
@@ -48,8 +51,7 @@ def attention_by_window_length(module, query, key, value, attention_mask=None, *
         return sdpa_attention_forward(module, query, key, value, None, dropout=dropout, scaling=scaling,
                                       is_causal=False)
     out = query.new_empty(length, heads, dim)
-    cache = module.__dict__.setdefault("_window_groups", {})
-    for pieces, n, positions in _groups(cu_seq_lens_q, cache):
+    for pieces, n, positions in _groups(cu_seq_lens_q):
         def take(t):   # (1, heads, patches, dim) -> (pieces, heads, n, dim)
             return t[0][:, positions].reshape(heads, pieces, n, dim).transpose(0, 1)
         attended, _ = sdpa_attention_forward(module, take(query), take(key), take(value), None, dropout=dropout,
