@@ -4,7 +4,7 @@
 take the most CPU and GPU time, and how much of the wall the GPU was busy).
 
     python -m group_qc_dev.profile_stage_a --model DIR [--batch_size 16] [--photo_scale 4 --max_pixels 602112]
-        [--static_cache] [--profile] [--json out.json]
+        [--static_cache] [--ours] [--profile] [--json out.json]
 
 A GPU busy for a small share of the wall means the decode loop is bound by the host (Python, kernel launches,
 synchronisations), which CUDA graphs (a static cache compiles the decode step) or larger batches remove; a GPU busy
@@ -25,14 +25,19 @@ from stage_a.images import load_photo
 from stage_a.missions import load_registry
 
 
-def timed_call(engine, requests, max_new_tokens: int) -> tuple[float, int]:
+def timed_call(engine, requests, max_new_tokens: int, ours: bool = False) -> tuple[float, int]:
+    """One engine call: bare ms-swift's, or with `ours` the same call with our changes on (SwiftSummaryEngine's
+    our_changes: the stop test at one copy per step, vision windows by length)."""
+    from contextlib import nullcontext
+
     import torch
     from swift.infer_engine import RequestConfig
     config = RequestConfig(max_tokens=max_new_tokens, temperature=0)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start = time.perf_counter()
-    responses = engine.engine.infer(requests, config, use_tqdm=False)
+    with engine.our_changes() if ours else nullcontext():
+        responses = engine.engine.infer(requests, config, use_tqdm=False)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return time.perf_counter() - start, sum(r.usage.completion_tokens for r in responses)
@@ -46,6 +51,8 @@ def main(argv=None) -> int:
     p.add_argument("--max_pixels", type=int, default=37632)
     p.add_argument("--max_new_tokens", type=int, default=32)
     p.add_argument("--static_cache", action="store_true", help="transformers' static KV cache (compiled decode on GPU)")
+    p.add_argument("--ours", action="store_true",
+                   help="with our changes to the engine on (the stop test, vision windows by length), as Stage-A runs")
     p.add_argument("--profile", action="store_true",
                    help="then one call under torch's profiler (CPU and CUDA ops); can hang where CUPTI is proxied (gVisor)")
     p.add_argument("--top", type=int, default=20)
@@ -70,10 +77,10 @@ def main(argv=None) -> int:
         def calls():
             out = {}
             for _ in range(2):   # warm-up (and, with a static cache on a GPU, compilation) for both lengths
-                timed_call(engine, requests, 1)
-                timed_call(engine, requests, args.max_new_tokens)
-            out["one_token_s"], _ = timed_call(engine, requests, 1)
-            out["full_s"], out["tokens"] = timed_call(engine, requests, args.max_new_tokens)
+                timed_call(engine, requests, 1, args.ours)
+                timed_call(engine, requests, args.max_new_tokens, args.ours)
+            out["one_token_s"], _ = timed_call(engine, requests, 1, args.ours)
+            out["full_s"], out["tokens"] = timed_call(engine, requests, args.max_new_tokens, args.ours)
             out["decode_steps"] = args.max_new_tokens - 1
             out["ms_per_decode_step"] = 1000 * (out["full_s"] - out["one_token_s"]) / (args.max_new_tokens - 1)
             out["photos_per_s"] = len(requests) / out["full_s"]
@@ -84,7 +91,7 @@ def main(argv=None) -> int:
                 return out
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
             with profile(activities=activities) as prof:
-                wall = timed_call(engine, requests, args.max_new_tokens)[0]
+                wall = timed_call(engine, requests, args.max_new_tokens, args.ours)[0]
             events = prof.key_averages()
             gpu = torch.cuda.is_available()
             key = "self_device_time_total" if gpu else "self_cpu_time_total"
@@ -103,6 +110,7 @@ def main(argv=None) -> int:
 
         result = with_static_cache(engine, calls) if args.static_cache else calls()
     result.update(batch_size=args.batch_size, max_pixels=args.max_pixels, static_cache=args.static_cache,
+                  ours=args.ours,
                   device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
     print(json.dumps({k: v for k, v in result.items() if k != "top_ops"}, indent=1), flush=True)
     if args.json:

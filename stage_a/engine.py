@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
@@ -283,11 +284,17 @@ class SwiftSummaryEngine:
     def _infer(self, photos: list[PreparedPhoto]) -> list:
         if not photos:
             return []
-        from contextlib import nullcontext
+        with self.our_changes():
+            return self._infer_batch_or_one_by_one(photos)
+
+    @contextmanager
+    def our_changes(self):
+        """Our changes to ms-swift's engine on for the engine calls made inside: HostStopWords and window batches
+        (each where switched on). Bare `self.engine.infer` outside it is ms-swift's own."""
         self._inside_infer = True
         try:
             with self._windows if self.window_batches and self._windows else nullcontext():
-                return self._infer_batch_or_one_by_one(photos)
+                yield
         finally:
             self._inside_infer = False
 

@@ -51,3 +51,16 @@ def test_stage_b_bench_measures_rewards_and_rows_without_a_model(tmp_path):
     assert all(rate > 0 for rate in result["rewards_completions_per_s"].values())
     assert result["dataset"]["groups"] == 300
     assert not any(key.startswith("grpo") for key in result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ours", [False, True], ids=["bare", "ours"])
+def test_profile_stage_a_times_prefill_against_decode(tiny_qwen2_5_vl, tmp_path, ours):
+    """profile_stage_a (what a GPU session runs when the check says the time is lost) runs without the profiler and
+    measures one batch with 1 and with --max_new_tokens new tokens, bare and with --ours; 4 photos x 4 tokens. (That
+    our_changes engages both changes is tested in tests/test_stopping.py and tests/test_vision_windows.py.)"""
+    result = bench("profile_stage_a", "--model", str(tiny_qwen2_5_vl), "--batch_size", "4", "--max_new_tokens", "4",
+                   *(["--ours"] if ours else []), json_out=tmp_path / "p.json")
+    assert result["ours"] is ours and result["device"] == "cpu" and result["tokens"] == 4 * 4
+    assert result["decode_steps"] == 3 and result["full_s"] > 0 and result["one_token_s"] > 0
+    assert result["photos_per_s"] == pytest.approx(4 / result["full_s"])
