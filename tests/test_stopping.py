@@ -11,10 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
+from group_qc_dev.count_ops import HOST_READS  # noqa: E402
 from stage_a.stopping import HostStopWords, use_host_stop_words  # noqa: E402
-
-# what makes the host wait for the device (or copy to it) when the tensors live on a GPU
-HOST_ROUND_TRIPS = {"tolist", "item", "__bool__", "__int__", "__float__", "__index__", "__setitem__", "tensor", "cpu"}
 
 
 class RoundTrips(TorchFunctionMode):
@@ -23,7 +21,7 @@ class RoundTrips(TorchFunctionMode):
         self.count = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += getattr(func, "__name__", "") in HOST_ROUND_TRIPS
+        self.count += getattr(func, "__name__", "") in HOST_READS
         return func(*args, **(kwargs or {}))
 
 
