@@ -71,6 +71,22 @@ def test_the_tower_gives_the_same_output_with_fewer_attention_calls(models, arch
     assert all(c._attn_implementation == "sdpa" for c in windows.configs)   # back after the block
 
 
+@pytest.mark.parametrize("cuts", [None, [0, 5, 12, 17, 20]])
+def test_the_attention_function_attends_each_piece_alone(cuts):
+    """Called directly: without cut points (a call transformers 5.19 does not make for these towers) the whole input
+    is one piece; with them each piece attends only itself, as one sdpa call per piece would."""
+    from stage_a.vision_windows import attention_by_window_length
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(1, 2, 20, 8) for _ in range(3))
+    bounds = cuts or [0, 20]
+    expected = torch.cat([torch.nn.functional.scaled_dot_product_attention(
+        query[:, :, a:b], key[:, :, a:b], value[:, :, a:b]) for a, b in zip(bounds, bounds[1:])], dim=2).transpose(1, 2)
+    got, _ = attention_by_window_length(None, query, key, value, scaling=8 ** -0.5,
+                                        cu_seq_lens_q=None if cuts is None else torch.tensor(cuts))
+    assert got.shape == (1, 20, 2, 8)
+    torch.testing.assert_close(got, expected)
+
+
 def test_stage_a_summaries_equal_bare_ms_swift_with_many_windows(tiny_qwen2_5_vl):
     """Our engine calls (window batches on) and bare engine.infer (transformers' call per window) on photos of
     dozens of windows: the same replies."""
