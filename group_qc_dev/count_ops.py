@@ -192,6 +192,12 @@ def main(argv=None) -> int:
         p.error(f"--skeleton {args.skeleton!r}: not a preset ({', '.join(sorted(PRESETS))})")
     if args.batch_size < 1 or args.max_new_tokens < 2:
         p.error("--batch_size must be >= 1 and --max_new_tokens >= 2 (one decode step at least)")
+    if args.model:
+        from stage_a.checkpoints import ModelPathError, resolve_model
+        try:
+            resolve_model(args.model)
+        except ModelPathError as e:
+            p.error(str(e))
     with tempfile.TemporaryDirectory(prefix="count-ops-model-") as tmp:
         model = Path(args.model) if args.model else build_tiny_model(out=Path(tmp) / "m",
                                                                      **skeleton_kwargs(args.skeleton))
