@@ -36,6 +36,7 @@ ENV_LORA_LAST_K = "GROUP_QC_LORA_LAST_K"
 ENV_IMAGES = "GROUP_QC_STAGE_B_IMAGES"
 ENV_MAX_PIXELS = "GROUP_QC_STAGE_B_MAX_PIXELS"
 ENV_INPUT_DIR = "GROUP_QC_INPUT_DIR"
+ENV_BARE_ENGINE = "GROUP_QC_BARE_ENGINE"
 ENV_PREFIX = "GROUP_QC_"
 # Photo-aware mode's per-photo budget: 256 x 28 x 28 pixels = 256 visual tokens per photo on Qwen2.5-VL (one token
 # per 28x28 patch after the 2x2 merge; 196 on Qwen3-VL's 32-px merged patches). A 6-photo group then costs ~1.5k
@@ -53,6 +54,8 @@ KNOWN_ENV = {
     ENV_MISSIONS: "mission registry YAML (default configs/missions.yaml)",
     ENV_IMAGES: "1: Stage-B rows carry the group's photos beside the summaries (photo-aware GRPO); default 0",
     ENV_MAX_PIXELS: f"photo-aware mode's pixel budget per photo (default {DEFAULT_MAX_PIXELS} = 256 x 28 x 28)",
+    ENV_BARE_ENGINE: "1: GRPO keeps ms-swift's stop test and transformers' call per vision window (our two engine "
+                     "changes off; both keep every token, so this is for comparing)",
     ENV_INPUT_DIR: "photo folder (Stage-A's --input_dir) when the Stage-A records' own input_dir is not where they are",
 }
 DEFAULT_SPLIT_SEED = 0

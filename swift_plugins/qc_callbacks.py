@@ -25,7 +25,7 @@ from swift.callbacks import TrainerCallback
 from stage_b import dataset as qc_dataset
 from stage_b.lora import audit_trainable
 from stage_b.run_record import build_run_record, write_run_record
-from stage_b.settings import ENV_BALANCE, ENV_LORA_LAST_K, parse_seed
+from stage_b.settings import ENV_BALANCE, ENV_BARE_ENGINE, ENV_LORA_LAST_K, parse_flag, parse_seed
 from stage_b.training_signal import step_signal, validation_metrics
 
 log = logging.getLogger("group_qc.plugin")
@@ -55,6 +55,24 @@ def tensor_digest(named_tensors) -> str | None:
         digest.update(name.encode("utf-8"))
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def use_engine_changes(trainer) -> dict:
+    """Our two engine changes, each tested to keep every token (stage_a.vision_windows: the vision tower's windows
+    attended one call per length; stage_a.stopping: the stop test at one device copy per step), on the GRPO trainer's
+    model (rollouts, log-probs and the loss forward) and on its own TransformersEngine's rollouts (rollout=hf; vLLM
+    rolls out with its own code). GROUP_QC_BARE_ENGINE=1 leaves both off. Returns what was switched, for the record."""
+    if parse_flag(os.environ.get(ENV_BARE_ENGINE, ""), ENV_BARE_ENGINE):
+        return {"window_batches": 0, "host_stop_words": False, "off_by": f"{ENV_BARE_ENGINE}=1"}
+    from swift.infer_engine import TransformersEngine
+
+    from stage_a.stopping import use_host_stop_words
+    from stage_a.vision_windows import use_window_batches
+    engine = getattr(trainer, "engine", None)
+    host_stop_words = isinstance(engine, TransformersEngine)
+    if host_stop_words:
+        use_host_stop_words(engine.template)
+    return {"window_batches": use_window_batches(trainer.model), "host_stop_words": host_stop_words}
 
 
 def adapter_key(name: str) -> str:
@@ -169,8 +187,12 @@ class QCRunCallback(TrainerCallback):
             trainer.evaluation_loop, trainer.get_eval_dataloader = evaluation_loop, get_eval_dataloader
         model = trainer.model
         self.frozen_at_start = tensor_digest(frozen_parts(model))
+        changes = use_engine_changes(trainer)
+        log.info("engine changes: vision windows by length on %d vision config(s), stop test at one copy per step %s",
+                 changes["window_batches"], "on" if changes["host_stop_words"] else "off")
         if state.is_world_process_zero:
             self.record = self._record(args, model)
+            self.record["engine_changes"] = changes
             path = write_run_record(args.output_dir, self.record)
             log.info("wrote %s", path)
 

@@ -389,6 +389,45 @@ def test_photo_aware_grpo_trains_last_k_llm_layers_with_the_tower_bit_identical_
 
 
 @pytest.mark.slow
+def test_grpo_with_our_engine_changes_trains_exactly_as_ms_swift_alone(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
+    """Photo-aware GRPO with our two engine changes (the default: the vision tower's windows attended one call per
+    length, ms-swift's rollouts stopped by the host stop test) and with GROUP_QC_BARE_ENGINE=1: the same completions
+    and rewards, and bit for bit the same per-token log-probabilities in every forward (tests/plugins/logps_probe.py:
+    the tiny model's losses are 0 and could not tell); the rollouts went through our stop test only where it is on;
+    the run record says which ran. The synthetic photos at
+    224x168 are 2x2 windows of two lengths each, so the windows are regrouped for real."""
+    runs = {}
+    plugins = f"{REPO / 'swift_plugins' / 'qc_plugin.py'} {REPO / 'tests' / 'plugins' / 'logps_probe.py'}"
+    for bare in ("0", "1"):
+        out, probe = tmp_path / f"bare{bare}", tmp_path / f"logps{bare}.jsonl"
+        result = subprocess.run(
+            ["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", f"model={tiny_qwen2_5_vl}",
+             f"stage_a_dir={stage_a_dir}", "lora_last_k=2", "num_generations=4", "max_steps=2", f"output_dir={out}",
+             "val=0", "images=1", "max_pixels=200704",
+             "extra=--max_completion_length 12 --save_strategy no --dynamic_sample false --log_completions true "
+             f"--external_plugins {plugins}"],
+            cwd=REPO, capture_output=True, text=True, timeout=900,
+            env={**os.environ, "PYTHON": sys.executable, "GROUP_QC_BARE_ENGINE": bare, "QC_TEST_LOGPS_OUT": str(probe)})
+        assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+        (run_dir,) = out.glob("v*")
+        steps = [json.loads(line) for line in (run_dir / "logging.jsonl").read_text().splitlines()]
+        learned = [{k: v for k, v in step.items() if k == "loss" or k.startswith(("reward", "completions/"))}
+                   for step in steps if "loss" in step]
+        runs[bare] = {"learned": learned, "completions": (run_dir / "completions.jsonl").read_text().splitlines(),
+                      "logps": [x for x in probe.read_text().splitlines() if '"logps"' in x],
+                      "host_stop_tests": probe.read_text().count('"host_stop_test"'),
+                      "record": json.loads((run_dir / "group_qc_run.json").read_text())["engine_changes"]}
+    ours, bare = runs["0"], runs["1"]
+    assert ours["record"] == {"window_batches": 1, "host_stop_words": True}
+    assert bare["record"] == {"window_batches": 0, "host_stop_words": False, "off_by": "GROUP_QC_BARE_ENGINE=1"}
+    assert len(ours["learned"]) == 2 and len(ours["logps"]) >= 4   # reference and policy log-probs, each step
+    assert ours["host_stop_tests"] >= 2 * 11 and bare["host_stop_tests"] == 0   # the rollouts' decode steps
+    assert ours["logps"] == bare["logps"]
+    assert ours["learned"] == bare["learned"]
+    assert ours["completions"] and ours["completions"] == bare["completions"]
+
+
+@pytest.mark.slow
 def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
     env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
                                  lora_last_k=2, num_generations=2, max_steps=1, output_dir=str(tmp_path / "o"),
