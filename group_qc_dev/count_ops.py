@@ -36,7 +36,8 @@ SECTIONS = ("vision", "language", "rest")   # the vision tower, the language mod
 
 class OpCount(TorchDispatchMode):
     """Counts each dispatched aten op under the section being run: `ops` all of them, `kernels` those that are not
-    views (on a GPU each launches at least one kernel; a view only costs the host)."""
+    views (on a GPU most of them launch a kernel, a cast to the dtype a tensor already has does not; a view only
+    costs the host)."""
 
     def __init__(self):
         super().__init__()
