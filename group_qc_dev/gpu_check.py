@@ -15,6 +15,8 @@ others' numbers:
   grpo_text    3 GRPO steps through scripts/run_grpo.sh rollout=hf deepspeed=none (no vLLM, no DeepSpeed):
                s/step and peak GPU memory (ms-swift's memory(GiB))
   grpo_photos  the same, photo-aware (images=1)
+  grpo_photos_bare  (only when named in --steps: outside the 8 minutes) grpo_photos with GROUP_QC_BARE_ENGINE=1,
+               our two engine changes off: what they are worth in training
 
 Everything goes to DIR/gpu_check.json (rewritten after every step) and DIR/gpu_check.log, each step's own output
 to DIR/logs/<step>.log. Exit status: 0 when every step passed, 1 when one failed or timed out (its entry says
@@ -35,7 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("model", "stage_a", "judge", "grpo_text", "grpo_photos")
+STEPS = ("model", "stage_a", "judge", "grpo_text", "grpo_photos", "grpo_photos_bare")
+OPTIONAL_STEPS = ("grpo_photos_bare",)   # run only when --steps names them
 MISSION = "BBU接地线检查"
 GIB = 2 ** 30
 
@@ -48,7 +51,7 @@ GIB = 2 ** 30
 # cores.
 PROFILES = {
     "gpu": dict(
-        timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125),
+        timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
                  "--batch_sizes", "16", "32", "64", "--stop_after_s", "90", "--variants", "ours_swift_stops", "ours_window_loop"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
@@ -58,7 +61,7 @@ PROFILES = {
     # Timeouts well above the 2-3 minutes the whole --tiny check takes on 2 idle cores: on a shared machine every
     # step can take several times as long, and a timeout here is a failure, not a measurement.
     "tiny": dict(
-        timeouts=dict(model=120, stage_a=240, judge=240, grpo_text=300, grpo_photos=300),
+        timeouts=dict(model=120, stage_a=240, judge=240, grpo_text=300, grpo_photos=300, grpo_photos_bare=300),
         stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
                  "--variants", "ours_swift_stops", "ours_window_loop"],
         grpo=dict(num_generations="2", prompts_per_step="2", max_completion_length="8", max_pixels="12544"),
@@ -250,7 +253,7 @@ def grpo_summary(out_dir: Path) -> dict:
            "peak_memory_gib": max((s.get("memory(GiB)", 0) for s in steps), default=None) or None,
            "completion_mean_length": [s.get("completions/mean_length") for s in steps],
            "photo_tokens_per_sample": [s.get("qc/photo_tokens_per_sample") for s in steps],
-           "run_record": bool(record),
+           "run_record": bool(record), "engine_changes": record.get("engine_changes"),
            "lora_layers": sorted(int(k) for k in (record.get("lora") or {}).get("trained_layers") or {})}
     if frozen:
         out["frozen_tower_unchanged"] = frozen.get("at_start") == frozen.get("at_end") and "at_end" in frozen
@@ -296,6 +299,7 @@ def step_commands(mode: str, model: Path, out: Path, stage_a: Path, preset: str)
                   *profile["judge"], "--json", str(out / "judge.json")],
         "grpo_text": grpo("grpo_text", False),
         "grpo_photos": grpo("grpo_photos", True),
+        "grpo_photos_bare": ["env", "GROUP_QC_BARE_ENGINE=1", *grpo("grpo_photos_bare", True)],
     }
 
 
@@ -304,7 +308,7 @@ def summarize(name: str, out: Path) -> dict:
         return stage_a_summary(read_json(out / "stage_a.json"))
     if name == "judge":
         return judge_summary(read_json(out / "judge.json"))
-    if name in ("grpo_text", "grpo_photos"):
+    if name.startswith("grpo"):
         return grpo_summary(out / name)
     return {}
 
@@ -362,8 +366,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="a new or empty folder for gpu_check.json, gpu_check.log, logs/")
     p.add_argument("--tiny", action="store_true", help="the tiny model on CPU, in a few minutes (what CI runs)")
     p.add_argument("--preset", default="qwen2_5_vl-3b", help="the random-weight model of real size to build on the GPU")
-    p.add_argument("--steps", nargs="+", choices=STEPS[1:], default=list(STEPS[1:]),
-                   help="run only these (the model is always built)")
+    p.add_argument("--steps", nargs="+", choices=STEPS[1:], default=[s for s in STEPS[1:] if s not in OPTIONAL_STEPS],
+                   help="run only these (the model is always built; default: all but grpo_photos_bare)")
     args = p.parse_args(argv)
     try:
         mode, device = prepare(args)

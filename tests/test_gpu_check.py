@@ -129,10 +129,25 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
     assert all(t == 0 for t in report["grpo_text"]["photo_tokens_per_sample"])
     assert all(t > 0 for t in report["grpo_photos"]["photo_tokens_per_sample"])
     assert report["grpo_photos"]["frozen_tower_unchanged"] is True
+    assert report["grpo_photos"]["engine_changes"] == {"window_batches": 1, "host_stop_words": True}
+    assert "grpo_photos_bare" not in report["steps"]   # optional: only when --steps names it
     log = (out / "gpu_check.log").read_text(encoding="utf-8")
     for step in ("stage_a", "judge", "grpo_text", "grpo_photos"):
         assert f"{step}: ok in" in log
     assert "all steps passed" in log
+
+
+@pytest.mark.slow
+def test_gpu_check_grpo_photos_bare_runs_with_our_engine_changes_off(tmp_path):
+    """The optional step that prices our engine changes in training: photo-aware GRPO with GROUP_QC_BARE_ENGINE=1,
+    and the run record it summarises says both were off."""
+    out = tmp_path / "check"
+    result = _gpu_check("--tiny", "--out", str(out), "--steps", "grpo_photos_bare", timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
+    bare = report["grpo_photos_bare"]
+    assert bare["status"] == "ok" and bare["steps"] == 3 and all(t > 0 for t in bare["photo_tokens_per_sample"])
+    assert bare["engine_changes"] == {"window_batches": 0, "host_stop_words": False, "off_by": "GROUP_QC_BARE_ENGINE=1"}
 
 
 @pytest.mark.slow
