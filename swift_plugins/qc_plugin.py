@@ -35,7 +35,8 @@ from swift.rewards import ORM, orms  # noqa: E402
 from stage_a.missions import load_registry  # noqa: E402
 from stage_b import dataset as qc_dataset  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
-from stage_b.settings import ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, selection_from  # noqa: E402
+from stage_b.settings import (ENV_BARE_ENGINE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, SettingError, parse_flag,  # noqa: E402
+                              selection_from)
 from swift_plugins import qc_callbacks  # noqa: E402
 
 log = logging.getLogger("group_qc.plugin")
@@ -134,6 +135,17 @@ def dataset_problem(specs: list[str], command: str, eval_batch: tuple[int, int] 
     return None
 
 
+def training_setting_problem(command: str) -> str | None:
+    """A training variable the datasets do not read (read by qc_run at train start), checked before the model loads."""
+    if command != "rlhf":
+        return None
+    try:
+        parse_flag(os.environ.get(ENV_BARE_ENGINE, ""), ENV_BARE_ENGINE)
+    except SettingError as exc:
+        return str(exc)
+    return None
+
+
 def _check_before_model(pipeline) -> None:
     if getattr(pipeline, "_group_qc_checked", False):
         return
@@ -141,7 +153,8 @@ def _check_before_model(pipeline) -> None:
     args = pipeline.args
     command = getattr(pipeline, "_group_qc_command", None) or ("rlhf" if getattr(args, "rlhf_type", None) else "sft")
     eval_batch = (int(getattr(args, "per_device_eval_batch_size", 0) or 0), int(os.environ.get("WORLD_SIZE", "1")))
-    problem = dataset_problem([*(args.dataset or []), *(args.val_dataset or [])], command, eval_batch)
+    problem = training_setting_problem(command) or dataset_problem([*(args.dataset or []), *(args.val_dataset or [])],
+                                                                   command, eval_batch)
     if problem is None:
         return
     output_dir = getattr(args, "output_dir", None) if command != "infer" else None

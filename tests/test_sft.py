@@ -62,10 +62,10 @@ def test_group_qc_sft_rows_are_the_train_split_with_the_reply(tmp_path, monkeypa
         assert s["messages"][-1]["content"].split("\n")[0] == p["solution"]
 
 
-def _swift(command, *args, stage_a, timeout=600):
+def _swift(command, *args, stage_a, timeout=600, env=None):
     return subprocess.run([SWIFT, command, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
-                               "GROUP_QC_STAGE_A_DIR": str(stage_a)})
+                               "GROUP_QC_STAGE_A_DIR": str(stage_a), **(env or {})})
 
 
 COMMON = ["--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--external_plugins", PLUGIN,
@@ -74,23 +74,27 @@ COMMON = ["--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--external_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, dataset, stage_a_name, more, message", [
-    ("sft", "group_qc_train:all", "sa", [], "use group_qc_sft"),                  # the reported silent no-op
-    ("sft", "group_qc_sft:all", "missing", [], "does not exist"),                  # a wrong Stage-A folder
-    ("sft", "group_qc_sft:挡风板安装检查", "sa", [], "missing Stage-A output"),     # a mission with no file
-    ("rlhf", "group_qc_sft:all", "sa", [], "use group_qc_train"),
+@pytest.mark.parametrize("command, dataset, stage_a_name, more, env, message", [
+    ("sft", "group_qc_train:all", "sa", [], {}, "use group_qc_sft"),                  # the reported silent no-op
+    ("sft", "group_qc_sft:all", "missing", [], {}, "does not exist"),                  # a wrong Stage-A folder
+    ("sft", "group_qc_sft:挡风板安装检查", "sa", [], {}, "missing Stage-A output"),     # a mission with no file
+    ("rlhf", "group_qc_sft:all", "sa", [], {}, "use group_qc_train"),
     # ms-swift's own check of the evaluation batch comes after the model has loaded
     ("rlhf", "group_qc_train:all", "sa", ["--val_dataset", "group_qc_val:all", "--per_device_eval_batch_size", "16"],
-     "fewer than the evaluation batch of 16"),
+     {}, "fewer than the evaluation batch of 16"),
+    # a training variable that only qc_run reads, at train start
+    ("rlhf", "group_qc_train:all", "sa", [], {"GROUP_QC_BARE_ENGINE": "yes"},
+     "GROUP_QC_BARE_ENGINE='yes': use 1 (on) or 0 (off)"),
 ])
-def test_a_dataset_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, command,
-                                                                              dataset, stage_a_name, more, message):
+def test_a_dataset_or_setting_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, command,
+                                                                              dataset, stage_a_name, more, env,
+                                                                              message):
     _stage_a(tmp_path / "sa", n=8)
     out = tmp_path / "out"
     extra = ["--rlhf_type", "grpo", "--num_generations", "2", *more] if command == "rlhf" else []
     started = time.monotonic()
     result = _swift(command, "--model", str(tiny_qwen2_5_vl), "--dataset", dataset, "--output_dir", str(out),
-                    *COMMON, *extra, stage_a=tmp_path / stage_a_name)
+                    *COMMON, *extra, stage_a=tmp_path / stage_a_name, env=env)
     assert result.returncode != 0 and message in result.stderr, result.stderr[-3000:]
     assert "Loading weights" not in result.stderr   # stopped before the model loaded
     assert not out.exists() or not any(out.iterdir()), list(out.rglob("*"))   # no empty run folder left behind
