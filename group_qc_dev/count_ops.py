@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 import tempfile
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -94,10 +94,9 @@ def counting(model):
 
 def count_call(engine, requests, max_new_tokens: int, ours: bool) -> dict:
     """The counts of one engine call, bare ms-swift's or (ours) inside our_changes, and the decode steps it made."""
-    from swift.infer_engine import RequestConfig
-    config = RequestConfig(max_tokens=max_new_tokens, temperature=0)
-    with engine.our_changes() if ours else nullcontext(), counting(engine.engine.model) as counts:
-        responses = engine.engine.infer(requests, config, use_tqdm=False)
+    from group_qc_dev.profile_stage_a import engine_call
+    with counting(engine.engine.model) as counts:
+        responses = engine_call(engine, requests, max_new_tokens, ours)
     counts["decode_steps"] = max(r.usage.completion_tokens for r in responses) - 1
     return counts
 
@@ -141,23 +140,8 @@ def skeleton_kwargs(preset: str) -> dict:
 
 
 def count(model: Path, batch_size: int, photo_scale: int, max_pixels: int, max_new_tokens: int) -> dict:
-    from group_qc_dev.bench_stage_a import M, make_photos, request_order, stage_a_messages
-    from stage_a.checkpoints import resolve_model
-    from stage_a.engine import SwiftSummaryEngine
-    from stage_a.images import load_photo
-    from stage_a.missions import load_registry
-    from swift.infer_engine import InferRequest
-
-    with tempfile.TemporaryDirectory(prefix="count-ops-") as tmp:
-        photos = Path(tmp) / "photos"
-        make_photos(photos, batch_size, photo_scale)
-        images = [load_photo(str(p), max_pixels=max_pixels) for p in request_order(photos)[:batch_size]]
-    engine = SwiftSummaryEngine(resolve_model(str(model)), backend="transformers", batch_size=batch_size,
-                                max_pixels=max_pixels, max_new_tokens=max_new_tokens)
-    engine.engine.max_batch_size = batch_size
-    engine.engine.template.max_pixels = max_pixels
-    messages = stage_a_messages(load_registry().resolve(M))
-    requests = [InferRequest(messages=messages, images=[im]) for im in images]
+    from group_qc_dev.profile_stage_a import one_batch
+    engine, requests = one_batch(model, batch_size, photo_scale, max_pixels, max_new_tokens)
     encoded = engine.engine.template.encode(requests[0])
     visual_tokens = int((torch.as_tensor(encoded["input_ids"]) == engine.engine.model.config.image_token_id).sum())
     result = {"bare": side_counts(engine, requests, max_new_tokens, ours=False),
