@@ -51,9 +51,9 @@ GIB = 2 ** 30
 # cores.
 PROFILES = {
     "gpu": dict(
-        timeouts=dict(model=45, stage_a=160, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
+        timeouts=dict(model=45, stage_a=240, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
-                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "90", "--variants", "ours_swift_stops", "ours_window_loop"],
+                 "--batch_sizes", "16", "32", "64", "--stop_after_s", "150", "--variants", "ours_swift_stops", "ours_window_loop"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,
