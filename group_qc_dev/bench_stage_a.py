@@ -18,6 +18,7 @@ Without --model it builds the tiny random-weight model (group_qc_dev/tiny_model.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -75,6 +76,7 @@ class EngineTimer:
         self.engine, self.patched = engine, {}  # name -> the instance attribute it replaced, if any
         self.calls = self.tokens = self.decode_steps = 0
         self.seconds = self.encode_seconds = self.generate_seconds = 0.0
+        self.digest = hashlib.sha256()
 
     def _wrap(self, name, account):
         inner = getattr(self.engine, name, None)
@@ -95,6 +97,9 @@ class EngineTimer:
 
         def on_call(responses, dt):  # one batch the model ran
             tokens = [r.usage.completion_tokens for r in responses if hasattr(r, "usage")]
+            for r in responses:   # what was generated, so that sides can be compared text for text
+                if hasattr(r, "choices"):
+                    self.digest.update((r.choices[0].message.content or "").encode() + b"\0")
             self.calls += 1
             self.tokens += sum(tokens)
             self.decode_steps += max(tokens, default=0)
@@ -123,7 +128,7 @@ class EngineTimer:
 
     def result(self) -> dict:
         out = {"engine_calls": self.calls, "engine_seconds": self.seconds, "tokens": self.tokens,
-               "decode_steps": self.decode_steps}
+               "decode_steps": self.decode_steps, "texts_sha256": self.digest.hexdigest()[:16]}
         if "_batch_encode" in self.patched:  # the rest: collating, moving to the device, the vision tower
             out.update(encode_seconds=self.encode_seconds, generate_seconds=self.generate_seconds,
                        other_seconds=self.seconds - self.encode_seconds - self.generate_seconds)
@@ -257,7 +262,10 @@ VARIANTS = {
     "ours_static_cache": "ours, static KV cache",
     "ours_swift_stops": "ours, ms-swift's stop words",
     "ours_window_loop": "ours, a call per vision window",
+    "ours_compiled_decode": "ours, compiled decode (cudagraphs)",
+    "ours_compiled_inductor": "ours, compiled decode (inductor)",
 }
+COMPILED = {"ours_compiled_decode": "cudagraphs", "ours_compiled_inductor": "inductor"}   # variant -> backend
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -281,6 +289,8 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
     print(f"  {backend}: model on {engine.model_device()}; ours encodes photos "
           f"{'ahead, on the preparation threads' if engine.pre_encodes else 'inside the engine calls'}", flush=True)
 
+    compiled = {}   # (variant, batch size) -> CompiledDecode, warmed up in timed_row
+
     def run(key, b):
         def ours():
             return bench_ours(engine, model, photos, tmp / f"out-{backend}-{b}", b, args.max_pixels,
@@ -298,6 +308,7 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             "ours_swift_stops": lambda: with_setting(engine, "host_stop_words", False, ours),
             # transformers' own vision attention (a call per window) in place of stage_a.vision_windows
             "ours_window_loop": lambda: with_setting(engine, "window_batches", False, ours),
+            **{key: (lambda key=key: with_setting(engine, "compiled_decode", compiled[key, b], ours)) for key in COMPILED},
         }
         return sides[key]()
 
@@ -312,13 +323,24 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             # On a GPU the static cache compiles the decode step per batch shape (a minute or more): pay it here, not
             # inside the timed pass
             with_static_cache(engine, lambda: bench_bare(engine, photos, b, args.max_pixels, limit=2 * b))
+        warm_up = {}
+        for key, backend_name in COMPILED.items():
+            if key in args.variants:
+                # compile and capture once per batch shape, before anything is timed; its cost reported apart
+                from stage_a.compiled_decode import CompiledDecode
+                compiled[key, b] = cd = CompiledDecode(engine.engine.model, b, backend=backend_name)
+                with cd:
+                    warm_up[key] = cd.warm_up(lambda: bench_bare(engine, photos, b, args.max_pixels, limit=b))
+                print(f"  {backend} batch {b}: {label_of(key)} compiled and captured in {warm_up[key]:.1f} s",
+                      flush=True)
         default = "ours_encode_ahead" if engine.pre_encodes else "ours_encode_inside"
         keys = ["bare", "ours", *(v for v in args.variants if v != default)]
         runs = {key: [] for key in keys}
         for _ in range(args.repeats):
             for key in keys:
                 runs[key].append(run(key, b))
-        row = {"batch_size": b, **extra, "ours_pre_encodes": engine.pre_encodes,
+                print(f"    batch {b}, {label_of(key)}: {runs[key][-1]['photos_per_s']:.2f} photos/s", flush=True)
+        row = {"batch_size": b, **extra, "ours_pre_encodes": engine.pre_encodes, "compile_warm_up_s": warm_up,
                **{key: median(r) for key, r in runs.items()}}
         bare = row["bare"]["photos_per_s"]
         row["over_bare"] = {key: row[key]["photos_per_s"] / bare for key in keys[1:]}

@@ -117,6 +117,8 @@ class SwiftSummaryEngine:
             from .stopping import use_host_stop_words
             use_host_stop_words(self.engine.template, when=lambda: self.host_stop_words and self._inside_infer)
         self.window_batches = window_batches and backend == "transformers"
+        # stage_a.compiled_decode.CompiledDecode, made by use_compiled_decode once the batch size is known
+        self.compiled_decode = None
         self._windows = None
         if self.window_batches:
             from .vision_windows import WindowBatches
@@ -293,7 +295,8 @@ class SwiftSummaryEngine:
         (each where switched on). Bare `self.engine.infer` outside it is ms-swift's own."""
         self._inside_infer = True
         try:
-            with self._windows if self.window_batches and self._windows else nullcontext():
+            with self._windows if self.window_batches and self._windows else nullcontext(), \
+                    self.compiled_decode or nullcontext():
                 yield
         finally:
             self._inside_infer = False
