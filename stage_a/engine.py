@@ -151,25 +151,57 @@ class SwiftSummaryEngine:
         self.engine.max_batch_size = self.batch_size
         return self.batch_size
 
+    def start_compiled_decode(self, backend: str, batch: int, messages: list[dict]) -> float:
+        """Our calls' decode step compiled from here on (stage_a.compiled_decode), for batches of `batch`: one warm-up
+        call of `batch` photos of --max_pixels, every reply forced to max_new_tokens, compiles and captures it now,
+        before the first real batch. Returns the warm-up's seconds, also logged."""
+        from .compiled_decode import CompiledDecode
+        if self.model_device() == "cpu" and backend != "eager":
+            log.warning("--compiled_decode %s on a CPU: transformers compiles the decode step on accelerators only, so "
+                        "it runs with the static cache uncompiled, slower than without it; leave it off on a CPU",
+                        backend)
+        self.compiled_decode = CompiledDecode(self.engine.model, batch, backend=backend)
+        request = self._probe_request(messages)
+        self.engine.max_batch_size = batch
+        with self._replies_at_full_length():
+            seconds = self.compiled_decode.warm_up(
+                lambda: self._infer([PreparedPhoto(request) for _ in range(batch)]))
+        log.info("--compiled_decode %s: the decode step compiled and captured for batches of %d (a static cache of %d "
+                 "tokens) in %.1f s, once for the run", backend, batch, self.compiled_decode.cache_len, seconds)
+        return seconds
+
+    def _probe_request(self, messages: list[dict]):
+        """A request of one noise photo of --max_pixels (the longest prompt this run sends)."""
+        import numpy as np
+        from PIL import Image
+        pixels = self.max_pixels or 1024 * 28 * 28
+        width = int((pixels * 4 / 3) ** 0.5)
+        image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (width * 3 // 4, width, 3), dtype=np.uint8))
+        return self._request(messages, image)
+
+    @contextmanager
+    def _replies_at_full_length(self):
+        """Every reply of the calls made inside runs to max_new_tokens (the worst case): min_new_tokens on the
+        engine's generation config, which ms-swift copies into every call's."""
+        config = self.engine.generation_config
+        before = getattr(config, "min_new_tokens", None)
+        config.min_new_tokens = self.request_config.max_tokens
+        try:
+            yield
+        finally:
+            config.min_new_tokens = before
+
     def probe_gpu_batch(self, messages: list[dict], cuda=None) -> tuple[int, dict]:
         """(batch, details): peak GPU memory above the loaded model for 1 and 4 probe photos of --max_pixels
         (noise, every reply forced to max_new_tokens: the worst case) gives a fixed and a per-photo cost;
         auto_batch_size fits them in the free memory; one batch of that size is then run, halving on out-of-memory,
         so the run itself never meets one. `cuda`: torch.cuda (the default) or anything with the same memory
         functions, for a run of this logic on a CPU."""
-        import numpy as np
         import torch
-        from PIL import Image
 
         torch_cuda = torch.cuda if cuda is None else cuda
-
         pixels = self.max_pixels or 1024 * 28 * 28
-        width = int((pixels * 4 / 3) ** 0.5)
-        image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (width * 3 // 4, width, 3), dtype=np.uint8))
-        request = self._request(messages, image)
-        config = self.engine.generation_config
-        before = getattr(config, "min_new_tokens", None)
-        config.min_new_tokens = self.request_config.max_tokens   # copied into every call's generation config
+        request = self._probe_request(messages)
 
         def peak(n: int) -> int:
             torch_cuda.synchronize()
@@ -182,7 +214,7 @@ class SwiftSummaryEngine:
             return torch_cuda.max_memory_allocated() - base
 
         name = torch_cuda.get_device_name(0)
-        try:
+        with self._replies_at_full_length():
             try:
                 one, four = peak(1), peak(4)
             except torch_cuda.OutOfMemoryError:
@@ -208,8 +240,6 @@ class SwiftSummaryEngine:
                                          f"memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f}): lower "
                                          f"--max_pixels or use a larger GPU") from None
                     batch //= 2
-        finally:
-            config.min_new_tokens = before
         details = {"device": name, "batch_size": batch, "free_gib": free / GIB, "total_gib": total / GIB,
                    "probe_peak_gib": {"1": one / GIB, "4": four / GIB}, "per_photo_gib": per_photo / GIB,
                    "fixed_gib": fixed / GIB, "halved_after_out_of_memory_at": tried}

@@ -39,6 +39,11 @@ DEFAULT_MAX_PIXELS = 1024 * 28 * 28  # ~1k visual tokens per photo on Qwen2.5-VL
 PREPARATION_THREADS = min(4, os.cpu_count() or 1)  # photo preparation threads (PIL and torch release the GIL)
 
 
+# --compiled_decode: off, or the torch.compile backend of stage_a.compiled_decode (off by default: on the H200 it was
+# 0.90-0.96x of the eager decode, docs/gpu/h200_bench_stage_a_compiled_decode.json)
+COMPILED_DECODE_CHOICES = ("off", "cudagraphs", "inductor")
+
+
 @dataclass
 class StageAOptions:
     input_dir: str
@@ -62,6 +67,7 @@ class StageAOptions:
     missions_config: str | None = None
     progress: bool = True
     unlabeled: bool = False   # unreviewed groups at <mission>/<group>/, written with label null
+    compiled_decode: str = "off"   # or a torch.compile backend of stage_a.compiled_decode.CLI_BACKENDS
 
     def validate(self) -> None:
         """Out-of-range settings fail here, before any file is touched or model loaded."""
@@ -80,6 +86,10 @@ class StageAOptions:
         check(self.max_image_pixels >= self.max_pixels, "max_image_pixels", self.max_image_pixels,
               "at least --max_pixels")
         check(self.infer_backend in BACKENDS, "infer_backend", self.infer_backend, f"one of {BACKENDS}")
+        check(self.compiled_decode in COMPILED_DECODE_CHOICES, "compiled_decode", self.compiled_decode,
+              f"one of {', '.join(COMPILED_DECODE_CHOICES)}")
+        check(self.compiled_decode == "off" or self.infer_backend == "transformers", "compiled_decode",
+              self.compiled_decode, "the transformers engine only (vLLM captures its own CUDA graphs): leave it off")
         n, i = shard_from_env(self.num_shards, self.shard_index)
         check(n >= 1, "num_shards", n, "at least 1")
         check(0 <= i < n, "shard_index", i, f"from 0 to num_shards-1 = {n - 1}")
@@ -372,6 +382,8 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
             resolve = getattr(engine, "resolve_batch_size", None)
             batch = resolve(stage_a_messages(plans[0].mission)) if resolve and total_photos else CPU_AUTO_BATCH
             opts = dataclasses.replace(opts, batch_size=batch)
+        if opts.compiled_decode != "off" and total_photos:
+            engine.start_compiled_decode(opts.compiled_decode, opts.batch_size, stage_a_messages(plans[0].mission))
         from tqdm import tqdm
         with tqdm(total=total_photos, unit="photo", disable=not opts.progress or not total_photos,
                   dynamic_ncols=True, desc="stage-a") as pbar:
