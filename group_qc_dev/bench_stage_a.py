@@ -74,7 +74,7 @@ class EngineTimer:
 
     def __init__(self, engine):
         self.engine, self.patched = engine, {}  # name -> the instance attribute it replaced, if any
-        self.calls = self.tokens = self.decode_steps = 0
+        self.calls = self.tokens = self.decode_steps = self.prompt_tokens = 0
         self.seconds = self.encode_seconds = self.generate_seconds = 0.0
         self.digest = hashlib.sha256()
 
@@ -102,6 +102,7 @@ class EngineTimer:
                     self.digest.update((r.choices[0].message.content or "").encode() + b"\0")
             self.calls += 1
             self.tokens += sum(tokens)
+            self.prompt_tokens += sum(r.usage.prompt_tokens for r in responses if hasattr(r, "usage"))
             self.decode_steps += max(tokens, default=0)
 
         def on_infer(responses, dt):
@@ -128,7 +129,8 @@ class EngineTimer:
 
     def result(self) -> dict:
         out = {"engine_calls": self.calls, "engine_seconds": self.seconds, "tokens": self.tokens,
-               "decode_steps": self.decode_steps, "texts_sha256": self.digest.hexdigest()[:16]}
+               "decode_steps": self.decode_steps, "prompt_tokens": self.prompt_tokens,
+               "texts_sha256": self.digest.hexdigest()[:16]}
         if "_batch_encode" in self.patched:  # the rest: collating, moving to the device, the vision tower
             out.update(encode_seconds=self.encode_seconds, generate_seconds=self.generate_seconds,
                        other_seconds=self.seconds - self.encode_seconds - self.generate_seconds)
@@ -290,6 +292,7 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
           f"{'ahead, on the preparation threads' if engine.pre_encodes else 'inside the engine calls'}", flush=True)
 
     compiled = {}   # (variant, batch size) -> CompiledDecode, warmed up in timed_row
+    utilisation = FlopsMeter(model, photos, args.max_pixels, args.peak_tflops)
 
     def run(key, b):
         def ours():
@@ -346,6 +349,9 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
         row["over_bare"] = {key: row[key]["photos_per_s"] / bare for key in keys[1:]}
         row["ours_over_bare"] = row["over_bare"]["ours"]
         row["peak_gpu_mib"] = gpu_peak_mib()   # this batch size's peak, both sides
+        for key in keys:
+            runs_side = row[key]
+            runs_side.update(utilisation.of(runs_side))
         print(f"  {backend} batch {b}{' (auto)' if extra.get('auto') else ''}: bare {bare:.2f} photos/s, " + ", ".join(
             f"{label_of(key)} {row[key]['photos_per_s']:.2f}" for key in keys[1:]), flush=True)
         return row
@@ -393,6 +399,32 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
     return rows
 
 
+class FlopsMeter:
+    """Model FLOPs per photo and MFU of one side's run (group_qc_dev.flops): the tower from the photos' own sizes,
+    the prefill from the prompts' measured length, the decode from the tokens generated."""
+
+    def __init__(self, model: str, photos: Path, max_pixels: int, peak_tflops: float | None):
+        from PIL import Image
+
+        from group_qc_dev import flops
+        self.flops, self.sizes = flops, flops.sizes_of(model)
+        sizes = []
+        for path in request_order(photos):
+            with Image.open(path) as im:
+                sizes.append(im.size)
+        self.patches = sum(flops.photo_patches(w, h, self.sizes, max_pixels) for w, h in sizes) / len(sizes)
+        self.peak = flops.peak_flops(device_name(), peak_tflops)
+
+    def of(self, side: dict) -> dict:
+        n = side["photos"]
+        if not n or not side.get("prompt_tokens"):
+            return {}
+        per_photo = self.flops.photo_flops(self.sizes, self.patches, side["prompt_tokens"] / n, side["tokens"] / n)
+        utilisation = self.flops.mfu(per_photo["total"], side["photos_per_s"], self.peak)
+        return {"tflop_per_photo": per_photo["total"] / 1e12,
+                "mfu": None if utilisation is None else round(utilisation, 4)}
+
+
 def label_of(key: str) -> str:
     return VARIANTS.get(key, key)
 
@@ -413,6 +445,10 @@ def print_engine_split(rows: list[dict]) -> None:
         if (r["ours"]["tokens"], r["ours"]["decode_steps"]) != (r["bare"]["tokens"], r["bare"]["decode_steps"]):
             print(f"  WARNING batch {r['batch_size']}: ours and bare generated different work (tokens or decode "
                   f"steps differ), so their photos/s are not comparable")
+
+
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
 
 
 def gpu_peak_mib() -> float | None:
@@ -463,6 +499,9 @@ def main(argv=None) -> int:
                         "memory, on a CPU a fixed size) and time that batch size too")
     p.add_argument("--stop_after_s", type=float, default=None,
                    help="start no further batch size after this many seconds (the JSON says which were left out)")
+    p.add_argument("--peak_tflops", type=float, default=None,
+                   help="the card's peak dense bf16 TFLOP/s for MFU (default: by the card's name, group_qc_dev/flops.py; "
+                        "none on a CPU)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     if args.all_variants:
@@ -518,14 +557,15 @@ def main(argv=None) -> int:
         base = first["bare"]["photos_per_s"]
         print(f"{'batch':>5} | {'bare photos/s':>13} | {'bare tok/s':>10} | {'ours photos/s':>13} | "
               f"{'ours/bare':>9} | {'bare vs batch ' + str(first['batch_size']):>16} | "
-              f"{'ours outside engine':>19}")
+              f"{'ours outside engine':>19} | {'ours MFU':>8}")
         for r in rows:
             if "error" in r:
                 print(f"{r['batch_size']:>5} | {r['error']}")
                 continue
             print(f"{r['batch_size']:>5} | {r['bare']['photos_per_s']:>13.2f} | {r['bare']['tokens_per_s']:>10.1f} | "
                   f"{r['ours']['photos_per_s']:>13.2f} | {r['ours_over_bare']:>9.3f} | "
-                  f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s"
+                  f"{r['bare']['photos_per_s'] / base:>15.2f}x | {r['ours']['overhead_seconds']:>17.2f} s | "
+                  f"{percent(r['ours'].get('mfu')):>8}"
                   + "".join(f" | {label_of(k)}/bare {v:.3f}" for k, v in r["over_bare"].items() if k != "ours"))
         print_engine_split([r for r in rows if "error" not in r])
     if len(results) == 2:

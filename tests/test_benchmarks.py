@@ -34,12 +34,18 @@ def test_stage_a_bench_gives_both_sides_the_same_work(tiny_qwen2_5_vl, tmp_path)
         assert not r["ours_pre_encodes"]  # on a CPU ms-swift encodes inside infer; the ahead variant is timed
         # every variant generates the same tokens: the static KV cache, ms-swift's stop test, a call per window
         sides = [r["bare"], r["ours"], r["ours_one_thread"], r["ours_encode_ahead"], r["bare_preloaded"],
-                 r["ours_static_cache"], r["ours_swift_stops"], r["ours_window_loop"]]
+                 r["ours_static_cache"], r["ours_swift_stops"], r["ours_window_loop"], r["ours_compiled_decode"],
+                 r["ours_compiled_inductor"]]
         assert len({(s["photos"], s["tokens"], s["decode_steps"]) for s in sides}) == 1, r
+        assert len({s["texts_sha256"] for s in sides}) == 1, r   # text for text, on CPU in float32
+        # model FLOPs per photo from the prompts' measured length; no MFU on a CPU (no peak to divide by)
+        assert all(s["tflop_per_photo"] > 0 and s["mfu"] is None for s in sides)
+        assert set(r["compile_warm_up_s"]) == {"ours_compiled_decode", "ours_compiled_inductor"}
         assert r["ours_encode_ahead"]["encode_seconds"] < r["bare"]["encode_seconds"]  # off the engine's clock
         assert r["ours_over_bare"] > 0
         assert set(r["over_bare"]) == {"ours", "ours_one_thread", "ours_encode_ahead", "bare_preloaded",
-                                       "ours_static_cache", "ours_swift_stops", "ours_window_loop"}
+                                       "ours_static_cache", "ours_swift_stops", "ours_window_loop",
+                                       "ours_compiled_decode", "ours_compiled_inductor"}
     assert rows[0]["bare"]["engine_calls"] == rows[0]["bare"]["photos"]  # batch 1: one call per photo
     assert "vllm" in result["skipped"] and result["resume"]["groups"] == 20
 

@@ -113,8 +113,10 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
     fixed = [b for b in stage_a["batches"] if not b["auto"]]
     assert [b["batch_size"] for b in fixed] == [4, 8] and stage_a["largest_batch_that_ran"] >= 8
     assert all(b["same_tokens"] and b["ours_over_bare"] > 0 for b in stage_a["batches"])   # no error rows either
-    # each of our two decode/vision changes isolated: ours with ms-swift's stop test, ours with a call per window
-    assert all(set(b["variants_over_bare"]) == {"ours_swift_stops", "ours_window_loop"} for b in fixed)
+    # ours with a call per vision window (window batches off), ours with the compiled decode step and its warm-up
+    assert all(set(b["variants_over_bare"]) == {"ours_window_loop", "ours_compiled_decode"} for b in fixed)
+    assert all(set(b["compile_warm_up_s"]) == {"ours_compiled_decode"} for b in fixed)
+    assert all(b["same_texts"] and b["tflop_per_photo"] > 0 and b["mfu"]["ours"] is None for b in fixed)
     assert all(stage_a["time_split"][side]["batch_sizes"] == 2 for side in ("bare", "ours"))
     assert "ms per photo (vision tower, prefill)" in (out / "gpu_check.log").read_text(encoding="utf-8")
     (auto,) = [b for b in stage_a["batches"] if b["auto"]]
