@@ -10,6 +10,8 @@ others' numbers:
   model        the preset (random weights, real dimensions, bf16) built on the GPU; with --tiny the tiny model
   stage_a      group_qc_dev.bench_stage_a: bare ms-swift against our pipeline at growing batch sizes (stopping at
                the first that runs out of memory or time; the largest that fit is reported), then --batch_size auto
+  prepare      group_qc_dev.bench_prepare: decoding, resizing and encoding 12 MP photos on this host's cores, per
+               photo on one thread and in pools of 1-8 threads, against Stage-A's best time per photo on the GPU
   judge        group_qc_dev.bench_stage_b --judging: p_fail per group and judging groups/s against evaluation's
                generation, on one loaded engine
   grpo_text    3 GRPO steps through scripts/run_grpo.sh rollout=hf deepspeed=none (no vLLM, no DeepSpeed):
@@ -37,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("model", "stage_a", "judge", "grpo_text", "grpo_photos", "grpo_photos_bare")
+STEPS = ("model", "stage_a", "prepare", "judge", "grpo_text", "grpo_photos", "grpo_photos_bare")
 OPTIONAL_STEPS = ("grpo_photos_bare",)   # run only when --steps names them
 MISSION = "BBU接地线检查"
 GIB = 2 ** 30
@@ -51,10 +53,11 @@ GIB = 2 ** 30
 # tokens on Qwen2.5-VL), 32 new tokens, as in the issue's target. --tiny takes about 1.5 minutes on 2 idle cores.
 PROFILES = {
     "gpu": dict(
-        timeouts=dict(model=45, stage_a=360, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
+        timeouts=dict(model=45, stage_a=360, prepare=90, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
                  "--batch_sizes", "16", "32", "64", "--stop_after_s", "240",
                  "--variants", "ours_window_loop", "ours_compiled_decode"],
+        prepare=["--photos", "64", "--photo_scale", "18", "--max_pixels", "602112", "--threads", "1", "2", "4", "8"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,
@@ -62,9 +65,10 @@ PROFILES = {
     # Timeouts well above the 2-3 minutes the whole --tiny check takes on 2 idle cores: on a shared machine every
     # step can take several times as long, and a timeout here is a failure, not a measurement.
     "tiny": dict(
-        timeouts=dict(model=120, stage_a=240, judge=240, grpo_text=300, grpo_photos=300, grpo_photos_bare=300),
+        timeouts=dict(model=120, stage_a=240, prepare=240, judge=240, grpo_text=300, grpo_photos=300, grpo_photos_bare=300),
         stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
                  "--variants", "ours_window_loop", "ours_compiled_decode"],
+        prepare=["--photos", "8", "--photo_scale", "4", "--max_pixels", "12544", "--threads", "1", "2"],
         grpo=dict(num_generations="2", prompts_per_step="2", max_completion_length="8", max_pixels="12544"),
         judge=["--groups", "200", "--completions", "200", "--judge_batch_size", "8", "--judge_max_new_tokens", "8"],
         data_groups=12,
@@ -234,6 +238,22 @@ def judge_summary(bench: dict | None) -> dict:
             "p_fail_ms_per_group": round(j["p_fail_ms_per_group"], 2), "peak_gpu_mib": bench.get("peak_gpu_mib")}
 
 
+def prepare_summary(prepare: dict | None, stage_a: dict | None) -> dict:
+    """Photo preparation per photo (one thread, and each pool size) against the GPU's time per photo: Stage-A's
+    best ours photos/s in this check, when the stage_a step ran."""
+    if not prepare:
+        return {}
+    rows = ((stage_a or {}).get("backends") or {}).get("transformers") or []
+    best = max((r["ours"]["photos_per_s"] for r in rows if "ours" in r), default=None)
+    out = {k: prepare[k] for k in ("photo_size", "cores", "decode_resize_ms", "encode_ms", "pool_ms_per_photo",
+                                   "runner_threads")}
+    if best:
+        gpu_ms = 1000 / best
+        pool = prepare["pool_ms_per_photo"].get(str(prepare["runner_threads"]))
+        out.update(gpu_ms_per_photo=round(gpu_ms, 1), keeps_up=pool is not None and pool <= gpu_ms)
+    return out
+
+
 def grpo_summary(out_dir: Path) -> dict:
     """s/step (the steps after the first, which pays for warm-up), peak memory, photo tokens, from ms-swift's
     logging.jsonl and our run record, whatever of them the run got to write."""
@@ -301,6 +321,8 @@ def step_commands(mode: str, model: Path, out: Path, stage_a: Path, preset: str)
         "model": build,
         "stage_a": [py, "-m", "group_qc_dev.bench_stage_a", "--model", str(model), *profile["stage_a"], "--auto",
                     "--repeats", "1", "--resume_groups", "0", "--json", str(out / "stage_a.json")],
+        "prepare": [py, "-m", "group_qc_dev.bench_prepare", "--model", str(model), *profile["prepare"],
+                    "--json", str(out / "prepare.json")],
         "judge": [py, "-m", "group_qc_dev.bench_stage_b", "--model", str(model), "--steps", "0", "--judging",
                   "--judge_model", str(model), "--judge_stage_a_dir", str(stage_a), "--judge_repeats", "1",
                   *profile["judge"], "--json", str(out / "judge.json")],
@@ -315,6 +337,8 @@ def summarize(name: str, out: Path) -> dict:
         return stage_a_summary(read_json(out / "stage_a.json"))
     if name == "judge":
         return judge_summary(read_json(out / "judge.json"))
+    if name == "prepare":
+        return prepare_summary(read_json(out / "prepare.json"), read_json(out / "stage_a.json"))
     if name.startswith("grpo"):
         return grpo_summary(out / name)
     return {}
@@ -432,6 +456,10 @@ def headline(name: str, r: dict) -> str:
         parts += [f"{side}: {split['ms_per_photo']} ms per photo (vision tower, prefill) + {split['ms_per_decode_step']} "
                   f"ms per decode step" for side, split in (r.get("time_split") or {}).items() if split]
         return "; " + "; ".join(parts)
+    if name == "prepare" and r.get("pool_ms_per_photo"):
+        return (f"; one photo: decode+resize {r['decode_resize_ms']:.1f} ms, encode {r['encode_ms']:.1f} ms; pools: "
+                + ", ".join(f"{k} threads {v:.1f} ms/photo" for k, v in r["pool_ms_per_photo"].items())
+                + (f"; GPU {r['gpu_ms_per_photo']} ms/photo, keeps up: {r['keeps_up']}" if "keeps_up" in r else ""))
     if name == "judge" and r.get("groups_per_s"):
         g = r["groups_per_s"]
         return (f"; judge {g['judge']} groups/s, evaluate {g['evaluate_with_p_fail']} with p_fail, "

@@ -106,7 +106,7 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
     assert report["mode"] == "tiny" and report["failed"] == []
-    for step in ("model", "stage_a", "judge", "grpo_text", "grpo_photos"):
+    for step in ("model", "stage_a", "prepare", "judge", "grpo_text", "grpo_photos"):
         assert report["steps"][step]["status"] == "ok", step
         assert Path(report["steps"][step]["log"]).is_file()
     stage_a = report["stage_a"]
@@ -121,6 +121,9 @@ def test_gpu_check_tiny_runs_every_step_and_writes_their_results(tmp_path):
     assert "ms per photo (vision tower, prefill)" in (out / "gpu_check.log").read_text(encoding="utf-8")
     (auto,) = [b for b in stage_a["batches"] if b["auto"]]
     assert auto["batch_size"] == CPU_AUTO_BATCH and stage_a["auto_batch"]["device"] == "cpu"
+    prepare = report["prepare"]   # the host's photo preparation against this check's GPU (here: CPU) time per photo
+    assert set(prepare["pool_ms_per_photo"]) == {"1", "2"} and prepare["decode_resize_ms"] > 0
+    assert prepare["gpu_ms_per_photo"] > 0 and isinstance(prepare["keeps_up"], bool)
     judge = report["judge"]
     assert set(judge["groups_per_s"]) == {"judge", "evaluate_with_p_fail", "evaluate_generation_only"}
     assert all(v > 0 for v in judge["groups_per_s"].values()) and judge["p_fail_ms_per_group"] > 0
