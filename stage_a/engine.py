@@ -13,6 +13,38 @@ from .checkpoints import BACKENDS, ModelPathError, ModelSpec
 
 log = logging.getLogger("group_qc.stage_a")
 
+# Stage-A's vLLM settings, set for speed on one photo per request after vLLM's own Qwen-VL recipes; unmeasured here
+# (no vLLM on CPU, none on the GPU image we were lent). The prompt's text is given this many tokens in max_model_len:
+# every mission's Stage-A prompt is far below it (tests/test_stage_a_vllm.py tokenizes each).
+PROMPT_TOKEN_ALLOWANCE = 1024
+VISUAL_TOKEN_PIXELS = 28 * 28   # pixels per visual token on Qwen2.5-VL (14-pixel patches, 2x2 merged); Qwen3-VL: 32x32
+VLLM_ENGINE_KWARGS = {"mm_encoder_tp_mode": "data"}   # vLLM's EngineArgs, passed where the installed vLLM has them
+
+
+def stage_a_vllm_settings(max_pixels: int, max_new_tokens: int) -> dict:
+    """ms-swift VllmEngine arguments for Stage-A: one image and no video per prompt (vLLM then reserves no encoder
+    budget for video and sizes its multimodal profiling for one photo); no multimodal processor cache (every photo
+    is unique: the cache only costs memory and hashing); max_model_len fitted to a prompt of one photo at
+    max_pixels plus max_new_tokens (not the model's 128k, which sizes vLLM's scheduler budget and warm-up); the
+    vision encoder run data-parallel where vLLM runs tensor-parallel (its Qwen2.5-VL recipe)."""
+    visual = max_pixels // VISUAL_TOKEN_PIXELS + 2   # plus <|vision_start|> and <|vision_end|>
+    length = PROMPT_TOKEN_ALLOWANCE + visual + max_new_tokens
+    return {"limit_mm_per_prompt": {"image": 1, "video": 0}, "mm_processor_cache_gb": 0,
+            "max_model_len": -(-length // 256) * 256, "engine_kwargs": dict(VLLM_ENGINE_KWARGS)}
+
+
+def supported_engine_kwargs(engine_kwargs: dict) -> dict:
+    """The engine_kwargs the installed vLLM's EngineArgs accepts; any other is left out with a warning."""
+    import inspect
+
+    from vllm import EngineArgs
+    known = inspect.signature(EngineArgs).parameters
+    for key in set(engine_kwargs) - set(known):
+        log.warning("vLLM %s has no engine argument %s: left out", getattr(__import__("vllm"), "__version__", "?"),
+                    key)
+    return {k: v for k, v in engine_kwargs.items() if k in known}
+
+
 def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
     """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
     if backend == "transformers":
@@ -26,9 +58,14 @@ def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_siz
             raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
                                  "use --infer_backend transformers otherwise") from None
         from swift.infer_engine import VllmEngine
+        if "engine_kwargs" in vllm_kwargs:
+            vllm_kwargs["engine_kwargs"] = supported_engine_kwargs(vllm_kwargs["engine_kwargs"])
         return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
                           adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
     raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+DEFAULT_VLLM_PIXELS = 1024 * 28 * 28   # what a photo may be when no max_pixels is given (Qwen-VL's own default)
 
 
 # TransformersEngine's private encode step, which encoding ahead replaces; as in ms-swift 4.6.
@@ -95,7 +132,7 @@ class SwiftSummaryEngine:
         self.max_pixels = max_pixels
         self.auto_batch: dict | None = None   # how auto was resolved, for logs and benchmarks
         self.engine = build_swift_engine(spec, backend, 1 if batch_size == AUTO else batch_size,
-                                         limit_mm_per_prompt={"image": 1, "video": 0})
+                                         **stage_a_vllm_settings(max_pixels or DEFAULT_VLLM_PIXELS, max_new_tokens))
         if max_pixels:
             # Photos arrive already resized by stage_a.images; this keeps ms-swift's own resize
             # (qwen_vl_utils.smart_resize) from ever exceeding the same bound.

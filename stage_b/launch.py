@@ -355,7 +355,8 @@ def _launch(tokens: list[str]) -> int:
         if s.get("rollout") == "server":
             print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {swift} rollout --model "
                   f"{shlex.quote(s['model'])} --external_plugins {shlex.quote(str(REPO / 'swift_plugins' / 'qc_plugin.py'))} --port "
-                  f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>")
+                  f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>"
+                  + (" --vllm_enable_lora true" if "--vllm_enable_lora" in swift_argv else ""))
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([*swift_cmd, *swift_argv]))
         return 0
     # key=value settings win over exported variables, which win over the YAML's ENV (run_environment).

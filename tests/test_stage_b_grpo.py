@@ -127,10 +127,13 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
 
 @pytest.mark.parametrize("settings, expected", [
     (dict(deepspeed="zero3", rollout="server", vllm_server="10.0.0.5:8001"),
-     dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001])),
-    (dict(deepspeed="none", rollout="colocate"), dict(deepspeed=None, vllm_mode="colocate", sleep_level=1)),
+     dict(deepspeed="zero3", vllm_mode="server", vllm_server_host=["10.0.0.5"], vllm_server_port=[8001],
+          vllm_enable_lora=True)),
+    # colocate: vLLM sleeps while the trainer steps, and takes the LoRA matrices each step instead of merged weights
+    (dict(deepspeed="none", rollout="colocate"), dict(deepspeed=None, vllm_mode="colocate", sleep_level=1,
+                                                      vllm_enable_lora=True)),
     (dict(rollout="hf", deepspeed="zero3"), dict(deepspeed="zero3", use_vllm=False, vllm_mode=None, sleep_level=0,
-                                                 vllm_gpu_memory_utilization=0.9)),   # ms-swift's defaults
+                                                 vllm_gpu_memory_utilization=0.9, vllm_enable_lora=False)),
     (dict(num_generations=4, prompts_per_step=8), dict(per_device_train_batch_size=32, num_generations=4)),
     (dict(val="0"), dict(val_dataset=[], eval_strategy=None, metric_for_best_model=None, num_generations_eval=None)),
     (dict(eval_steps=20), dict(eval_steps=20, save_steps=20)),
