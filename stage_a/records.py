@@ -3,7 +3,8 @@ the merger and every reader (Stage-B). Pure (stdlib only).
 
     {"group_id", "mission", "label", "images", "per_image": {"图片_1": ..., ...}, "model", "created_at"}
     optional: "adapters" (Stage-A LoRA), "input_dir" (the folder `images` are relative to; review pages find
-    the photos there)
+    the photos there), "model_fingerprint" (stage_a.checkpoints.stage_a_fingerprint of the model and adapters: a
+    promise names the Stage-A model it was certified on by it)
 
 Writers (make_record, stage_a.convert) always write `model` and `created_at`; readers need only the fields a
 reader uses (REQUIRED_FIELDS), so files written by the project's public origin, which lack them, still load.
@@ -57,7 +58,7 @@ def normalize_summary(text) -> str:
 
 
 def make_record(group: Group, summaries: list[str], model: str, adapters=None,
-                created_at: str | None = None, input_dir=None) -> dict:
+                created_at: str | None = None, input_dir=None, model_fingerprint: str | None = None) -> dict:
     if len(summaries) != len(group.images):
         raise RecordError(f"{group.group_id}: {len(summaries)} summaries for {len(group.images)} photos")
     record = {
@@ -73,6 +74,8 @@ def make_record(group: Group, summaries: list[str], model: str, adapters=None,
         record["adapters"] = list(adapters)
     if input_dir is not None:
         record["input_dir"] = str(input_dir)
+    if model_fingerprint:
+        record["model_fingerprint"] = model_fingerprint
     validate_record(record, provenance=True)
     return record
 

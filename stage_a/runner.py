@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .batching import AUTO, CPU_AUTO_BATCH, GroupBatcher
 from .discovery import Group, discover_mission, mission_folders, printable_path, undecodable
-from .checkpoints import BACKENDS, resolve_model
+from .checkpoints import BACKENDS, resolve_model, stage_a_fingerprint
 from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
 from .jsonl import JsonlAppender, output_lock, write_jsonl_atomic
 from .missions import Mission, is_all, load_registry
@@ -240,6 +240,7 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
                  report: RunReport, pbar) -> None:
     messages = stage_a_messages(plan.mission)
     name = plan.mission.name
+    fingerprint = stage_a_fingerprint(opts.model, opts.adapters)
     written = failed = 0
     setup = getattr(engine, "setup_preparation_thread", None)
     if hasattr(engine, "prepare"):
@@ -304,7 +305,7 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
                         continue
                     try:
                         record = make_record(done.group, done.summaries, model_name, opts.adapters,
-                                             input_dir=input_dir.resolve())
+                                             input_dir=input_dir.resolve(), model_fingerprint=fingerprint)
                     except RecordError as exc:
                         fail(done.group, str(exc), "summary")
                         continue

@@ -10,6 +10,13 @@ upper bound: the largest true rate that would still show k or fewer misses in n 
 With no miss it is 1 - (1 - C) ** (1 / n), so a promise "rate <= R with confidence C" needs at least
 ceil(ln(1 - C) / ln(1 - R)) groups without an error (59 for 5% at 95%, 45 for 5% at 90%, 8 for 20% at 80%).
 The same bound serves the overkill rate (good groups auto-failed over good groups).
+
+Weighted evidence (audited groups drawn with probability a count 1/a times, stage_b.routes): the rate is the
+Horvitz-Thompson ratio of weighted errors to weighted groups, and its bound is the same beta quantile at the
+effective counts of Korn & Graubard (1998, "Confidence intervals for proportions with small expected number of
+positive counts estimated from survey data", Survey Methodology 24(2)): n_eff = (sum w)^2 / sum w^2 and
+k_eff = rate x n_eff. With every weight 1 these are k and n, and the bound is the exact one above; with unequal
+weights it is their approximation, whose coverage tests/test_fair_evidence.py checks by simulation.
 """
 from __future__ import annotations
 
@@ -64,3 +71,23 @@ def groups_needed(rate: float, confidence: float) -> int | None:
 def certified(errors: int, n: int, rate: float, confidence: float) -> bool:
     """The promise `true rate <= rate` holds at `confidence` (nothing is certified on zero groups)."""
     return n > 0 and upper_bound(errors, n, confidence) <= rate
+
+
+def effective_counts(error_weights: list[float], weights: list[float]) -> tuple[float, float]:
+    """(k_eff, n_eff) of weighted evidence (module doc): `weights` of every group, `error_weights` of those in error."""
+    total, squares = sum(weights), sum(w * w for w in weights)
+    if total <= 0:
+        return 0.0, 0.0
+    n_eff = total * total / squares
+    return sum(error_weights) / total * n_eff, n_eff
+
+
+def upper_bound_weighted(error_weights: list[float], weights: list[float], confidence: float) -> float:
+    """The bound at the effective counts; exactly upper_bound(k, n, C) when every weight is 1."""
+    k, n = effective_counts(error_weights, weights)
+    if n <= 0 or k >= n:
+        return 1.0
+    if all(w == 1 for w in weights):
+        return upper_bound(round(k), round(n), confidence)
+    from scipy.stats import beta
+    return float(beta.ppf(confidence, k + 1, n - k))

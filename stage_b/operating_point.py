@@ -30,7 +30,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .certify import DEFAULT_CONFIDENCE, certified, check_confidence, groups_needed, upper_bound
+from stage_a.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
+
+from .certify import DEFAULT_CONFIDENCE, check_confidence, groups_needed, upper_bound, upper_bound_weighted
 from .metrics import wilson
 from .verdict import FAIL, PASS
 
@@ -73,8 +75,19 @@ def check_rate(value, what: str) -> float:
     return x
 
 
-def rates_at(points: list[tuple[float, str]], threshold: float) -> dict:
-    """Miss and overkill at one threshold over (p_fail, expected) pairs, with 95% Wilson intervals."""
+def pairs(points) -> list[tuple[float, str]]:
+    """(p_fail, expected) of points that may carry a weight as a third element (fair_points_of)."""
+    return [(pt[0], pt[1]) for pt in points]
+
+
+def weight(point) -> float:
+    return point[2] if len(point) > 2 else 1.0
+
+
+def rates_at(points, threshold: float) -> dict:
+    """Miss and overkill at one threshold over (p_fail, expected[, weight]) points, counted (each group once), with
+    95% Wilson intervals."""
+    points = pairs(points)
     n_fail = sum(e == FAIL for _, e in points)
     n_pass = len(points) - n_fail
     misses = sum(e == FAIL and p < threshold for p, e in points)
@@ -85,8 +98,9 @@ def rates_at(points: list[tuple[float, str]], threshold: float) -> dict:
             "overkill_rate": overkills / n_pass if n_pass else None, "overkill_rate_ci95": wilson(overkills, n_pass)}
 
 
-def curve(points: list[tuple[float, str]]) -> list[dict]:
+def curve(points) -> list[dict]:
     """The miss/overkill trade-off at every candidate threshold, from 1.0 down (miss falls, overkill rises)."""
+    points = pairs(points)
     candidates = sorted({p for p, _ in points} | {1.0}, reverse=True)
     fails = sorted(p for p, e in points if e == FAIL)
     passes = sorted(p for p, e in points if e == PASS)
@@ -103,36 +117,61 @@ def _count_below(sorted_values: list[float], t: float) -> int:
     return bisect.bisect_left(sorted_values, t)
 
 
-def pick_threshold(points: list[tuple[float, str]], target_miss_rate: float) -> float | None:
+def pick_threshold(points, target_miss_rate: float) -> float | None:
     """The point rule's threshold: the largest candidate whose measured miss rate is <= the target; None when there
     is no fail group to measure a miss rate on."""
-    if not any(e == FAIL for _, e in points):
+    if not any(pt[1] == FAIL for pt in points):
         return None
     return next(c["threshold"] for c in curve(points) if c["miss_rate"] <= target_miss_rate)
 
 
-def certified_threshold(points: list[tuple[float, str]], target_miss_rate: float, confidence: float) -> float | None:
-    """The largest candidate whose miss-rate bound at `confidence` is <= the target (module doc); None when none is."""
-    fails = sorted(p for p, e in points if e == FAIL)
-    for t in sorted({p for p, _ in points} | {1.0}, reverse=True):
-        if certified(_count_below(fails, t), len(fails), target_miss_rate, confidence):
+def _weighted_below(points, label: str) -> tuple[list[float], list[float], list[float]]:
+    """(sorted p_fail, weights in that order, their running sums) of the points with this label."""
+    chosen = sorted((pt[0], weight(pt)) for pt in points if pt[1] == label)
+    running, total = [], 0.0
+    for _, w in chosen:
+        total += w
+        running.append(total)
+    return [p for p, _ in chosen], [w for _, w in chosen], running
+
+
+def _bound_below(values, weights, running, t: float, confidence: float, above: bool = False) -> float:
+    """The bound on the weighted share of these groups with p_fail < t (above: >= t)."""
+    k = bisect.bisect_left(values, t)
+    below = running[k - 1] if k else 0.0
+    errors = (running[-1] - below) if above else below
+    if all(w == 1 for w in weights):
+        n_err = len(values) - k if above else k
+        return upper_bound(n_err, len(values), confidence)
+    return upper_bound_weighted([errors], weights, confidence)
+
+
+def certified_threshold(points, target_miss_rate: float, confidence: float) -> float | None:
+    """The largest candidate whose miss-rate bound at `confidence` is <= the target (module doc); None when none is.
+    Points may carry weights (fair_points_of): the bound is then certify.upper_bound_weighted's."""
+    fails, weights, running = _weighted_below(points, FAIL)
+    if not fails:
+        return None
+    for t in sorted({pt[0] for pt in points} | {1.0}, reverse=True):
+        if _bound_below(fails, weights, running, t, confidence) <= target_miss_rate:
             return t
     return None
 
 
-def certified_fail_threshold(points: list[tuple[float, str]], target_overkill_rate: float,
-                             confidence: float) -> float | None:
+def certified_fail_threshold(points, target_overkill_rate: float, confidence: float) -> float | None:
     """The smallest candidate whose overkill-rate bound at `confidence` is <= the target; None when none is."""
-    passes = sorted(p for p, e in points if e == PASS)
-    for t in sorted({p for p, _ in points} | {1.0}):
-        if certified(len(passes) - _count_below(passes, t), len(passes), target_overkill_rate, confidence):
+    passes, weights, running = _weighted_below(points, PASS)
+    if not passes:
+        return None
+    for t in sorted({pt[0] for pt in points} | {1.0}):
+        if _bound_below(passes, weights, running, t, confidence, above=True) <= target_overkill_rate:
             return t
     return None
 
 
-def review_margin(points: list[tuple[float, str]], threshold: float, share: float) -> float:
+def review_margin(points, threshold: float, share: float) -> float:
     """The rule's review margin (module doc)."""
-    wrong = sorted(abs(p - threshold) for p, e in points if verdict_at(p, threshold) != e)
+    wrong = sorted(abs(p - threshold) for p, e in pairs(points) if verdict_at(p, threshold) != e)
     if not wrong:
         return 0.0
     return wrong[max(0, math.ceil(share * len(wrong)) - 1)]
@@ -171,53 +210,84 @@ def overkill_promise_text(entry: dict) -> str | None:
             + "): nothing is auto-failed, every group above the threshold goes to review")
 
 
-def mission_point(points: list[tuple[float, str]], target: float, share: float,
+def mission_point(points, target: float, share: float,
                   confidence: float = DEFAULT_CONFIDENCE, target_overkill: float | None = None) -> dict:
-    """One mission's (or the pooled) entry of operating_point.json (module doc)."""
-    n_fail = sum(e == FAIL for _, e in points)
-    n_pass = len(points) - n_fail
-    entry = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill}
+    """One mission's (or the pooled) entry of operating_point.json (module doc). `points`: (p_fail, expected) or
+    (p_fail, expected, weight), the weight of fair evidence (fair_points_of); the bounds then weigh them
+    (stage_b.certify), the counts count each group once."""
+    plain = pairs(points)
+    n_fail = sum(e == FAIL for _, e in plain)
+    n_pass = len(plain) - n_fail
+    weighted = any(weight(pt) != 1 for pt in points)
+    entry = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill,
+             "weighted": weighted}
     certified_t = certified_threshold(points, target, confidence) if n_fail else None
     threshold = certified_t if certified_t is not None else pick_threshold(points, target)
     entry["certified"] = certified_t is not None
     if not entry["certified"]:
         entry["fail_groups_needed"] = groups_needed(target, confidence)
     if threshold is None:
-        entry.update({"threshold": None, "threshold_fail": None, "n": len(points), "n_fail": 0, "n_pass": n_pass,
+        entry.update({"threshold": None, "threshold_fail": None, "n": len(plain), "n_fail": 0, "n_pass": n_pass,
                       "misses": 0, "review_margin": 0.0, "overkill_certified": False,
                       "why_none": "no fail (审核不通过) group in validation, so no miss rate to hold to the target"})
         entry["promise"] = promise_text(entry)
         return entry
-    at = rates_at(points, threshold)
+    at = rates_at(plain, threshold)
     entry.update(at)
-    entry["miss_rate_upper"] = upper_bound(at["misses"], n_fail, confidence)
+    fails, fail_weights, fail_running = _weighted_below(points, FAIL)
+    entry["miss_rate_upper"] = _bound_below(fails, fail_weights, fail_running, threshold, confidence)
     if target_overkill is None:
         threshold_fail = threshold
     else:
         t_fail = certified_fail_threshold(points, target_overkill, confidence) if n_pass else None
         threshold_fail = None if t_fail is None else max(t_fail, threshold)
     entry["threshold_fail"] = threshold_fail
-    auto_overkills = sum(e == PASS and threshold_fail is not None and p >= threshold_fail for p, e in points)
-    entry.update({"auto_overkills": auto_overkills, "overkill_rate_upper": upper_bound(auto_overkills, n_pass, confidence),
+    auto_overkills = sum(e == PASS and threshold_fail is not None and p >= threshold_fail for p, e in plain)
+    passes, pass_weights, pass_running = _weighted_below(points, PASS)
+    entry.update({"auto_overkills": auto_overkills,
+                  "overkill_rate_upper": (_bound_below(passes, pass_weights, pass_running, threshold_fail, confidence,
+                                                       above=True) if passes and threshold_fail is not None
+                                          else upper_bound(0, n_pass, confidence)),
                   "overkill_certified": (target_overkill is not None and threshold_fail is not None)})
     if target_overkill is not None and not entry["overkill_certified"]:
         entry["pass_groups_needed"] = groups_needed(target_overkill, confidence)
-    margin = review_margin(points, threshold, share)
-    in_band = [(p, e) for p, e in points if margin > 0 and abs(p - threshold) <= margin]
+    margin = review_margin(plain, threshold, share)
+    in_band = [(p, e) for p, e in plain if margin > 0 and abs(p - threshold) <= margin]
     entry.update({"review_margin": margin, "validation_needs_review": len(in_band),
                   "validation_errors_in_review": sum(verdict_at(p, threshold) != e for p, e in in_band)})
+    entry["escape"] = escape_rate(points, entry, confidence)
     entry["promise"] = promise_text(entry)
     if target_overkill is not None:
         entry["overkill_promise"] = overkill_promise_text(entry)
     return entry
 
 
+def escape_rate(points, entry: dict, confidence: float) -> dict:
+    """The escape rate of auto-passed groups: of the groups the rule would pass without review (certified or not:
+    the rate of the rule itself), the (weighted) share that is defective, with its upper bound at `confidence`. It is
+    what a blind audit of auto-passed work measures (stage_b.monitor), so live and certified numbers are the same
+    quantity."""
+    point = {**entry, "certified": True}
+    passed = [pt for pt in points if (d := decide(pt[0], point)).automatic and d.verdict == PASS]
+    weights = [weight(pt) for pt in passed]
+    escapes = [weight(pt) for pt in passed if pt[1] == FAIL]
+    total = sum(weights)
+    return {"auto_passed": len(passed), "escapes": len(escapes), "rate": sum(escapes) / total if total else None,
+            "upper": upper_bound_weighted(escapes, weights, confidence) if passed else 1.0}
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the rule does with one group: the verdict line, and why a person must review it (empty: decided
-    automatically)."""
+    automatically). `mission_why`: reasons that send every group of the mission to review (no threshold, not
+    certified), so the group was not chosen by its own score; `group_why`: reasons of this group's own p_fail."""
     verdict: str
-    why: tuple[str, ...]
+    mission_why: tuple[str, ...] = ()
+    group_why: tuple[str, ...] = ()
+
+    @property
+    def why(self) -> tuple[str, ...]:
+        return self.mission_why + self.group_why
 
     @property
     def automatic(self) -> bool:
@@ -244,9 +314,9 @@ def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
         return Decision(verdict_at(p, UNCALIBRATED_THRESHOLD),
                         (f"no threshold for this mission ({point.get('why_none') or point.get('promise') or 'none'}): "
                          f"the verdict is the model's own choice (p_fail >= {UNCALIBRATED_THRESHOLD})",))
-    why = []
+    mission_why, why = [], []
     if not point.get("certified") and not allow_uncertified:
-        why.append(f"not certified: {point.get('promise') or 'no promise for this mission'}")
+        mission_why.append(f"not certified: {point.get('promise') or 'no promise for this mission'}")
     threshold_fail = point.get("threshold_fail", threshold)
     if p >= threshold and (threshold_fail is None or p < threshold_fail):
         why.append(f"p_fail {fmt_p(p, threshold)} is in the review band: at or above the auto-pass threshold "
@@ -256,11 +326,12 @@ def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
     margin = point.get("review_margin") or 0.0
     if margin > 0 and abs(p - threshold) <= margin:
         why.append(f"p_fail {fmt_p(p, threshold)} is within {fmt_p(margin)} of the threshold {fmt_p(threshold, p)}")
-    return Decision(verdict_at(p, threshold), tuple(why))
+    return Decision(verdict_at(p, threshold), tuple(mission_why), tuple(why))
 
 
-def automation(points: list[tuple[float, str]], entry: dict) -> dict:
+def automation(points, entry: dict) -> dict:
     """How many of these groups the rule decides without review, with a 95% Wilson interval of the share."""
+    points = pairs(points)
     auto = sum(decide(p, entry).automatic for p, _ in points)
     return {"validation_auto_decided": auto, "automation_share": auto / len(points) if points else None,
             "automation_share_ci95": wilson(auto, len(points))}
@@ -273,6 +344,36 @@ def points_of(predictions: list[dict]) -> dict[str, list[tuple[float, str]]]:
         if p.get("p_fail") is not None:
             out.setdefault(p["mission"], []).append((p["p_fail"], p["expected"]))
     return out
+
+
+def fair_points_of(predictions: list[dict]) -> tuple[dict[str, list[tuple]], dict[str, dict[str, int]]]:
+    """({mission: [(p_fail, expected, weight)]}, {mission: {why left out: groups}}): the predictions a promise's bound
+    may count (stage_b.routes: fair evidence, weighted by 1 / the probability it was reviewed) and those it may not.
+    A prediction without `evidence` (the validation split, every group of it labelled) counts with weight 1."""
+    points: dict[str, list[tuple]] = {}
+    left_out: dict[str, dict[str, int]] = {}
+    for p in predictions:
+        if p.get("p_fail") is None:
+            continue
+        evidence = p.get("evidence") or {}
+        w = evidence.get("weight", 1.0)
+        if w is None:
+            why = evidence.get("why_not") or "not a fair sample"
+            left_out.setdefault(p["mission"], {})
+            left_out[p["mission"]][why] = left_out[p["mission"]].get(why, 0) + 1
+            continue
+        points.setdefault(p["mission"], []).append((p["p_fail"], p["expected"], float(w)))
+    return points, left_out
+
+
+def family(missions: list[str], sides: int, confidence: float, family_wise: bool) -> dict:
+    """The confidence of all promises holding together, by Bonferroni's inequality: K claims each at confidence c
+    hold jointly with probability >= 1 - K (1 - c). family_wise certifies each claim at c = 1 - (1 - C) / K, so that
+    the family holds at C; otherwise each claim is at C and the family statement is the weaker 1 - K (1 - C)."""
+    claims = len(missions) * sides
+    per_claim = 1 - (1 - confidence) / claims if family_wise and claims else confidence
+    return {"claims": claims, "sides": sides, "family_wise": family_wise, "per_claim_confidence": per_claim,
+            "family_confidence": max(0.0, 1 - claims * (1 - per_claim))}
 
 
 def parse_targets(values: list[str] | None, flag: str = "--target_miss_rate") -> dict | None:
@@ -310,11 +411,16 @@ def _per_mission(targets: dict | None, missions: list[str], resolve, flag: str) 
 
 def build_operating_point(predictions: list[dict], missions: list[str], targets: dict, *, review_share: float,
                           model: dict, adapters: list[dict], data: dict | None, resolve=None,
-                          confidence: float = DEFAULT_CONFIDENCE, overkill_targets: dict | None = None) -> dict:
+                          confidence: float = DEFAULT_CONFIDENCE, overkill_targets: dict | None = None,
+                          stage_a: dict | None = None, family_wise: bool = False) -> dict:
     """operating_point.json's content. `resolve` maps a mission name or alias in the targets to its canonical
-    name (stage_a.missions)."""
+    name (stage_a.missions). Only fair evidence enters it (fair_points_of); `stage_a` ({mission: {"models": [Stage-A
+    identities], "evidence_through": latest reviewer decision time or None}}) names what the promise rests on;
+    `family_wise` certifies each claim at the Bonferroni-adjusted confidence (family)."""
     confidence = check_confidence(confidence)
-    by_mission = points_of(predictions)
+    fam = family(missions, 2 if overkill_targets else 1, confidence, family_wise)
+    claim_confidence = fam["per_claim_confidence"]
+    by_mission, left_out = fair_points_of(predictions)
     miss_targets = _per_mission(targets, missions, resolve, "--target_miss_rate")
     overkill = _per_mission(overkill_targets, missions, resolve, "--target_overkill_rate")
     missing_target = [m for m in missions if miss_targets[m] is None]
@@ -324,45 +430,50 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
     entries = {}
     for mission in missions:
         points = by_mission.get(mission, [])
-        entries[mission] = mission_point(points, miss_targets[mission], review_share, confidence, overkill[mission])
+        entries[mission] = mission_point(points, miss_targets[mission], review_share, claim_confidence,
+                                         overkill[mission])
         entries[mission].update(automation(points, entries[mission]))
+        entries[mission]["left_out"] = left_out.get(mission, {})
+        entries[mission]["stage_a"] = (stage_a or {}).get(mission)
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
     auto = sum(entries[m]["validation_auto_decided"] for m in missions)
     overall = None
     if targets["default"] is not None:
-        overall = mission_point(pooled, targets["default"], review_share, confidence,
+        overall = mission_point(pooled, targets["default"], review_share, claim_confidence,
                                 (overkill_targets or {}).get("default"))
+    certified = [m for m in missions if entries[m]["certified"]]
+    promised = len(certified) + sum(entries[m].get("overkill_certified", False) for m in missions
+                                    if overkill_targets)
+    fam["certified_claims"] = promised
+    fam["certified_claims_hold_together"] = max(0.0, 1 - promised * (1 - claim_confidence))
     return {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share, "confidence": confidence,
-            "model": model, "adapters": adapters, "data": data, "missions": entries, "overall": overall,
+            "family": fam, "model": model, "adapters": adapters, "data": data, "missions": entries,
+            "overall": overall,
             "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
                            "automation_share": auto / len(pooled) if pooled else None,
                            "automation_share_ci95": wilson(auto, len(pooled)),
-                           "certified_missions": [m for m in missions if entries[m]["certified"]]}}
+                           "certified_missions": certified}}
 
 
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
-_SAMPLE = 1 << 20
+def family_text(fam: dict) -> str:
+    """The family statement in one sentence (report.md, monitor page)."""
+    n = fam.get("certified_claims", fam["claims"])
+    if not n:
+        return "no promise is certified"
+    how = (f"each certified at {_pct(fam['per_claim_confidence'])} (--family_wise: the {fam['claims']} claims share "
+           f"{_pct(1 - (1 - fam['per_claim_confidence']) * fam['claims'])} by Bonferroni)" if fam["family_wise"] else
+           f"each at {_pct(fam['per_claim_confidence'])}")
+    return (f"{n} certified promise{'s' if n != 1 else ''} ({how}) hold together with confidence at least "
+            f"{_pct(fam['certified_claims_hold_together'])} (Bonferroni)")
 
 
-def checkpoint_identity(path) -> dict:
-    """{"path", "fingerprint"} of a model or adapter folder. The fingerprint hashes its config files whole and,
-    per weight file, the name, the size and the first and last MiB: any retrained or other checkpoint differs,
-    a copied or moved one does not, and a 15 GB model is identified in milliseconds, not minutes."""
-    folder = Path(path).expanduser().resolve()
-    digest = hashlib.sha256()
-    for f in sorted(folder.iterdir()):
-        if not f.is_file():
-            continue
-        if f.name in ("config.json", "adapter_config.json"):
-            digest.update(f.name.encode() + b"\0" + f.read_bytes())
-        elif f.suffix in _WEIGHT_SUFFIXES:
-            size = f.stat().st_size
-            with f.open("rb") as fh:
-                head = fh.read(_SAMPLE)
-                fh.seek(max(0, size - _SAMPLE))
-                tail = fh.read(_SAMPLE)
-            digest.update(f"{f.name}\0{size}\0".encode() + head + tail)
-    return {"path": str(folder), "fingerprint": digest.hexdigest()[:32]}
+def stage_a_identity(record: dict) -> str:
+    """What Stage-A model wrote a record's summaries: its fingerprint (stage_a.checkpoints.stage_a_fingerprint), or
+    for a record written before fingerprints its model path and adapters."""
+    if record.get("model_fingerprint"):
+        return str(record["model_fingerprint"])
+    adapters = record.get("adapters") or []
+    return "path:" + str(record.get("model")) + "".join(f"+{a}" for a in adapters)
 
 
 def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:

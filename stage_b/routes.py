@@ -1,0 +1,108 @@
+"""Where each judged group goes, and which reviewed groups are a fair sample of a mission's work. Pure (hashlib).
+
+Every verdict the judge writes has a `route`:
+
+- `review`: a person decides it, with the reasons why. `review_scope` says what chose it: `mission` when every group
+  of its mission goes to review (the mission is not certified, its promise was withdrawn, it has no threshold, or its
+  summaries come from another Stage-A model than the promise was certified on); `group` when the group's own p_fail
+  or reply chose it (the review band or margin, a reply outside the two-line contract, an ungrounded reason).
+- `audit`: the rule decided it without review, and it was drawn for a blind check: a person decides it without seeing
+  the model's verdict, p_fail or reason (review pages hide them until the reviewer has decided).
+- `auto`: decided without review, and not drawn.
+
+The audit draw (Poisson sampling, each automatically decided group independently): a group is audited iff
+`audit_draw(seed, mission, group_id) < audit_share`, where audit_draw maps the SHA-256 of the seed, mission and group
+id to [0, 1). It depends on nothing the model or the reviewer sees, so the audited groups are a simple random sample
+of the automatically decided ones, each drawn with probability `audit_share` (recorded on every auto and audit verdict
+as `audit_probability`); the same seed draws the same groups on a rerun or a resume.
+
+Fair evidence (what may enter a promise's bound, stage_b.operating_point): a labelled group counts with weight
+1 / (its probability of having been reviewed) when that probability did not depend on the group itself:
+
+    no review record (the original labelled data: every group reviewed)          weight 1
+    route review, review_scope mission (every group of the mission reviewed)     weight 1
+    route audit (drawn with probability a)                                       weight 1 / a
+    route review, review_scope group; route auto decided by a reviewer anyway;
+    a decision from a page or verdict file without routes                        not fair: left out of bounds
+
+Groups left out still become training labels; they never count in a bound as if they were random.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+AUTO, REVIEW, AUDIT = "auto", "review", "audit"
+ROUTES = (AUTO, REVIEW, AUDIT)
+MISSION, GROUP = "mission", "group"   # review_scope
+DEFAULT_AUDIT_SHARE = 0.05
+
+
+class RouteError(ValueError):
+    """An audit setting or a review record that cannot be used (names the value)."""
+
+
+def check_audit_share(value, what: str = "--audit_share") -> float:
+    """A share from 0 (no audit) to 1 (every automatically decided group audited)."""
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise RouteError(f"{what} {value!r} is not a number; use a share from 0 to 1, e.g. 0.05 (5% of the "
+                         f"automatically decided groups audited)") from None
+    if math.isnan(share) or not 0.0 <= share <= 1.0:
+        raise RouteError(f"{what} {value!r} is out of range: use a share from 0 (no audit) to 1 (every automatically "
+                         f"decided group)")
+    return share
+
+
+def audit_draw(seed: int, mission: str, group_id: str) -> float:
+    """A number in [0, 1) fixed by the seed, mission and group id (module doc)."""
+    digest = hashlib.sha256(f"{seed}\0{mission}\0{group_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+def route_of(mission_why: list[str], group_why: list[str], audit_share: float, seed: int, mission: str,
+             group_id: str) -> dict:
+    """{"route", "review_scope", "audit_probability", "why"} of one judged group (module doc)."""
+    if mission_why or group_why:
+        return {"route": REVIEW, "review_scope": MISSION if mission_why else GROUP, "audit_probability": None,
+                "why": [*mission_why, *group_why]}
+    if audit_share > 0 and audit_draw(seed, mission, group_id) < audit_share:
+        return {"route": AUDIT, "review_scope": None, "audit_probability": audit_share,
+                "why": [f"drawn for a blind audit ({100 * audit_share:.3g}% of the groups decided without review): "
+                        f"decide it without the model's answer"]}
+    return {"route": AUTO, "review_scope": None, "audit_probability": audit_share, "why": []}
+
+
+def route_of_record(verdict: dict) -> str:
+    """A verdict line's route; a line written before routes existed is `review` when it needed review, else `auto`."""
+    route = verdict.get("route")
+    if route in ROUTES:
+        return route
+    return REVIEW if verdict.get("needs_review") else AUTO
+
+
+def evidence_weight(review: dict | None) -> float | None:
+    """A labelled group's weight in a promise's bound (module doc), from the `review` record stage_b.decisions writes
+    on it; None: not a fair sample, left out."""
+    if review is None:
+        return 1.0
+    route, probability = review.get("route"), review.get("audit_probability")
+    if route == REVIEW and review.get("review_scope") == MISSION:
+        return 1.0
+    if route == AUDIT and isinstance(probability, (int, float)) and not isinstance(probability, bool) \
+            and 0.0 < probability <= 1.0:
+        return 1.0 / probability
+    return None
+
+
+def why_not_fair(review: dict | None) -> str | None:
+    """Why a labelled group is left out of bounds, in a few words; None when it counts."""
+    if evidence_weight(review) is not None:
+        return None
+    route = (review or {}).get("route")
+    if route == REVIEW:
+        return "reviewed because of its own p_fail or reply"
+    if route == AUTO:
+        return "decided without review and not audited: a reviewer chose to look at it"
+    return "from a page or verdict file without routes: treated as chosen by score"
