@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The demo's reviewer: decides the judge's flagged groups from the generator's truth and writes decisions.jsonl
+"""The demo's reviewer: decides the judge's flagged and audited groups from the generator's truth and writes decisions.jsonl
 exactly as a review page exports it (stage_b.decisions.decision_line), for `python -m stage_b.decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
@@ -7,7 +7,7 @@ exactly as a review page exports it (stage_b.decisions.decision_line), for `pyth
 
 DIR (--photos) is a folder written by group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label);
 --verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judge. Groups that need review are decided (--all:
-every judged group), each 通过 or 不通过 as the truth says.
+every judged group), and so are the blind audits (route audit), each 通过 or 不通过 as the truth says.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer:
             continue
         source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
         for _, v in iter_jsonl(path):
-            if everything or v["needs_review"]:
+            if everything or v["needs_review"] or v.get("route") == "audit":
                 decision = FAIL if truth[(v["mission"], v["group_id"])] == "fail" else PASS
                 lines.append(decision_line(v, decision, reviewer, source))
     return lines

@@ -7,9 +7,13 @@ its summary shows a defect (`cited` and `defect` photo indices, read by review.p
 """
 from __future__ import annotations
 
+import base64
+import json
+
 from stage_a.records import summaries_of
 from stage_b.grounding import ground
 from stage_b.operating_point import fmt_p
+from stage_b.routes import AUDIT, route_of_record
 from stage_b.verdict import FAIL, PASS, parse
 
 from .page import LABEL_TEXT
@@ -18,7 +22,9 @@ from .page import LABEL_TEXT
 EVALUATION_OUTCOMES = [("miss", "miss (不通过 judged 通过)"), ("overkill", "overkill (通过 judged 不通过)"),
                        ("invalid", "unparseable reply"), ("ungrounded", "correct, reason not grounded"),
                        ("correct", "correct")]
-JUDGE_OUTCOMES = [("needs_review", "needs review"), ("fail", "不通过"), ("pass", "通过")]
+JUDGE_OUTCOMES = [("needs_review", "needs review"), ("audit", "blind audit"), ("fail", "不通过"), ("pass", "通过")]
+SEALED_FACTS = [("route", "blind audit: decide from the photos and summaries; the model's answer shows once you have "
+                          "decided")]
 
 
 def evaluation_outcome(expected: str, predicted: str | None, grounded: bool = True) -> str:
@@ -64,14 +70,29 @@ def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dic
 
 
 def judge_outcome(verdict_record: dict) -> str:
+    if route_of_record(verdict_record) == AUDIT:
+        return "audit"
     if verdict_record["needs_review"]:
         return "needs_review"
     return "fail" if verdict_record["verdict"] == FAIL else "pass"
 
 
 def judge_tags(v: dict) -> list[str]:
-    """The filters a verdict answers to: needs review and its verdict both (a flagged 不通过 is under 不通过 too)."""
+    """The filters a verdict answers to: needs review and its verdict both (a flagged 不通过 is under 不通过 too); a
+    blind audit only `audit` (a verdict filter would tell its answer)."""
+    if route_of_record(v) == AUDIT:
+        return ["audit"]
     return (["needs_review"] if v["needs_review"] else []) + ["fail" if v["verdict"] == FAIL else "pass"]
+
+
+def seal(card: dict) -> dict:
+    """A blind audit's card: the model's verdict, p_fail, reason, reply and the photos its reason cites go into
+    `sealed` (base64 of their JSON, in ASCII: no verdict, number or reason text in the page until a reviewer decides
+    and the page's script opens it); in their place a fact saying why."""
+    hidden = {"facts": card["facts"], "reason": card["reason"], "reply": card["reply"], "cited": card["cited"]}
+    sealed = base64.b64encode(json.dumps(hidden, ensure_ascii=True).encode("ascii")).decode("ascii")
+    return {**card, "facts": SEALED_FACTS, "reason": None, "reply": None, "cited": [], "verdict": None,
+            "p_fail": None, "sealed": sealed}
 
 
 def judge_cards(verdicts: list[dict], sources: dict[str, int] | None = None) -> list[dict]:
@@ -88,7 +109,9 @@ def judge_cards(verdicts: list[dict], sources: dict[str, int] | None = None) -> 
               "reply": None if parse(v["reply"]).two_lines else v["reply"],
               "error": None, "images": v["images"], "summaries": v["summaries"],
               **_marks(ground(v["reply"], v["summaries"], v["mission"])), "tags": judge_tags(v),
-              "verdict": v["verdict"], "p_fail": v["p_fail"], "source": (sources or {}).get(v["mission"])}
+              "verdict": v["verdict"], "p_fail": v["p_fail"], "source": (sources or {}).get(v["mission"]),
+              "route": route_of_record(v)}
              for v in verdicts]
+    cards = [seal(c) if c["route"] == AUDIT else c for c in cards]
     cards.sort(key=lambda c: order[c["outcome"]])
     return cards

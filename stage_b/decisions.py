@@ -38,7 +38,8 @@ from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
 LABEL_OF = {PASS: "pass", FAIL: "fail"}
-DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "source")
+DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
+                   "source")
 LOG = "decisions.jsonl"
 MAX_PROBLEMS = 20
 
@@ -54,9 +55,21 @@ def _when(text: str) -> datetime | None:
         return None
 
 
-def stage_a_record(source_record: dict, label: str) -> dict:
+def review_of(source_record: dict, decisions: list[dict]) -> dict:
+    """The `review` record a label carries (stage_b.routes): how the group reached a person, read from the verdict
+    line the decision's source file holds (never from the export), and when and by whom it was decided. A Stage-A or
+    prediction source, or a verdict line written before routes, has no route: not a fair sample."""
+    is_verdict = "p_fail" in source_record and "verdict" in source_record
+    route = source_record.get("route") if is_verdict else None
+    return {"route": route, "review_scope": source_record.get("review_scope") if route else None,
+            "audit_probability": source_record.get("audit_probability") if route else None,
+            "decided_at": max((d["decided_at"] for d in decisions), default=None),
+            "reviewers": sorted({d["reviewer"] for d in decisions})}
+
+
+def stage_a_record(source_record: dict, label: str, review: dict | None = None) -> dict:
     """The group as a labelled Stage-A record, from a verdict line (summaries, images, input_dir) or a Stage-A
-    record of the source file."""
+    record of the source file; `review` (review_of) says how it reached a reviewer."""
     if "per_image" in source_record:
         record = {k: v for k, v in source_record.items() if k not in ("label",)}
     else:
@@ -66,7 +79,13 @@ def stage_a_record(source_record: dict, label: str) -> dict:
                   "model": (source_record.get("rests_on") or {}).get("stage_a_model") or "unknown (from a verdicts file)"}
         if source_record.get("input_dir"):
             record["input_dir"] = source_record["input_dir"]
-    return {**record, "label": label, "created_at": record.get("created_at") or utc_now()}
+        fingerprint = (source_record.get("rests_on") or {}).get("stage_a_fingerprint")
+        if fingerprint:
+            record["model_fingerprint"] = fingerprint
+    out = {**record, "label": label, "created_at": record.get("created_at") or utc_now()}
+    if review is not None:
+        out["review"] = review
+    return out
 
 
 class _Sources:
@@ -101,10 +120,13 @@ class _Sources:
 def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note: str = "",
                   decided_at: str | None = None) -> dict:
     """One exported line, as a review page writes it (stage_a/templates/review.js mirrors this) for a card showing
-    `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"})."""
+    `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"}). A
+    blind audit's card never showed the model's answer: its line has none."""
+    blind = shown.get("route") == "audit"
     return {"group_id": shown["group_id"], "mission": shown["mission"], "decision": decision, "note": note,
-            "reviewer": reviewer, "decided_at": decided_at or utc_now(), "verdict": shown.get("verdict"),
-            "p_fail": shown.get("p_fail"), "source": source}
+            "reviewer": reviewer, "decided_at": decided_at or utc_now(),
+            "verdict": None if blind else shown.get("verdict"), "p_fail": None if blind else shown.get("p_fail"),
+            "route": shown.get("route"), "source": source}
 
 
 def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | None, str | None]:
@@ -144,9 +166,13 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
     record = groups.get((mission, rec["group_id"]))
     if record is None:
         return None, f"{where}: group {rec['group_id']} of {mission} is not in {source['file']}"
+    from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": (rec.get("reviewer") or "").strip() or "anonymous",
-                "decided_at": rec.get("decided_at") or "", "verdict": rec.get("verdict"), "p_fail": rec.get("p_fail"),
+                "decided_at": rec.get("decided_at") or "",
+                "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
+                "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
+                "route": record.get("route") if from_verdicts else None,
                 "source": {"file": source["file"], "sha256": sha}}
     return {**decision, "record": record}, None
 
@@ -258,13 +284,14 @@ def import_decisions(files, output_dir, registry=None) -> dict:
         groups = resolve(log)
         written = {}
         for mission in sorted({m for m, _ in groups}):
-            rows = [stage_a_record(g["record"], g["status"]) for (m, _), g in sorted(groups.items())
-                    if m == mission and g["status"] in ("pass", "fail")]
+            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"]))
+                    for (m, _), g in sorted(groups.items()) if m == mission and g["status"] in ("pass", "fail")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
             write_jsonl_atomic(path, rows)
             written[mission] = (path, len(rows))
+    without_route = sum(1 for d in incoming if (d["record"].get("route") is None))
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
-            "summary": summary(groups), "written": written}
+            "summary": summary(groups), "written": written, "without_route": without_route}
 
 
 def _pct(x) -> str:
@@ -281,6 +308,10 @@ def main(argv=None) -> int:
     def body() -> int:
         result = import_decisions(args.decisions, args.output_dir)
         print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
+        if result["without_route"]:
+            print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "
+                  f"before audits): their labels train, and are treated as chosen by score, so no promise's bound "
+                  f"counts them", file=sys.stderr)
         for mission, s in result["summary"].items():
             path, n = result["written"][mission]
             print(f"{mission}: {s['decided']} decided, {s['agreed']} agreed with the model; the model's miss rate "

@@ -41,9 +41,10 @@ from .dataset import build_rows, group_files, load_records, row_mode, stage_a_fi
 from .grounding import REASON_CITATIONS, ground, guided_reply
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
-                              checkpoint_identities, curve, fmt_p, p_fail, parse_targets, pick_threshold, points_of,
-                              rates_at)
+                              checkpoint_identities, curve, family_text, fmt_p, p_fail, parse_targets, pick_threshold,
+                              points_of, rates_at, stage_a_identity)
 from .rewards import REWARDS
+from .routes import evidence_weight, why_not_fair
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
 from .settings import Selection, add_selection_args
 from .verdict import FAIL, PASS, parse
@@ -295,10 +296,20 @@ def render_promises(metrics: dict) -> list[str]:
     op = metrics.get("operating_point")
     if not op:
         return []
-    lines = [f"## Promises (confidence {_pct(op['confidence'])}, exact one-sided Clopper-Pearson bounds)", ""]
+    lines = [f"## Promises (confidence {_pct(op['confidence'])}, exact one-sided Clopper-Pearson bounds; audited "
+             f"groups weighted by 1 / their audit probability, Korn-Graubard effective counts)", ""]
     for name, e in _md_items(op["missions"]):
         lines.append(f"- **{name}**: {e['promise']}" + (f"; {e['overkill_promise']}" if e.get("overkill_promise")
                                                         else ""))
+        escape = e.get("escape")
+        if escape and escape["auto_passed"]:
+            lines.append(f"  - escape rate of auto-passed groups (what a blind audit measures): {escape['escapes']} "
+                         f"defective of {escape['auto_passed']} auto-passed, upper bound {_pct(escape['upper'])}")
+        if e.get("left_out"):
+            lines.append("  - left out of the bound (not a fair sample of the mission's work, still training labels): "
+                         + "; ".join(f"{n} {why}" for why, n in e["left_out"].items()))
+    if op.get("family"):
+        lines += ["", f"All together: {family_text(op['family'])}."]
     a = op["automation"]
     lines += ["", f"Decided without review on these validation groups: {a['validation_auto_decided']} of "
                   f"{a['validation_groups']} ({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); "
@@ -406,7 +417,8 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                   data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
                   review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
                   source: dict | None = None, confidence: float = DEFAULT_CONFIDENCE,
-                  overkill_targets: dict | None = None) -> dict:
+                  overkill_targets: dict | None = None, stage_a: dict | None = None,
+                  family_wise: bool = False) -> dict:
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
     (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
     "input_dirs", "all"}) the review page; `source` (re-scoring: the file and which tool wrote it) goes into
@@ -428,8 +440,9 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
             raise EvaluationError("--target_miss_rate needs p_fail in the predictions, and none has one")
         op = build_operating_point(predictions, list(metrics["per_mission"]), targets, review_share=review_share,
                                    model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
-                                   resolve=resolve, confidence=confidence, overkill_targets=overkill_targets)
-        metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "missions", "overall",
+                                   resolve=resolve, confidence=confidence, overkill_targets=overkill_targets,
+                                   stage_a=stage_a, family_wise=family_wise)
+        metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "family", "missions", "overall",
                                                          "automation")}
     if review is not None:
         metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
@@ -559,6 +572,33 @@ def verdict_probabilities(engine, rows: list[dict]) -> list[float | None]:
     return [p_fail(s) if s else None for s in scores]
 
 
+def with_evidence(predictions: list[dict], records: list[dict]) -> list[dict]:
+    """Each prediction with its `evidence` (stage_b.routes): the weight its group may have in a promise's bound, from
+    the `review` record stage_b.decisions wrote on its labelled Stage-A record (none: the original labelled data)."""
+    reviews = {(r["mission"], r["group_id"]): r.get("review") for r in records}
+    out = []
+    for p in predictions:
+        review = reviews.get((p["mission"], p["group_id"]))
+        out.append({**p, "evidence": {"weight": evidence_weight(review), "why_not": why_not_fair(review),
+                                      "route": (review or {}).get("route")}})
+    return out
+
+
+def promise_basis(records: list[dict], scored: set) -> dict:
+    """{mission: {"models": the Stage-A identities of the scored groups' summaries, "evidence_through": the latest
+    reviewer decision among them (None: only originally labelled groups)}}: what a promise rests on."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if (r["mission"], r["group_id"]) not in scored:
+            continue
+        basis = out.setdefault(r["mission"], {"models": set(), "evidence_through": None})
+        basis["models"].add(stage_a_identity(r))
+        decided = (r.get("review") or {}).get("decided_at")
+        if decided and (basis["evidence_through"] is None or decided > basis["evidence_through"]):
+            basis["evidence_through"] = decided
+    return {m: {"models": sorted(b["models"]), "evidence_through": b["evidence_through"]} for m, b in out.items()}
+
+
 def _records_for(data: dict | None) -> list[dict]:
     """The Stage-A records behind re-scored predictions, when metrics.json beside them names a selection whose
     files are still there (for the review page's photos); none otherwise."""
@@ -640,6 +680,9 @@ def main(argv=None) -> int:
     p.add_argument("--confidence", default=str(DEFAULT_CONFIDENCE),
                    help="confidence of the promises, strictly between 0 and 1 (exact one-sided Clopper-Pearson "
                         "bounds; default %(default)s)")
+    p.add_argument("--family_wise", action="store_true",
+                   help="certify each claim (each mission's miss and overkill promise) at the Bonferroni-adjusted "
+                        "confidence 1 - (1 - C) / claims, so that all promises hold together at --confidence")
     p.add_argument("--target_overkill_rate", nargs="+", metavar="O|MISSION=O",
                    help="also an auto-fail threshold per mission: the smallest whose overkill rate (good groups "
                         "auto-failed) is certified <= O; groups between the two thresholds go to review")
@@ -701,7 +744,7 @@ def _evaluate(args) -> int:
     review_share = check_rate(args.review_share, "--review_share")
     from stage_a.missions import load_registry
     resolve = _resolver(load_registry())
-    data = checkpoints = source = None
+    data = checkpoints = source = stage_a = None
     if args.predictions:
         predictions, written_by = read_prediction_file(Path(args.predictions))
         source = {"file": str(args.predictions), "format": written_by}
@@ -755,10 +798,18 @@ def _evaluate(args) -> int:
         if args.reason_citations == "guided":
             completions = guide_citations(engine, rows, completions)
         data["reason_citations"] = args.reason_citations
-        predictions = predictions_from_rows(rows, completions, failed, p_fails)
+        predictions = with_evidence(predictions_from_rows(rows, completions, failed, p_fails), records)
+        stage_a = promise_basis(records, {(r["mission"], r["group_id"]) for r in rows})
         title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
+    if targets and stage_a is None:
+        stage_a = promise_basis(_records_for(data), {(p["mission"], p["group_id"]) for p in predictions}) or None
     metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
-                            resolve, review, source, confidence, overkill_targets)
+                            resolve, review, source, confidence, overkill_targets, stage_a, args.family_wise)
+    left_out = {m: e["left_out"] for m, e in (metrics.get("operating_point") or {}).get("missions", {}).items()
+                if e.get("left_out")}
+    for mission, why in left_out.items():
+        print(f"note: {mission}: " + "; ".join(f"{n} {w}" for w, n in why.items())
+              + ": left out of the promise's bound (not a fair sample), kept as training labels", file=sys.stderr)
     op = metrics.get("operating_point")
     for mission, e in (op or {}).get("missions", {}).items():
         print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}, validation miss "

@@ -39,6 +39,7 @@ from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .grounding import REASON_CITATIONS, ground, guided_reply
+from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, check_audit_share, route_of, route_of_record
 from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
                               file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
                               verdict_at)
@@ -47,7 +48,11 @@ from .verdict import FAIL, parse
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
-              "allow_uncertified": False, "reason_citations": "free"}
+              "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
+              "withdrawn": None}
+# what a verdict line's decision is, recomputed on resume and compared (a line edited by hand is refused)
+DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
+                   "review_why", "route", "review_scope", "audit_probability")
 
 
 class JudgeError(ValueError):
@@ -65,15 +70,20 @@ def errors_path(output_dir: Path, mission: str) -> Path:
 def verdict_record(record: dict, p: float, point: dict, completion: str, provenance: dict,
                    allow_uncertified: bool = False) -> dict:
     """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument. `point` is
-    the mission's decision point (stage_b.operating_point.thresholds_for or manual_point)."""
+    the mission's decision point (stage_b.operating_point.thresholds_for or manual_point); `provenance` carries the
+    audit share and seed and the mission's withdrawal, if any (stage_b.routes decides the route)."""
     decision = decide(p, point, allow_uncertified)
     parsed = parse(completion)
     summaries = summaries_of(record)
-    why = list(decision.why)
+    mission_why = ([f"promise withdrawn: {provenance['withdrawn']}"] if provenance.get("withdrawn") else []) \
+        + list(decision.mission_why)
+    group_why = list(decision.group_why)
     if not parsed.two_lines or parsed.verdict != decision.verdict:
-        why.append("the reply is not the two-line contract (verdict, then 理由: …)")
+        group_why.append("the reply is not the two-line contract (verdict, then 理由: …)")
     else:
-        why += ground(completion, summaries, record["mission"]).review_why()
+        group_why += ground(completion, summaries, record["mission"]).review_why()
+    route = route_of(mission_why, group_why, provenance.get("audit_share") or 0.0, provenance.get("audit_seed") or 0,
+                     record["mission"], record["group_id"])
     reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
     certified = bool(point.get("certified"))
     promise = point.get("promise")
@@ -82,7 +92,9 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
     return {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
             "threshold": point.get("threshold"), "threshold_fail": point.get("threshold_fail", point.get("threshold")),
             "review_margin": point.get("review_margin", 0.0), "certified": certified, "promise": promise,
-            "reason": reason, "needs_review": bool(why), "review_why": why, "reply": completion,
+            "reason": reason, "needs_review": route["route"] == REVIEW, "review_why": route["why"],
+            "route": route["route"], "review_scope": route["review_scope"],
+            "audit_probability": route["audit_probability"], "reply": completion,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
             "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, "created_at": utc_now()}
 
@@ -92,7 +104,8 @@ def rests_on(record: dict) -> dict:
     rerun judges a group again when its record no longer matches."""
     text = json.dumps({"summaries": summaries_of(record), "images": record["images"]}, ensure_ascii=False,
                       sort_keys=True)
-    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32], "stage_a_model": record.get("model")}
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32], "stage_a_model": record.get("model"),
+            "stage_a_fingerprint": record.get("model_fingerprint")}
 
 
 def _line_problem(rec: dict, mission: str, records: dict[str, dict], seen: dict[str, int]) -> str | None:
@@ -118,7 +131,18 @@ def _line_problem(rec: dict, mission: str, records: dict[str, dict], seen: dict[
     return None
 
 
-def check_resumable(path: Path, provenance: dict, mission: str, records: dict[str, dict]) -> tuple[set[str], list[str]]:
+def _decision_problem(rec: dict, expected: dict) -> str | None:
+    """Which of a kept line's decision fields differ from what the rule gives for its own p_fail and reply."""
+    differs = [k for k in DECISION_FIELDS if rec.get(k) != expected.get(k)]
+    if not differs:
+        return None
+    return ("its " + ", ".join(f"{k} {rec.get(k)!r}" for k in differs[:3]) + " do not follow from its p_fail "
+            f"{rec.get('p_fail')!r}, reply and this run's operating point and audit (they would be "
+            + ", ".join(f"{expected.get(k)!r}" for k in differs[:3]) + ")")
+
+
+def check_resumable(path: Path, provenance: dict, mission: str, records: dict[str, dict],
+                    recompute=None) -> tuple[set[str], list[str]]:
     """(group ids already judged whose verdict still rests on their Stage-A record, group ids to judge again because
     their record changed since), after checking the file line by line: written with the same model, adapters and
     operating point (a file mixing two would hold verdicts no one threshold explains), and every line whole and
@@ -133,11 +157,15 @@ def check_resumable(path: Path, provenance: dict, mission: str, records: dict[st
                              f"({', '.join(f'{k}={rec.get(k)!r}' for k in differs)}); pass --overwrite to judge "
                              f"everything again, or choose another --output_dir")
         problem = _line_problem(rec, mission, records, seen)
+        current = problem is None and \
+            (rec.get("rests_on") or {}).get("sha256") == rests_on(records[rec["group_id"]])["sha256"]
+        if current and recompute is not None:   # a stale line is judged again anyway
+            problem = _decision_problem(rec, recompute(records[rec["group_id"]], rec))
         if problem:
             raise JudgeError(f"{path}:{line_no}: {problem}. The file was changed by hand or mixed with another: "
                              f"restore it, delete that line (its group is judged again), or pass --overwrite")
         seen[rec["group_id"]] = line_no
-        if (rec.get("rests_on") or {}).get("sha256") != rests_on(records[rec["group_id"]])["sha256"]:
+        if not current:
             stale.append(rec["group_id"])
         else:
             kept.append(rec)
@@ -163,6 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason_citations", choices=REASON_CITATIONS, default="guided",
                    help="guided: after 不通过 the reason starts by citing every photo whose summary shows a defect; "
                         "free: the model cites (default %(default)s)")
+    p.add_argument("--audit_share", default=str(DEFAULT_AUDIT_SHARE),
+                   help="share (0 to 1) of the groups decided without review drawn for a blind audit, per mission "
+                        "(stage_b.routes; default %(default)s; 0: no audit, and stage_b.monitor then says the promises "
+                        "are unverified)")
+    p.add_argument("--audit_seed", type=int, default=None,
+                   help="the audit draw's seed (default: the one the output folder's verdict files recorded, else a "
+                        "new random one, recorded in every verdict line)")
+    p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
+                                     "promise it withdrew goes to review, saying why")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     p.add_argument("--batch_size", type=int, default=16)
@@ -210,9 +247,14 @@ def _judge(args) -> int:
 
     if args.batch_size < 1:
         raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
+    audit_share = check_audit_share(args.audit_share)
     output_dir = Path(args.output_dir)
     registry = load_registry()
     op = load_operating_point(args.operating_point) if args.operating_point else None
+    monitor = None
+    if args.monitor:
+        from .monitor import load_monitor
+        monitor = load_monitor(args.monitor)
     selection = judging_selection(args, op)
     records = load_records(selection, registry, require_label=False)
     by_mission: dict[str, list[dict]] = {}
@@ -224,6 +266,8 @@ def _judge(args) -> int:
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
     checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
     points, op_digest = _thresholds(args, op, missions, checkpoints)
+    withdrawn = mission_withdrawals(op, op_digest, monitor, args.monitor, by_mission, missions)
+    seed = args.audit_seed if args.audit_seed is not None else recorded_seed(output_dir, missions, args.overwrite)
     rows, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not rows:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
@@ -237,16 +281,24 @@ def _judge(args) -> int:
                       "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                                        "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
                       "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
-                      "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations}
+                      "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations,
+                      "audit_share": audit_share, "audit_seed": seed, "withdrawn": withdrawn.get(mission)}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
-            done, stale = check_resumable(path, provenance, mission, {r["group_id"]: r for r in by_mission[mission]})
-            todo = [r for r in by_mission[mission] if r["group_id"] not in done]
             point = points[mission]
+
+            def recompute(record, line, point=point, provenance=provenance):
+                return verdict_record(record, line["p_fail"], point, line.get("reply") or "", provenance,
+                                      args.allow_uncertified)
+            done, stale = check_resumable(path, provenance, mission, {r["group_id"]: r for r in by_mission[mission]},
+                                          recompute)
+            todo = [r for r in by_mission[mission] if r["group_id"] not in done]
             print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge"
                   + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
-                  + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}")
+                  + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}"
+                  + (f"; PROMISE WITHDRAWN: {withdrawn[mission]}: every group goes to review" if mission in withdrawn
+                     else ""))
             write_jsonl_atomic(errors_path(output_dir, mission), [])   # failed groups are retried now
             if not todo:
                 continue
@@ -267,10 +319,49 @@ def _judge(args) -> int:
         print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
               f"-> {output_dir}")
     print_automation(automation_of(output_dir, missions))
+    for mission, why in withdrawn.items():
+        print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
     if not args.no_review:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in registry.names if verdicts_path(output_dir, m).exists()]
         write_review(output_dir, in_folder, [Path(selection.input_dir)] if selection.input_dir else None)
     return 0
+
+
+def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int:
+    """The audit seed the folder's verdict files recorded (a resume draws the same groups), else a new random one."""
+    if not overwrite:
+        for mission in missions:
+            path = verdicts_path(output_dir, mission)
+            if path.exists():
+                for _, rec in iter_jsonl(path):
+                    if isinstance(rec.get("audit_seed"), int):
+                        return rec["audit_seed"]
+                    break
+    import secrets
+    return secrets.randbelow(2 ** 31)
+
+
+def mission_withdrawals(op: dict | None, op_digest: str | None, monitor: dict | None, monitor_path,
+                        by_mission: dict[str, list[dict]], missions: list[str]) -> dict[str, str]:
+    """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
+    promise was certified on, or the monitor withdrew it (stage_b.monitor.withdrawals)."""
+    out = {}
+    for mission in missions:
+        basis = ((op or {}).get("missions", {}).get(mission) or {}).get("stage_a") or {}
+        certified_on = set(basis.get("models") or [])
+        if certified_on:
+            from .operating_point import stage_a_identity
+            others = sorted({stage_a_identity(r) for r in by_mission[mission]} - certified_on)
+            if others:
+                out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "
+                                f"summaries of {', '.join(sorted(certified_on))}: certify it again on summaries of "
+                                f"this Stage-A model (python -m stage_b.evaluate --target_miss_rate R)")
+    if monitor is not None and op is not None:
+        from .monitor import withdrawals
+        for mission, why in withdrawals(monitor, monitor_path, op, op_digest).items():
+            if mission in missions and mission not in out:
+                out[mission] = why
+    return out
 
 
 def _verdicts(output_dir: Path, missions: list[str]) -> list[dict]:
@@ -285,8 +376,10 @@ def automation_of(output_dir: Path, missions: list[str], verdicts: list[dict] | 
     verdicts = _verdicts(output_dir, missions) if verdicts is None else verdicts
 
     def counts(rows: list[dict]) -> dict:
-        auto = sum(not v["needs_review"] for v in rows)
-        return {"judged": len(rows), "auto_decided": auto, "automation_share": auto / len(rows) if rows else None,
+        routes = [route_of_record(v) for v in rows]
+        auto = sum(r in (AUTO, AUDIT) for r in routes)
+        return {"judged": len(rows), "auto_decided": auto, "audited": routes.count(AUDIT),
+                "automation_share": auto / len(rows) if rows else None,
                 "automation_share_ci95": wilson(auto, len(rows)), "fail": sum(v["verdict"] == FAIL for v in rows),
                 "ungrounded_reason": sum(any(w.startswith("the reason") for w in v.get("review_why", []))
                                          for v in rows)}
@@ -299,8 +392,8 @@ def print_automation(automation: dict) -> None:
         if c["judged"]:
             lo, hi = c["automation_share_ci95"]
             print(f"{name}: {c['auto_decided']} of {c['judged']} groups decided without review "
-                  f"({100 * c['automation_share']:.1f}%, 95% [{100 * lo:.1f}, {100 * hi:.1f}]); "
-                  f"{c['ungrounded_reason']} sent to review for an ungrounded reason")
+                  f"({100 * c['automation_share']:.1f}%, 95% [{100 * lo:.1f}, {100 * hi:.1f}]), {c['audited']} of "
+                  f"them drawn for a blind audit; {c['ungrounded_reason']} sent to review for an ungrounded reason")
 
 
 def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:

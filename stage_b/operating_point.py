@@ -366,6 +366,14 @@ def fair_points_of(predictions: list[dict]) -> tuple[dict[str, list[tuple]], dic
     return points, left_out
 
 
+def profile_of(predictions: list[dict]) -> dict:
+    """What the monitor's drift check compares live work with (stage_b.monitor): the validation groups' p_fail values
+    and how many groups have a summary that shows a defect (stage_b.grounding)."""
+    p_fails = sorted(round(p["p_fail"], 9) for p in predictions if p.get("p_fail") is not None)
+    defect = sum(bool((p.get("grounding") or {}).get("defect_photos")) for p in predictions)
+    return {"p_fail": p_fails, "defect_groups": defect, "groups": len(predictions)}
+
+
 def family(missions: list[str], sides: int, confidence: float, family_wise: bool) -> dict:
     """The confidence of all promises holding together, by Bonferroni's inequality: K claims each at confidence c
     hold jointly with probability >= 1 - K (1 - c). family_wise certifies each claim at c = 1 - (1 - C) / K, so that
@@ -434,6 +442,7 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
                                          overkill[mission])
         entries[mission].update(automation(points, entries[mission]))
         entries[mission]["left_out"] = left_out.get(mission, {})
+        entries[mission]["profile"] = profile_of([p for p in predictions if p["mission"] == mission])
         entries[mission]["stage_a"] = (stage_a or {}).get(mission)
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
     auto = sum(entries[m]["validation_auto_decided"] for m in missions)

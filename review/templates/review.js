@@ -10,6 +10,12 @@
   var here = decodeURIComponent(location.pathname.split("/").pop() || "index.html");
   var pageNumber = Math.max(1, DATA.pages.indexOf(here) + 1);
   var cards = Array.prototype.slice.call(document.querySelectorAll(".card"));
+  // A person looks at the groups the judge routed to review and the blind audits; pages without routes (evaluation,
+  // Stage-A) at every group, or the flagged ones.
+  function forPerson(g) {
+    if (g.route) return g.route === "review" || g.route === "audit";
+    return !flagged || g.tags.indexOf("needs_review") >= 0;
+  }
   var flagged = DATA.groups.some(function (g) { return g.tags.indexOf("needs_review") >= 0; });
 
   // Decisions: localStorage under the page's identity, or memory when the browser keeps nothing (a private window).
@@ -60,7 +66,7 @@
     DATA.groups.forEach(function (g) {
       var d = decisions[g.key];
       if (d && d.decision) decided++;
-      else if (!flagged || g.tags.indexOf("needs_review") >= 0) left++;
+      else if (forPerson(g)) left++;
     });
     text("decided-count", decided);
     text("total-count", DATA.groups.length);
@@ -117,9 +123,46 @@
     counters();
   }
 
+  // A blind audit's card opens (the model's verdict, p_fail, reason, the photos it cites) once it is decided.
+  function unseal(card) {
+    if (!card.dataset.sealed || card.dataset.unsealed === "1") return;
+    var hidden;
+    try { hidden = JSON.parse(atob(card.dataset.sealed)); } catch (e) { return; }
+    card.dataset.unsealed = "1";
+    var box = document.createElement("div");
+    box.className = "unsealed";
+    var facts = document.createElement("div");
+    facts.className = "facts";
+    hidden.facts.forEach(function (f) {
+      var span = document.createElement("span"), b = document.createElement("b");
+      span.appendChild(document.createTextNode(f[0] + ": "));
+      b.textContent = f[1];
+      span.appendChild(b);
+      facts.appendChild(span);
+    });
+    box.appendChild(facts);
+    if (hidden.reason !== null) {
+      var reason = document.createElement("div");
+      reason.className = "reason";
+      reason.textContent = "理由: " + hidden.reason;
+      box.appendChild(reason);
+    }
+    if (hidden.reply) {
+      var reply = document.createElement("div");
+      reply.className = "reason";
+      reply.textContent = "reply (not the two-line contract): " + hidden.reply;
+      box.appendChild(reply);
+    }
+    card.insertBefore(box, card.querySelector(".decide"));
+    card.querySelectorAll(".photo").forEach(function (photo, i) {
+      if (hidden.cited.indexOf(i + 1) >= 0) photo.dataset.cited = "1";
+    });
+  }
+
   // What each card shows of its decision.
   function show(card) {
     var d = decisions[keyOf(card)] || {};
+    if (d.decision) unseal(card);
     card.dataset.decided = d.decision ? "1" : "0";
     var badge = card.querySelector(".decision-badge");
     badge.hidden = !d.decision;
@@ -237,7 +280,7 @@
       if (!d || !d.decision) return;
       lines.push(JSON.stringify({group_id: g.id, mission: g.mission, decision: d.decision, note: d.note || "",
                                  reviewer: d.reviewer || reviewer.value.trim(), decided_at: d.decided_at,
-                                 verdict: g.verdict, p_fail: g.p_fail,
+                                 verdict: g.verdict, p_fail: g.p_fail, route: g.route || null,
                                  source: g.source === null || g.source === undefined ? null : DATA.sources[g.source]}));
     });
     return lines.length ? lines.join("\n") + "\n" : "";

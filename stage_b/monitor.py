@@ -1,0 +1,551 @@
+"""`python -m stage_b.monitor`: do the promises hold on the work they decide? Day by day, per mission, from the
+judge's verdict files and the reviewers' imported labels. Pure core (scipy for the two drift tests); the page is
+rendered by stage_b.monitor_page.
+
+    python -m stage_b.monitor --operating_point operating_point.json (--verdicts DAY_DIR [DAY_DIR …] |
+                              --days_under PARENT) --labels LABELS_DIR --output_dir DIR [--drift_alpha 0.001]
+
+Days are verdict folders (`<mission>_verdicts.jsonl`, python -m stage_b.judge), in the order given (`--days_under`:
+every subfolder of PARENT judged at this operating point, by name; folders judged at another are named and skipped).
+Listed days judged at another operating point are refused: live evidence is never mixed across two rules. A group
+judged on two days counts on the first. Labels are the folder stage_b.decisions writes (its decisions.jsonl log).
+
+What a promise is checked against: the escape rate of auto-passed groups, the share of the groups the rule passes
+without review that a person would fail. The operating point states it on validation (stage_b.operating_point
+escape_rate: its upper bound at the promise's confidence C is the promised rate r). Live, the blind audits
+(stage_b.routes: each automatically decided group drawn with probability a) are a simple random sample of the
+auto-passed work, so the audited auto-passed groups a reviewer labelled are Bernoulli draws of the live escape rate.
+
+The live bound: a confidence sequence, valid however often it is looked at (Robbins 1970, "Statistical methods
+related to the law of the iterated logarithm", Ann. Math. Statist. 41(5); Howard, Ramdas, McAuliffe & Sekhon 2021,
+"Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2)). For k escapes in n audited
+auto-passed groups, the beta-binomial mixture martingale against a rate p is
+
+    M_n(p) = B(α + k, β + n - k) / B(α, β) / (p^k (1 - p)^(n - k)),
+
+a nonnegative martingale with mean 1 when p is the true rate, so by Ville's inequality P(some day M_n(p) >= 2/δ)
+<= δ/2 with δ = 1 - C. The set {p : M_n(p) < 2/δ} is an interval [lower, upper] that covers the true rate on every
+day at once with probability >= 1 - δ/2; each day's bounds are intersected with the previous days' (still valid). The
+prior Beta(α = 1, β = (1 - r) / r) has mean r, fixed by the promise before any audit.
+
+A cumulative bound is slow to see a change after many good days (a new camera on day 40), so each day's audits are
+also tested alone: the exact Clopper-Pearson lower bound of that day's escape rate at confidence 1 - δ_d, with
+δ_d = (δ/2) 6 / (π² d²) on the d-th day. These sum to δ/2 over all days (a union bound), so the cumulative sequence
+and every day's test together wrongly exceed a true rate at most with probability δ. tests/test_monitor.py checks this
+by simulation (many 60-day runs at the promised rate: the share of runs ever withdrawn stays <= δ).
+
+Drift, per mission and day against the validation groups the promise was certified on (the operating point's
+`profile`): the two-sample Kolmogorov-Smirnov test of the p_fail values (scipy.stats.ks_2samp) and Fisher's exact
+test of the share of groups with a summary that shows a defect (scipy.stats.fisher_exact), each two-sided at
+--drift_alpha (default 0.001), so a day's false alarm rate is at most 2 x 0.001 per mission.
+
+Status per mission, after each day:
+- `withdrawn`: the live lower bound is above the promised rate r (at confidence C, the escape rate is worse than
+  promised), or drift fired. A withdrawal stands for the rest of the days monitored at this operating point; the judge
+  (--monitor) then sends every group of the mission to review until an operating point certified on labels decided
+  after the withdrawal replaces it (withdrawals);
+- `holds`: the live upper bound is at most r;
+- `unverified`: neither yet; it says how many more audited auto-passed groups without an escape would make it hold;
+- `not certified`: the mission decides nothing without review (every group is reviewed), so there is nothing to audit.
+With --audit_share 0 no audit is drawn, and every certified mission stays unverified, saying so.
+
+monitor.json holds, per mission under `missions`, the promise, each day's counts, bounds, drift and status; it is read
+back with every status recomputed from its own counts (load_monitor), so a file edited by hand is refused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stage_a.exits import run_cli
+from stage_a.jsonl import JsonlError, file_sha256, iter_jsonl
+from stage_a.records import utc_now
+
+from .grounding import defect_photos
+from .operating_point import OperatingPointError, family_text, load_operating_point
+from .routes import AUDIT, REVIEW, route_of_record
+from .verdict import FAIL, PASS
+
+MONITOR_FORMAT = 1
+DEFAULT_DRIFT_ALPHA = 0.001
+HOLDS, UNVERIFIED, WITHDRAWN, NOT_CERTIFIED = "holds", "unverified", "withdrawn", "not certified"
+VERDICTS_SUFFIX = "_verdicts.jsonl"
+_MAX_AUDITS_NEEDED = 100_000
+
+
+class MonitorError(ValueError):
+    """Days, labels or a monitor.json that cannot be used (names the file, day or mission and what to do)."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The confidence sequence
+# --------------------------------------------------------------------------------------------------------------
+def prior_for(promise: float) -> tuple[float, float]:
+    """Beta(1, (1 - r) / r): mean r, the promised rate (module doc)."""
+    r = min(max(promise, 1e-6), 1 - 1e-6)
+    return 1.0, max((1 - r) / r, 1e-6)
+
+
+def log_mixture(k: int, n: int, p: float, prior: tuple[float, float]) -> float:
+    """log M_n(p), the beta-binomial mixture martingale against rate p after k escapes in n draws."""
+    from scipy.special import betaln
+    a, b = prior
+    if p <= 0.0:
+        return math.inf if k > 0 else betaln(a, b + n) - betaln(a, b)
+    if p >= 1.0:
+        return math.inf if k < n else betaln(a + n, b) - betaln(a, b)
+    return betaln(a + k, b + n - k) - betaln(a, b) - k * math.log(p) - (n - k) * math.log1p(-p)
+
+
+def excludes(k: int, n: int, p: float, prior: tuple[float, float], delta: float) -> bool:
+    """Whether the confidence sequence after (k, n) leaves rate p out: M_n(p) >= 2/δ (its share δ/2 of δ)."""
+    return log_mixture(k, n, p, prior) >= -math.log(delta / 2)
+
+
+def cs_bounds(k: int, n: int, prior: tuple[float, float], delta: float) -> tuple[float, float]:
+    """[lower, upper] = {p : M_n(p) < 2/δ} (an interval around k / n), by bisection to 1e-9."""
+    if n == 0:
+        return 0.0, 1.0
+    centre = k / n
+
+    def edge(inside: float, outside: float) -> float:
+        if not excludes(k, n, outside, prior, delta):
+            return outside
+        for _ in range(60):
+            mid = (inside + outside) / 2
+            if excludes(k, n, mid, prior, delta):
+                outside = mid
+            else:
+                inside = mid
+        return inside
+    return edge(centre, 0.0), edge(centre, 1.0)
+
+
+def day_delta(delta: float, day_number: int) -> float:
+    """The d-th day's share of δ/2 (module doc): 6 / (π² d²) of it, summing to δ/2 over every day."""
+    return (delta / 2) * 6 / (math.pi ** 2 * day_number ** 2)
+
+
+def cp_lower(k: int, n: int, confidence: float) -> float:
+    """Exact one-sided Clopper-Pearson lower bound of a rate at `confidence` (0 when k == 0)."""
+    if k == 0 or n == 0:
+        return 0.0
+    from scipy.stats import beta
+    return float(beta.ppf(1 - confidence, k, n - k + 1))
+
+
+def audits_needed(k: int, n: int, promise: float, prior: tuple[float, float], delta: float) -> int | None:
+    """How many more audited auto-passed groups without an escape bring the upper bound to the promise (None: no
+    number does within _MAX_AUDITS_NEEDED)."""
+    if cs_bounds(k, n, prior, delta)[1] <= promise:
+        return 0
+    low, high = 0, 1
+    while cs_bounds(k, n + high, prior, delta)[1] > promise:
+        low, high = high, high * 2
+        if high > _MAX_AUDITS_NEEDED:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        if cs_bounds(k, n + mid, prior, delta)[1] <= promise:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Drift
+# --------------------------------------------------------------------------------------------------------------
+def drift(p_fails: list[float], defect_groups: int, profile: dict | None, alpha: float) -> dict:
+    """Today's p_fail values and defect share against the validation profile (module doc)."""
+    if not profile or not profile.get("groups") or not p_fails:
+        return {"ks_p": None, "defect_p": None, "defect_share": (defect_groups / len(p_fails)) if p_fails else None,
+                "validation_defect_share": None, "fired": False,
+                "why": None if p_fails else "no group judged", "tests": 0}
+    from scipy.stats import fisher_exact, ks_2samp
+    ks_p = float(ks_2samp(p_fails, profile["p_fail"]).pvalue) if profile.get("p_fail") else None
+    n, v_n, v_k = len(p_fails), profile["groups"], profile["defect_groups"]
+    defect_p = float(fisher_exact([[defect_groups, n - defect_groups], [v_k, v_n - v_k]])[1])
+    reasons = []
+    if ks_p is not None and ks_p < alpha:
+        reasons.append(f"p_fail values differ from validation's (Kolmogorov-Smirnov p = {ks_p:.2g} < {alpha:g})")
+    if defect_p < alpha:
+        reasons.append(f"{defect_groups} of {n} groups have a summary showing a defect against {v_k} of {v_n} on "
+                       f"validation (Fisher's exact p = {defect_p:.2g} < {alpha:g})")
+    return {"ks_p": ks_p, "defect_p": defect_p, "defect_share": defect_groups / n, "validation_defect_share": v_k / v_n,
+            "fired": bool(reasons), "why": "; ".join(reasons) or None, "tests": 2}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Status
+# --------------------------------------------------------------------------------------------------------------
+def status_after(day: dict, promise: float | None, prior, delta: float, certified: bool, was_withdrawn: str | None,
+                 audit_share: float | None) -> tuple[str, str]:
+    """(status, why) after a day, from its cumulative counts, bounds and drift (module doc)."""
+    if not certified:
+        return NOT_CERTIFIED, "the mission is not certified: every group goes to review, nothing is audited"
+    if was_withdrawn:
+        return WITHDRAWN, was_withdrawn
+    if promise is None:
+        return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (made before audits): "
+                            "recompute it with python -m stage_b.evaluate")
+    if day["escape_lower"] > promise:
+        return WITHDRAWN, (f"{day['cum_escapes']} escapes in {day['cum_audited']} audited auto-passed groups: the "
+                           f"escape rate is above the promised {_pct(promise)} at {_pct(1 - delta)} confidence "
+                           f"(live lower bound {_pct(day['escape_lower'])}, day {day['day']})")
+    if day["day_escape_lower"] > promise:
+        return WITHDRAWN, (f"{day['escapes']} escapes in {day['audited_auto_passed']} audited auto-passed groups on "
+                           f"day {day['day']} alone: that day's escape rate is above the promised {_pct(promise)} "
+                           f"(its lower bound {_pct(day['day_escape_lower'])} at the day's share of "
+                           f"{_pct(1 - delta)} confidence)")
+    if day["drift"]["fired"]:
+        return WITHDRAWN, f"drift on day {day['day']}: {day['drift']['why']}"
+    if day["escape_upper"] <= promise:
+        return HOLDS, (f"escape rate <= {_pct(promise)} at {_pct(1 - delta)} confidence: {day['cum_escapes']} escapes "
+                       f"in {day['cum_audited']} audited auto-passed groups (live upper bound "
+                       f"{_pct(day['escape_upper'])})")
+    if audit_share == 0:
+        return UNVERIFIED, "no audit is drawn (--audit_share 0): nothing checks this promise on live work"
+    more = audits_needed(day["cum_escapes"], day["cum_audited"], promise, prior, delta)
+    return UNVERIFIED, (f"{day['cum_escapes']} escapes in {day['cum_audited']} audited auto-passed groups: "
+                        + (f"{more} more without an escape would confirm <= {_pct(promise)}" if more is not None else
+                           f"no number of audits without an escape confirms <= {_pct(promise)}"))
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading days and labels
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class Day:
+    name: str
+    folder: Path
+    verdicts: dict[str, list[dict]] = field(default_factory=dict)   # mission -> verdict lines
+
+
+def verdict_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob(f"*{VERDICTS_SUFFIX}"))
+
+
+def operating_points_of(folder: Path) -> set:
+    """The operating point digests a day folder's verdict lines name."""
+    digests = set()
+    for path in verdict_files(folder):
+        try:
+            for _, rec in iter_jsonl(path):
+                digests.add(rec.get("operating_point"))
+        except JsonlError as exc:
+            raise MonitorError(f"{exc}: a verdict file the judge did not finish or that was edited; rerun the judge "
+                               f"on that day (it resumes and repairs a torn last line)") from None
+    return digests
+
+
+def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
+    """The days, each checked: the folder exists, holds verdict files, and every line names this operating point."""
+    days, seen = [], {}
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            raise MonitorError(f"day folder {folder} does not exist: give the folders the judge wrote "
+                               f"(--output_dir of python -m stage_b.judge), or --days_under their parent")
+        files = verdict_files(folder)
+        if not files:
+            raise MonitorError(f"day folder {folder} holds no *{VERDICTS_SUFFIX}: is it a judge's output folder?")
+        other = operating_points_of(folder) - {op_digest}
+        if other:
+            raise MonitorError(f"day {folder} was judged at another operating point (sha256 "
+                               f"{', '.join(str(d)[:12] for d in sorted(other, key=str))}…, this one {op_digest[:12]}…):"
+                               f" live evidence of two rules is never mixed; monitor each operating point's days "
+                               f"separately, or use --days_under to take only this one's")
+        day = Day(folder.name, folder)
+        for path in files:
+            for _, rec in iter_jsonl(path):
+                key = (rec.get("mission"), rec.get("group_id"))
+                if key in seen:   # a work order judged again on a later day counts on the first
+                    continue
+                seen[key] = day.name
+                try:
+                    mission = registry.resolve(rec["mission"]).name
+                except Exception:   # noqa: BLE001 - a mission the registry no longer knows: named, not counted
+                    print(f"note: {path}: mission {rec.get('mission')!r} is not in the registry; not monitored",
+                          file=sys.stderr)
+                    continue
+                day.verdicts.setdefault(mission, []).append(rec)
+        days.append(day)
+    return days
+
+
+def days_under(parent: Path, op_digest: str) -> list[Path]:
+    """Every subfolder of `parent` judged at this operating point, by name; the others are named and skipped."""
+    if not Path(parent).is_dir():
+        raise MonitorError(f"--days_under {parent} does not exist")
+    chosen = []
+    for folder in sorted(p for p in Path(parent).iterdir() if p.is_dir() and verdict_files(p)):
+        digests = operating_points_of(folder)
+        if digests == {op_digest}:
+            chosen.append(folder)
+        else:
+            print(f"note: {folder} was judged at another operating point: not monitored with this one",
+                  file=sys.stderr)
+    if not chosen:
+        raise MonitorError(f"no day under {parent} was judged at this operating point")
+    return chosen
+
+
+def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
+    """{(mission, group id): "pass" | "fail"} from the decisions log stage_b.decisions keeps (reviewers' latest
+    decisions; conflicts and unsure label nothing)."""
+    from .decisions import LOG, resolve
+    log_path = Path(labels_dir) / LOG
+    if not Path(labels_dir).is_dir():
+        raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "
+                           f"stage_b.decisions (an empty folder if nothing is decided yet)")
+    if not log_path.exists():
+        return {}
+    try:
+        log = [rec for _, rec in iter_jsonl(log_path)]
+    except JsonlError as exc:
+        raise MonitorError(f"{exc}: the decisions log is damaged; restore it from a backup") from None
+    return {key: g["status"] for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Building monitor.json
+# --------------------------------------------------------------------------------------------------------------
+def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str, profile: dict | None,
+               alpha: float) -> dict:
+    """One mission's day: judged, automation, audits, escapes, reviewer agreement, drift (module doc)."""
+    routes = [route_of_record(v) for v in verdicts]
+    audited = [v for v, r in zip(verdicts, routes) if r == AUDIT]
+    audited_passed = [v for v in audited if v["verdict"] == PASS and (mission, v["group_id"]) in labels]
+    escapes = sum(labels[(mission, v["group_id"])] == "fail" for v in audited_passed)
+    reviewed = [v for v, r in zip(verdicts, routes) if r == REVIEW and (mission, v["group_id"]) in labels]
+    agreed = sum((labels[(mission, v["group_id"])] == "fail") == (v["verdict"] == FAIL) for v in reviewed)
+    auto = sum(r != REVIEW for r in routes)
+    defect = sum(bool(defect_photos(v.get("summaries") or [], mission)) for v in verdicts)
+    shares = {v.get("audit_share") for v in verdicts if v.get("audit_share") is not None}
+    return {"day": name, "judged": len(verdicts), "auto_decided": auto,
+            "automation_share": auto / len(verdicts) if verdicts else None, "audited": len(audited),
+            "audits_labelled": sum((mission, v["group_id"]) in labels for v in audited),
+            "audited_auto_passed": len(audited_passed), "escapes": escapes,
+            "audited_auto_failed": sum(v["verdict"] == FAIL for v in audited),
+            "reviewed_labelled": len(reviewed), "agreed": agreed,
+            "agreement": agreed / len(reviewed) if reviewed else None,
+            "audit_share": max(shares) if shares else None,
+            "drift": drift([v["p_fail"] for v in verdicts], defect, profile, alpha)}
+
+
+def mission_monitor(mission: str, entry: dict | None, days: list[Day], labels: dict, delta: float,
+                    alpha: float) -> dict:
+    """One mission's entry of monitor.json: the promise, each day with cumulative bounds, and the status."""
+    certified = bool((entry or {}).get("certified"))
+    promise = ((entry or {}).get("escape") or {}).get("upper")
+    prior = prior_for(promise if promise is not None else 0.05)
+    rows, k, n = [], 0, 0
+    lower, upper = 0.0, 1.0
+    withdrawn = None
+    status, why = UNVERIFIED, "no day yet"
+    for number, day in enumerate(days, start=1):
+        row = day_counts(day.name, day.verdicts.get(mission, []), labels, mission, (entry or {}).get("profile"), alpha)
+        k += row["escapes"]
+        n += row["audited_auto_passed"]
+        low, high = cs_bounds(k, n, prior, delta)
+        lower, upper = max(lower, low), min(upper, high)   # running intersection: still valid at every look
+        row.update(cum_escapes=k, cum_audited=n, escape_lower=lower, escape_upper=upper,
+                   day_escape_lower=cp_lower(row["escapes"], row["audited_auto_passed"], 1 - day_delta(delta, number)))
+        status, why = status_after(row, promise, prior, delta, certified, withdrawn, row["audit_share"])
+        if status == WITHDRAWN and withdrawn is None:
+            withdrawn = why
+            row["withdrawn_here"] = True
+        row.update(status=status, why=why)
+        rows.append(row)
+    return {"certified": certified, "promise": {"escape_rate": promise, "confidence": 1 - delta, "prior": list(prior),
+                                                "text": (entry or {}).get("promise")},
+            "days": rows, "status": status, "why": why}
+
+
+def build_monitor(op: dict, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
+                  labels_dir=None) -> dict:
+    """monitor.json's content (module doc)."""
+    delta = 1 - ((op.get("family") or {}).get("per_claim_confidence") or op["confidence"])
+    missions = sorted(set(op.get("missions") or {}) | {m for d in days for m in d.verdicts})
+    out = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
+           "confidence": 1 - delta, "drift_alpha": alpha, "days": [d.name for d in days],
+           "day_folders": [str(d.folder) for d in days], "labels": str(labels_dir) if labels_dir else None,
+           "created_at": utc_now(), "missions": {}}
+    for mission in missions:
+        entry = (op.get("missions") or {}).get(mission)
+        m = mission_monitor(mission, entry, days, labels, delta, alpha)
+        if m["status"] == WITHDRAWN:
+            m["withdrawn_at"] = out["created_at"]
+        out["missions"][mission] = m
+    promised = [m for m, e in out["missions"].items() if e["certified"]]
+    family = dict(op.get("family") or {})
+    out["family"] = {**family, "text": family_text(family) if family else None,
+                     "holding": [m for m in promised if out["missions"][m]["status"] == HOLDS],
+                     "withdrawn": [m for m in promised if out["missions"][m]["status"] == WITHDRAWN]}
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading monitor.json back, and what the judge does with it
+# --------------------------------------------------------------------------------------------------------------
+def check_monitor(monitor: dict, path) -> dict:
+    """monitor.json with every day's bounds and status recomputed from its own counts; a file whose stored status,
+    bounds or drift verdict differ (edited by hand) is refused, naming the mission and day."""
+    if not isinstance(monitor, dict) or monitor.get("format") != MONITOR_FORMAT:
+        raise MonitorError(f"{path} is not a monitor.json of format {MONITOR_FORMAT}: write it with python -m "
+                           f"stage_b.monitor")
+    try:
+        delta = 1 - float(monitor["confidence"])
+        alpha = float(monitor["drift_alpha"])
+        for mission, m in monitor["missions"].items():
+            promise = m["promise"]["escape_rate"]
+            prior = prior_for(promise if promise is not None else 0.05)
+            if list(prior) != [float(x) for x in m["promise"]["prior"]]:
+                raise MonitorError(f"{path}: {mission}: the prior does not follow from the promised rate")
+            k = n = 0
+            lower, upper, withdrawn = 0.0, 1.0, None
+            for number, row in enumerate(m["days"], start=1):
+                k += int(row["escapes"])
+                n += int(row["audited_auto_passed"])
+                if (k, n) != (row["cum_escapes"], row["cum_audited"]) or not 0 <= k <= n:
+                    raise MonitorError(f"{path}: {mission}, day {row['day']}: cumulative counts do not add up")
+                low, high = cs_bounds(k, n, prior, delta)
+                lower, upper = max(lower, low), min(upper, high)
+                day_lower = cp_lower(int(row["escapes"]), int(row["audited_auto_passed"]), 1 - day_delta(delta, number))
+                if abs(lower - row["escape_lower"]) > 1e-6 or abs(upper - row["escape_upper"]) > 1e-6 or \
+                        abs(day_lower - row["day_escape_lower"]) > 1e-6:
+                    raise MonitorError(f"{path}: {mission}, day {row['day']}: the bounds do not follow from the counts")
+                d = row["drift"]
+                fired = any(p is not None and p < alpha for p in (d.get("ks_p"), d.get("defect_p")))
+                if fired != bool(d.get("fired")):
+                    raise MonitorError(f"{path}: {mission}, day {row['day']}: the drift verdict does not follow from "
+                                       f"its p-values")
+                status, why = status_after(row, promise, prior, delta, bool(m["certified"]), withdrawn,
+                                           row.get("audit_share"))
+                if status == WITHDRAWN and withdrawn is None:
+                    withdrawn = why
+                if status != row["status"]:
+                    raise MonitorError(f"{path}: {mission}, day {row['day']}: status {row['status']!r} does not follow "
+                                       f"from its counts (they give {status!r}: {why}); the file was edited: write it "
+                                       f"again with python -m stage_b.monitor")
+            final = m["days"][-1]["status"] if m["days"] else UNVERIFIED
+            if m["status"] != final:
+                raise MonitorError(f"{path}: {mission}: status {m['status']!r} is not its last day's ({final!r}); the "
+                                   f"file was edited: write it again with python -m stage_b.monitor")
+    except MonitorError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MonitorError(f"{path} is not a monitor.json stage_b.monitor wrote ({type(exc).__name__}: {exc}); write "
+                           f"it again with python -m stage_b.monitor") from None
+    return monitor
+
+
+def load_monitor(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise MonitorError(f"monitor file {path} does not exist: write it with python -m stage_b.monitor, or leave "
+                           f"--monitor out")
+    try:
+        monitor = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MonitorError(f"cannot read monitor file {path}: {exc}") from None
+    return check_monitor(monitor, path)
+
+
+def withdrawals(monitor: dict, path, op: dict, op_digest: str | None) -> dict[str, str]:
+    """{mission: why} for the missions whose promise stays withdrawn for a judge at operating point `op`: every
+    mission the monitor withdrew, when it monitored this operating point; when it monitored another, those whose
+    entry here was not certified on labels decided after the withdrawal (stage_a.evidence_through)."""
+    out = {}
+    same = monitor["operating_point"]["sha256"] == op_digest
+    for mission, m in monitor["missions"].items():
+        if m["status"] != WITHDRAWN:
+            continue
+        if same:
+            out[mission] = f"{m['why']} (monitor {path})"
+            continue
+        entry = (op.get("missions") or {}).get(mission) or {}
+        through = (entry.get("stage_a") or {}).get("evidence_through")
+        if not entry.get("certified") or through is None or through <= m.get("withdrawn_at", ""):
+            out[mission] = (f"{m['why']} (monitor {path}, at another operating point); this operating point was not "
+                            f"certified on labels decided after the withdrawal ({m.get('withdrawn_at')})")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------------------
+def check_alpha(value) -> float:
+    try:
+        alpha = float(value)
+    except (TypeError, ValueError):
+        raise MonitorError(f"--drift_alpha {value!r} is not a number; use a level between 0 and 0.5, e.g. 0.001") \
+            from None
+    if math.isnan(alpha) or not 0.0 < alpha < 0.5:
+        raise MonitorError(f"--drift_alpha {value!r} is out of range: use a level between 0 and 0.5 (the false alarm "
+                           f"rate of each drift test per mission and day), e.g. 0.001")
+    return alpha
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stage_b.monitor", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--operating_point", required=True, help="the operating_point.json the days were judged at")
+    days = p.add_mutually_exclusive_group(required=True)
+    days.add_argument("--verdicts", nargs="+", help="day folders of verdict files (python -m stage_b.judge), in order")
+    days.add_argument("--days_under", help="a folder of day folders: those judged at this operating point, by name")
+    p.add_argument("--labels", required=True, help="the labels folder python -m stage_b.decisions writes")
+    p.add_argument("--output_dir", required=True, help="where monitor.json, monitor.png and index.html go")
+    p.add_argument("--drift_alpha", default=str(DEFAULT_DRIFT_ALPHA),
+                   help="level of each drift test per mission and day (default %(default)s)")
+    args = p.parse_args(argv)
+    return run_cli(lambda: _monitor(args))
+
+
+def _monitor(args) -> int:
+    from stage_a.missions import load_registry
+    alpha = check_alpha(args.drift_alpha)
+    op = load_operating_point(args.operating_point)
+    digest = file_sha256(args.operating_point)
+    registry = load_registry()
+    folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), digest)
+    days = read_days(folders, digest, registry)
+    labels = read_labels(Path(args.labels), registry)
+    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels)
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    from .monitor_page import _write, write_page
+    _write(out / "monitor.json", json.dumps(monitor, ensure_ascii=False, indent=2))
+    page = write_page(monitor, out)
+    print_days(monitor)
+    print(f"monitor: {out / 'monitor.json'}; page {page}")
+    return 0
+
+
+def print_days(monitor: dict) -> None:
+    """Per mission and day: automation share, audits, escapes, the live bound, status."""
+    for mission, m in monitor["missions"].items():
+        promise = m["promise"]["escape_rate"]
+        print(f"{mission}: promised escape rate of auto-passed groups <= {_pct(promise)}"
+              f"{'' if m['certified'] else ' (not certified)'}")
+        for d in m["days"]:
+            print(f"  {d['day']}: {d['judged']} judged, automation {_pct(d['automation_share'])}, {d['audited']} "
+                  f"audited ({d['audited_auto_passed']} auto-passed labelled, {d['escapes']} escapes), live escape "
+                  f"bound [{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}], drift "
+                  f"{'FIRED' if d['drift']['fired'] else 'no'} -> {d['status']}")
+        print(f"  status: {m['status']}: {m['why']}")
+    if monitor["family"].get("text"):
+        print(f"all together: {monitor['family']['text']}; holding: {', '.join(monitor['family']['holding']) or 'none'}"
+              f"; withdrawn: {', '.join(monitor['family']['withdrawn']) or 'none'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

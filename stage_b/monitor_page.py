@@ -1,0 +1,121 @@
+"""The monitor's page: the days at a glance per mission (automation share, the live escape bound against the promise,
+drift), as a PNG, and the table under it (stage_b.monitor writes monitor.json; this renders it). Missions are
+labelled M1… in the plot when no CJK font is installed (stage_b.plot_training)."""
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+
+from .plot_training import pyplot_for, text_for
+
+STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c0392b", "not certified": "#7f8c8d"}
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
+
+
+def plot_days(monitor: dict, out: Path) -> dict[str, str]:
+    """monitor.png: one column per mission; rows: automation share, escape bound vs promise, drift p-values."""
+    missions = list(monitor["missions"])
+    plt, font, names = pyplot_for(missions)
+    text = text_for(font, names)
+    cols = max(1, len(missions))
+    fig, axes = plt.subplots(3, cols, figsize=(3.4 * cols, 7.2), squeeze=False, sharex="col")
+    alpha = monitor["drift_alpha"]
+    for c, mission in enumerate(missions):
+        m = monitor["missions"][mission]
+        days = m["days"]
+        x = list(range(1, len(days) + 1))
+        ax = axes[0][c]
+        ax.plot(x, [d["automation_share"] if d["automation_share"] is not None else float("nan") for d in days],
+                marker="o", color="#2c3e50")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(text(f"{names[mission]}: {m['status']}"), fontsize=9, color=STATUS_COLOUR.get(m["status"]))
+        if c == 0:
+            ax.set_ylabel("automation share")
+        ax = axes[1][c]
+        ax.fill_between(x, [d["escape_lower"] for d in days], [d["escape_upper"] for d in days], color="#85c1e9",
+                        alpha=0.6, label="live escape bound", step="mid")
+        ax.plot(x, [d["cum_escapes"] / d["cum_audited"] if d["cum_audited"] else float("nan") for d in days],
+                marker=".", color="#1f618d", label="escapes / audited")
+        promise = m["promise"]["escape_rate"]
+        if promise is not None:
+            ax.axhline(promise, color="#c0392b", linestyle="--", label="promise")
+        ax.set_ylim(-0.03, 1.03)
+        if c == 0:
+            ax.set_ylabel("escape rate of auto-passed")
+            ax.legend(fontsize=6, loc="upper right")
+        ax = axes[2][c]
+        for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"), ("defect_p", "defect share (Fisher)", "#d35400")):
+            ax.plot(x, [max(d["drift"][key], 1e-12) if d["drift"][key] is not None else float("nan") for d in days],
+                    marker="o", label=label, color=colour)
+        ax.axhline(alpha, color="black", linestyle=":", label=f"alpha {alpha:g}")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-12, 1.5)
+        ax.set_xticks(x)
+        ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
+        if c == 0:
+            ax.set_ylabel("drift p-value")
+            ax.legend(fontsize=6, loc="lower left")
+        for r in range(3):
+            axes[r][c].grid(alpha=0.3)
+    fig.suptitle(text("promises on live work, day by day"), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return names
+
+
+def render(monitor: dict, png_name: str) -> str:
+    e = html.escape
+    rows = []
+    for mission, m in monitor["missions"].items():
+        for d in m["days"]:
+            rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
+                mission, d["day"], d["judged"], _pct(d["automation_share"]), d["audited"],
+                f"{d['escapes']} / {d['audited_auto_passed']}", f"{d['cum_escapes']} / {d['cum_audited']}",
+                f"[{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}]", _pct(m["promise"]["escape_rate"]),
+                "n/a" if d["agreement"] is None else f"{_pct(d['agreement'])} of {d['reviewed_labelled']}",
+                d["drift"]["why"] or "no", d["status"])) + "</tr>")
+    status = "".join(f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>"
+                     f": {e(m['why'])}</li>" for mission, m in monitor["missions"].items())
+    family = monitor["family"].get("text")
+    columns = ["mission", "day", "judged", "automation", "audited", "escapes / audited auto-passed (day)",
+               "cumulative", "live escape bound", "promise", "reviewer agreement with the model", "drift", "status"]
+    return f"""<!doctype html>
+<html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
+<style>body {{ font-family: "WenQuanYi Micro Hei", "Noto Sans CJK SC", sans-serif; margin: 1.5em; }}
+table {{ border-collapse: collapse; font-size: .85em; }} th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
+</head><body>
+<h1>Promises on live work</h1>
+<p>Operating point {e(monitor['operating_point']['file'])} (sha256 {e(monitor['operating_point']['sha256'][:12])}…);
+days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}; drift tests at {monitor['drift_alpha']:g}
+each per mission and day (Kolmogorov-Smirnov on p_fail, Fisher's exact on the share of groups with a defect in a
+summary). The live escape bound is a confidence sequence (beta-binomial mixture martingale), valid on every day at
+once.{(' ' + e(family) + '.') if family else ''}</p>
+<ul>{status}</ul>
+<img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
+<table><tr>{''.join(f'<th>{e(c)}</th>' for c in columns)}</tr>
+{''.join(rows)}
+</table></body></html>
+"""
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_page(monitor: dict, out: Path) -> Path:
+    """monitor.png and index.html in `out`; returns the page's path."""
+    out = Path(out)
+    png = out / "monitor.png"
+    tmp_png = out / f".monitor.png.tmp-{os.getpid()}.png"
+    plot_days(monitor, tmp_png)
+    os.replace(tmp_png, png)
+    page = out / "index.html"
+    _write(page, render(monitor, png.name))
+    return page
