@@ -1,0 +1,84 @@
+"""Certification only on fair evidence (stage_b.routes, stage_b.operating_point.fair_points_of): groups reviewed
+because of their own score never count in a bound as if random; audits count with weight 1 / their probability, and
+the weighted bound (stage_b.certify.upper_bound_weighted, Korn-Graubard effective counts) keeps its confidence."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from stage_b.certify import upper_bound, upper_bound_weighted
+from stage_b.operating_point import build_operating_point, fair_points_of
+from stage_b.routes import AUDIT, GROUP, MISSION, REVIEW, evidence_weight, why_not_fair
+
+M = "BBU接地线检查"
+IDS = {"model": {"path": "m", "fingerprint": "f"}, "adapters": []}
+
+
+def prediction(i, p, expected, review=None):
+    return {"group_id": f"g{i}", "mission": M, "p_fail": p, "expected": expected,
+            "evidence": {"weight": evidence_weight(review), "why_not": why_not_fair(review),
+                         "route": (review or {}).get("route")}}
+
+
+def validation(n_fail=60, n_pass=60, seed=0):
+    """Defective groups score high, good ones low: the threshold certifies miss <= 10% at 90%."""
+    rng = random.Random(seed)
+    return ([prediction(i, 0.6 + 0.4 * rng.random(), "不通过") for i in range(n_fail)]
+            + [prediction(1000 + i, 0.4 * rng.random(), "通过") for i in range(n_pass)])
+
+
+def promise(predictions):
+    op = build_operating_point(predictions, [M], {"default": 0.1, "per_mission": {}}, review_share=0.8, **IDS,
+                               data=None, confidence=0.9)
+    e = op["missions"][M]
+    return {k: e[k] for k in ("certified", "threshold", "miss_rate_upper", "n_fail", "misses")}, e
+
+
+def test_a_planted_biased_band_does_not_move_the_promise():
+    """Every group the model chose for review (just under the threshold, all defective: the worst case for a miss
+    rate) is labelled, and every other group is fine: the promise is the validation's own, and the report names them."""
+    base = validation()
+    before, entry = promise(base)
+    assert before["certified"]
+    t = entry["threshold"]
+    band = [prediction(5000 + i, t - 0.001 * (i + 1), "不通过", {"route": REVIEW, "review_scope": GROUP})
+            for i in range(30)]
+    fine = [prediction(6000 + i, 0.05, "通过", {"route": AUDIT, "audit_probability": 0.5}) for i in range(10)]
+    after, entry = promise(base + band + fine)
+    assert after == before
+    assert entry["left_out"] == {"reviewed because of its own p_fail or reply": 30}
+
+
+def test_a_mission_reviewed_whole_counts_as_a_random_sample():
+    base = validation()
+    extra = [prediction(7000 + i, 0.3, "不通过", {"route": REVIEW, "review_scope": MISSION}) for i in range(20)]
+    after, entry = promise(base + extra)
+    assert after["n_fail"] == 80 and after["threshold"] <= 0.3 and entry["left_out"] == {}   # they count: t moves
+
+
+def test_audits_weigh_one_over_their_probability():
+    points, left_out = fair_points_of([prediction(1, 0.9, "不通过", {"route": AUDIT, "audit_probability": 0.25}),
+                                       prediction(2, 0.1, "通过")])
+    assert points == {M: [(0.9, "不通过", 4.0), (0.1, "通过", 1.0)]} and left_out == {}
+
+
+@pytest.mark.parametrize("k, n", [(0, 8), (2, 30), (5, 5), (0, 0)])
+def test_with_every_weight_one_the_bound_is_the_exact_clopper_pearson(k, n):
+    assert upper_bound_weighted([1.0] * k, [1.0] * n, 0.9) == upper_bound(k, n, 0.9)
+
+
+@pytest.mark.parametrize("validation_n, audits, probability", [(30, 10, 0.2), (60, 20, 0.1), (10, 30, 0.5)])
+def test_the_weighted_bound_keeps_its_confidence_in_simulation(validation_n, audits, probability):
+    """Validation groups (weight 1) and audits (weight 1 / probability) drawn at a true miss rate of 10% and 20%: the
+    share of simulated evidence sets whose 90% bound falls below the truth stays under 10% (1,000 sets each)."""
+    rng = random.Random(1)
+    for truth in (0.1, 0.2):
+        failures = 0
+        for _ in range(1000):
+            errors_v = sum(rng.random() < truth for _ in range(validation_n))
+            errors_a = sum(rng.random() < truth for _ in range(audits))
+            weights = [1.0] * validation_n + [1 / probability] * audits
+            errors = [1.0] * errors_v + [1 / probability] * errors_a
+            failures += upper_bound_weighted(errors, weights, 0.9) < truth
+        assert failures / 1000 <= 0.1 + 0.02, (truth, failures)   # 0.02: two standard errors of 1,000 draws
