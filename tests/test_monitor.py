@@ -1,0 +1,209 @@
+"""stage_b.monitor: the live escape bound (a confidence sequence plus one test per day) keeps its confidence over
+60 daily looks, catches a shift within days, and monitor.json is read back checked; days, labels and hand edits."""
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from stage_b import monitor as mon
+from stage_b.operating_point import build_operating_point
+
+M, N = "BBU接地线检查", "挡风板安装检查"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The guarantee, by simulation
+# --------------------------------------------------------------------------------------------------------------
+def withdrawn_day(rates: list[float], audits_per_day: int, promise: float, delta: float, rng) -> int | None:
+    """The first day (1-based) the monitor's escape rules withdraw a promise, for audited auto-passed groups drawn at
+    each day's true rate; None if never. The same rules as mission_monitor: the cumulative confidence sequence's
+    lower bound, or that day's own Clopper-Pearson bound at its share of δ."""
+    prior = mon.prior_for(promise)
+    k = n = 0
+    for day, rate in enumerate(rates, start=1):
+        audits = sum(rng.random() < 0.2 for _ in range(audits_per_day * 5))   # Poisson sampling at 20%
+        escapes = sum(rng.random() < rate for _ in range(audits))
+        k, n = k + escapes, n + audits
+        above = mon.excludes(k, n, promise, prior, delta) and promise < k / n
+        if above or mon.cp_lower(escapes, audits, 1 - mon.day_delta(delta, day)) > promise:
+            return day
+    return None
+
+
+@pytest.mark.parametrize("promise, delta", [(0.1, 0.2), (0.05, 0.1), (0.3, 0.2)])
+def test_over_60_daily_looks_a_kept_promise_is_withdrawn_in_at_most_delta_of_runs(promise, delta):
+    """The true escape rate is exactly the promise every day (the hardest case that must not withdraw): 800 runs of
+    60 days, about 8 audits a day; the share of runs ever withdrawn stays under δ = 1 - C."""
+    rng = random.Random(0)
+    runs = 800
+    withdrawn = sum(withdrawn_day([promise] * 60, 8, promise, delta, rng) is not None for _ in range(runs))
+    assert withdrawn / runs <= delta + 2 * math.sqrt(delta * (1 - delta) / runs), withdrawn
+
+
+def test_a_shift_after_40_good_days_is_caught_within_days():
+    """Escapes jump from 2% to 60% on day 41 (a new camera), about 8 audits a day: the day test sees it though the
+    cumulative count is diluted by 40 good days (measured: 27% of runs on day 41, 81% by day 45, all by day 55)."""
+    rng = random.Random(1)
+    days = [withdrawn_day([0.02] * 40 + [0.6] * 20, 8, 0.1, 0.2, rng) for _ in range(200)]
+    caught = sum(d is not None and 41 <= d <= 45 for d in days)
+    early = sum(d is not None and d <= 40 for d in days)   # withdrawn while the promise held: at most δ of runs
+    assert caught / 200 >= 0.7 and early / 200 <= 0.2 and all(d is not None for d in days), (caught, early)
+
+
+@pytest.mark.parametrize("k, n", [(0, 0), (0, 10), (3, 10), (10, 10), (40, 200)])
+def test_the_bounds_are_the_edges_of_the_set_the_martingale_leaves_in(k, n):
+    prior, delta = mon.prior_for(0.1), 0.2
+    lower, upper = mon.cs_bounds(k, n, prior, delta)
+    assert lower <= (k / n if n else 0) <= upper
+    for p, inside in ((lower + 1e-6, True), (upper - 1e-6, True), (upper + 1e-4, False), (lower - 1e-4, False)):
+        if 0 < p < 1:
+            assert mon.excludes(k, n, p, prior, delta) != inside, (p, inside)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# monitor.json from verdict folders and labels
+# --------------------------------------------------------------------------------------------------------------
+def make_op(tmp_path, name="op.json"):
+    preds = ([{"group_id": f"v{i}", "mission": m, "p_fail": 0.9, "expected": "不通过",
+               "grounding": {"defect_photos": [1]}} for m in (M, N) for i in range(30)]
+             + [{"group_id": f"w{i}", "mission": m, "p_fail": 0.05, "expected": "通过", "grounding": {"defect_photos": []}}
+                for m in (M, N) for i in range(30)])
+    op = build_operating_point(preds, [M, N], {"default": 0.1, "per_mission": {}}, review_share=0.8,
+                               model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.8)
+    path = tmp_path / name
+    path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
+    from stage_a.jsonl import file_sha256
+    return op, path, file_sha256(path)
+
+
+def write_day(folder, digest, groups, mission=M):
+    """groups: [(group id, verdict, p_fail, route, defect summary?)] as the judge writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [{"group_id": g, "mission": mission, "verdict": v, "p_fail": p, "route": r, "needs_review": r == "review",
+              "audit_share": 0.5, "operating_point": digest,
+              "summaries": ["接地线松动" if defect else "接地线连接牢固"]} for g, v, p, r, defect in groups]
+    with open(folder / f"{mission}_verdicts.jsonl", "a", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def write_labels(folder, decided: dict):
+    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "decisions.jsonl", "w", encoding="utf-8") as f:
+        for (mission, gid), decision in decided.items():
+            f.write(json.dumps({"group_id": gid, "mission": mission, "decision": decision, "note": "",
+                                "reviewer": "r", "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None,
+                                "p_fail": None, "source": {"file": "x", "sha256": "y"}, "record": {}},
+                               ensure_ascii=False) + "\n")
+
+
+def normal_day(prefix, n=20):
+    half = n // 2
+    return ([(f"{prefix}f{i}", "不通过", 0.9, "auto", True) for i in range(half)]
+            + [(f"{prefix}p{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(half)])
+
+
+def run_monitor(tmp_path, op, op_path, digest, folders, labels):
+    from stage_a.missions import load_registry
+    days = mon.read_days(folders, digest, load_registry())
+    return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
+
+
+def test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    write_day(tmp_path / "day1", digest, normal_day("a"), mission=N)
+    # day 2: every defective group of M now looks fine to the model (auto-passed, p_fail low, no defect summary)
+    shifted = [(f"bf{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(10)] + \
+        [(f"bp{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(10)]
+    write_day(tmp_path / "day2", digest, shifted)
+    write_day(tmp_path / "day2", digest, normal_day("b"), mission=N)
+    labels = {(m, g): ("不通过" if "f" in g else "通过") for d in ("a", "b") for m in (M, N)
+              for g, *_ in normal_day(d)}
+    labels.update({(M, f"bf{i}"): "不通过" for i in range(10)})
+    write_labels(tmp_path / "labels", labels)
+    result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
+    m, n = result["missions"][M], result["missions"][N]
+    assert [d["status"] for d in m["days"]][0] != mon.WITHDRAWN and m["status"] == mon.WITHDRAWN
+    assert m["days"][1]["escapes"] == 5 and m["days"][1]["withdrawn_here"]
+    assert n["status"] != mon.WITHDRAWN
+    assert mon.check_monitor(json.loads(json.dumps(result)), "m.json")["missions"][M]["status"] == mon.WITHDRAWN
+    # the judge reads the withdrawal back
+    assert M in mon.withdrawals(result, "m.json", op, digest) and N not in mon.withdrawals(result, "m.json", op, digest)
+
+
+def test_a_status_edited_by_hand_is_refused_naming_the_mission_and_day(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    shifted = [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)]
+    write_day(tmp_path / "day1", digest, shifted)
+    write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})
+    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")))
+    assert result["missions"][M]["status"] == mon.WITHDRAWN
+    edited = json.loads(json.dumps(result))
+    edited["missions"][M]["days"][0]["status"] = edited["missions"][M]["status"] = mon.HOLDS
+    with pytest.raises(mon.MonitorError, match=f"{M}, day day1: status 'holds' does not follow from its counts"):
+        mon.check_monitor(edited, "monitor.json")
+    edited = json.loads(json.dumps(result))
+    edited["missions"][M]["days"][0]["escapes"] = 0
+    with pytest.raises(mon.MonitorError, match="cumulative counts do not add up"):
+        mon.check_monitor(edited, "monitor.json")
+    with pytest.raises(mon.MonitorError, match="not a monitor.json of format"):
+        mon.check_monitor({"format": 99}, "monitor.json")
+
+
+def test_days_judged_at_another_operating_point_are_refused_never_mixed(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    write_day(tmp_path / "day2", "another", normal_day("b"))
+    write_labels(tmp_path / "labels", {})
+    with pytest.raises(mon.MonitorError, match="day .*day2 was judged at another operating point"):
+        run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
+    assert mon.days_under(tmp_path, digest) == [tmp_path / "day1"]   # --days_under takes only this one's
+
+
+def test_a_missing_day_folder_is_named(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_labels(tmp_path / "labels", {})
+    with pytest.raises(mon.MonitorError, match="day folder .*nowhere does not exist"):
+        run_monitor(tmp_path, op, op_path, digest, [tmp_path / "nowhere"], tmp_path / "labels")
+
+
+def test_a_group_judged_on_two_days_counts_on_the_first(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [("same", "通过", 0.05, "audit", False)])
+    write_day(tmp_path / "day2", digest, [("same", "通过", 0.05, "audit", False), ("other", "通过", 0.05, "auto", False)])
+    write_labels(tmp_path / "labels", {(M, "same"): "不通过"})
+    days = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"],
+                       tmp_path / "labels")["missions"][M]["days"]
+    assert [(d["judged"], d["escapes"]) for d in days] == [(1, 1), (1, 0)]
+
+
+def test_without_audits_every_promise_stays_unverified_and_says_why(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [(f"p{i}", "通过", 0.05, "auto", False) for i in range(10)])
+    lines = (tmp_path / "day1" / f"{M}_verdicts.jsonl").read_text(encoding="utf-8").replace(
+        '"audit_share": 0.5', '"audit_share": 0.0')
+    (tmp_path / "day1" / f"{M}_verdicts.jsonl").write_text(lines, encoding="utf-8")
+    write_labels(tmp_path / "labels", {})
+    m = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")["missions"][M]
+    assert m["status"] == mon.UNVERIFIED and "no audit is drawn (--audit_share 0)" in m["why"]
+
+
+def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(tmp_path):
+    monitor = {"operating_point": {"sha256": "old"}, "missions": {M: {
+        "status": mon.WITHDRAWN, "why": "drift", "withdrawn_at": "2026-11-27T12:00:00+00:00"}}}
+    op = {"missions": {M: {"certified": True, "stage_a": {"evidence_through": "2026-11-27T11:00:00+00:00"}}}}
+    assert M in mon.withdrawals(monitor, "m.json", op, "new")   # recertified, but on labels from before
+    op["missions"][M]["stage_a"]["evidence_through"] = "2026-11-28T09:00:00+00:00"
+    assert mon.withdrawals(monitor, "m.json", op, "new") == {}
+    assert M in mon.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
+
+
+@pytest.mark.parametrize("value, message", [("0", "out of range"), ("0.7", "out of range"), ("x", "not a number")])
+def test_a_drift_level_out_of_range_is_refused(value, message):
+    with pytest.raises(mon.MonitorError, match=message):
+        mon.check_alpha(value)
