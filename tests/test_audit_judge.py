@@ -1,0 +1,148 @@
+"""The judge's routes on the tiny model: blind audits drawn from a recorded seed (the same groups on a rerun and a
+resume), lines edited by hand refused on resume, and a withdrawn promise (by the monitor, or by a Stage-A model the
+promise was not certified on) sending every group of its mission to review."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from stage_b import judge
+from stage_b.operating_point import checkpoint_identities
+from stage_b.routes import AUDIT, AUTO, REVIEW, audit_draw
+from tests.test_evaluate import M, _stage_a
+from tests.test_judge import _judge, _lines
+
+SEED = 11
+
+
+def certified_op(model, path, **entry):
+    """An operating point for the tiny model that fails every group without review (t = 0, t_fail = 0): grounding still
+    sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
+    routes."""
+    point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
+             "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
+             **entry}
+    path.write_text(json.dumps({"format": 2, **checkpoint_identities(str(model), []), "confidence": 0.8,
+                                "missions": {M: point}}, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def judge_args(model, stage_a, op, out, *extra):
+    return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
+            str(out), "--max_new_tokens", "6", "--no_review", *extra]
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory, tiny_qwen2_5_vl):
+    root = tmp_path_factory.mktemp("audit")
+    stage_a = _stage_a(root / "sa", n=16)
+    op = certified_op(tiny_qwen2_5_vl, root / "op.json")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, root / "v", "--audit_share", "0.5", "--audit_seed",
+                                str(SEED)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, stage_a, op, _lines(judge.verdicts_path(root / "v", M)), result.stdout
+
+
+@pytest.mark.slow
+def test_every_verdict_records_its_route_and_the_audit_is_the_seeds_draw(judged):
+    _, _, _, lines, stdout = judged
+    routes = {r["route"] for r in lines}
+    assert routes == {AUTO, AUDIT, REVIEW}, routes   # the fixture's summaries split them
+    for r in lines:
+        assert r["audit_seed"] == SEED and r["audit_share"] == 0.5
+        if r["route"] == REVIEW:
+            assert r["needs_review"] and r["review_scope"] == "group" and r["audit_probability"] is None
+        else:   # decided without review; audited exactly when the seed's draw says so
+            assert not r["needs_review"] and r["audit_probability"] == 0.5
+            assert (r["route"] == AUDIT) == (audit_draw(SEED, M, r["group_id"]) < 0.5)
+            assert (r["route"] == AUDIT) == bool(r["review_why"])
+    assert "of them drawn for a blind audit" in stdout
+
+
+@pytest.mark.slow
+def test_a_resume_without_the_seed_draws_the_same_groups(judged, tiny_qwen2_5_vl, tmp_path):
+    root, stage_a, op, lines, _ = judged
+    out = tmp_path / "v"
+    out.mkdir()
+    path = judge.verdicts_path(out, M)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines[:5]), encoding="utf-8")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"))   # no --audit_seed
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = {r["group_id"]: (r["route"], r["audit_seed"]) for r in _lines(path)}
+    assert again == {r["group_id"]: (r["route"], SEED) for r in lines}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", [{"needs_review": False, "route": AUTO}, {"needs_review": None},
+                                  {"route": AUTO, "review_why": []}])
+def test_a_verdict_line_edited_by_hand_is_refused_on_resume(judged, tiny_qwen2_5_vl, tmp_path, edit):
+    root, stage_a, op, lines, _ = judged
+    out = tmp_path / "v"
+    out.mkdir()
+    target = next(i for i, r in enumerate(lines) if r["route"] != AUTO)
+    edited = [dict(r, **edit) if i == target else r for i, r in enumerate(lines)]
+    judge.verdicts_path(out, M).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edited),
+                                           encoding="utf-8")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"), timeout=300)
+    assert result.returncode == 2 and f":{target + 1}: its " in result.stderr
+    assert "do not follow from its p_fail" in result.stderr
+
+
+@pytest.mark.parametrize("value, message", [("-0.1", "is out of range"), ("1.5", "is out of range"),
+                                            ("nan", "is out of range"), ("abc", "is not a number")])
+def test_an_audit_share_out_of_range_is_refused_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, value, message):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    started = time.monotonic()
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--audit_share", value), timeout=120)
+    assert result.returncode == 2 and f"--audit_share {value!r} {message}" in result.stderr, result.stderr[-2000:]
+    assert time.monotonic() - started < 30 and "Loading" not in result.stderr
+
+
+def withdrawing_monitor(tmp_path, op_path):
+    """A monitor.json that withdrew M at this operating point (every audited auto-passed group failed)."""
+    from stage_a.jsonl import file_sha256
+    from tests.test_monitor import run_monitor, write_day, write_labels
+    digest = file_sha256(op_path)
+    op = json.loads(op_path.read_text(encoding="utf-8"))
+    write_day(tmp_path / "day1", digest, [(f"x{i}", "通过", 0.05, "audit", False) for i in range(12)])
+    write_labels(tmp_path / "labels", {(M, f"x{i}"): "不通过" for i in range(12)})
+    monitor = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")
+    assert monitor["missions"][M]["status"] == "withdrawn"
+    (tmp_path / "monitor.json").write_text(json.dumps(monitor, ensure_ascii=False), encoding="utf-8")
+    return tmp_path / "monitor.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["monitor", "stage_a_model"])
+def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwen2_5_vl, tmp_path, how):
+    stage_a = _stage_a(tmp_path / "sa", n=6)
+    if how == "monitor":
+        op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+        extra = ["--monitor", str(withdrawing_monitor(tmp_path, op))]
+        why = "promise withdrawn: 12 escapes in 12 audited auto-passed groups"
+    else:   # certified on summaries of another Stage-A model than these records'
+        op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json", stage_a={"models": ["another-stage-a"]})
+        extra = []
+        why = "promise withdrawn: its summaries come from Stage-A model path:m"
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "1", *extra))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    assert all(r["route"] == REVIEW and r["review_scope"] == "mission" and r["review_why"][0].startswith(why)
+               for r in lines), lines[0]["review_why"]
+    assert "PROMISE WITHDRAWN" in result.stdout and f"{M}: promise withdrawn" in result.stdout
+
+
+def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    monitor = withdrawing_monitor(tmp_path, op)
+    edited = json.loads(monitor.read_text(encoding="utf-8"))
+    edited["missions"][M]["status"] = edited["missions"][M]["days"][0]["status"] = "holds"
+    monitor.write_text(json.dumps(edited, ensure_ascii=False), encoding="utf-8")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--monitor", str(monitor)),
+                    timeout=120)
+    assert result.returncode == 2 and "status 'holds' does not follow from its counts" in result.stderr
+    assert "Loading" not in result.stderr
