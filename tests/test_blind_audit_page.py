@@ -1,0 +1,106 @@
+"""Blind audits on the judge's review page, in headless Chromium: the model's verdict, p_fail and reason are nowhere in
+the page until the reviewer decides; audits count as left to review; the route travels through the page's export and
+the import onto every label, with its audit probability."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from stage_a.jsonl import write_jsonl_atomic
+from stage_b import judge
+from stage_b.dataset import load_records
+from stage_b.decisions import decision_line, import_decisions
+from stage_b.operating_point import fmt_p
+from stage_b.settings import Selection
+from tests.test_review_decisions import MISSIONS, _chrome_download_to, _keys
+from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+
+POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
+
+
+def audited_day(tmp_path: Path, synthetic) -> tuple[Path, list[dict]]:
+    """Verdict files over synthetic photos at a certified point with every automatically decided group audited
+    (audit share 1): grounded replies are audits, the others go to review."""
+    photos = tmp_path / "photos"
+    groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=2, missions=",".join(MISSIONS),
+                                                    unlabeled=True))
+    out = tmp_path / "today"
+    out.mkdir()
+    verdicts = []
+    for k, g in enumerate(groups):
+        record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
+                  "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
+                  "input_dir": str(photos), "model": "/models/stage-a"}
+        p = (0.61 if k % 2 else 0.101) + 0.037 * k   # every p_fail and reason its own, to search the page for
+        reply = f"不通过\n理由: 依据见图片_1（第{k}组）" if p >= 0.5 else f"通过\n理由: 各项检查符合要求（第{k}组）"
+        verdicts.append(judge.verdict_record(record, p, POINT, reply, {"audit_share": 1.0, "audit_seed": 1}))
+    for mission in MISSIONS:
+        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
+    judge.write_review(out, list(MISSIONS), [photos])
+    return out, verdicts
+
+
+def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reaches_the_label(browser, tmp_path,
+                                                                                          synthetic):
+    out, verdicts = audited_day(tmp_path, synthetic)
+    audits = [v for v in verdicts if v["route"] == "audit"]
+    reviews = [v for v in verdicts if v["route"] == "review"]
+    assert audits and reviews
+    browser.get((out / "review" / "index.html").as_uri())
+    browser.execute_script("localStorage.clear()")
+    browser.refresh()
+    page = browser.execute_script("return document.documentElement.outerHTML")
+    index = browser.execute_script("return JSON.stringify(window.GROUP_QC_REVIEW)")
+    for v in audits:
+        card = browser.find_element("css selector", f'.card[data-group-id="{v["group_id"]}"]')
+        assert card.get_attribute("data-route") == "audit" and card.get_attribute("data-outcome") == "audit"
+        facts = card.find_element("css selector", ".facts").text
+        assert "verdict" not in facts and "p_fail" not in facts and "blind audit" in facts
+        for hidden in (fmt_p(v["p_fail"], v["threshold"]), v["reason"]):
+            assert hidden not in page and hidden not in index, hidden
+        assert card.find_elements("css selector", ".reason") == []
+    # audits are left to review beside the review route; decided: none yet
+    assert browser.find_element("id", "to-review-count").text == str(len(audits) + len(reviews))
+    # decide the first audit by keyboard: its answer shows
+    first = audits[0]
+    browser.find_element("css selector", f'.card[data-group-id="{first["group_id"]}"]').click()
+    _keys(browser, "f")
+    card = browser.find_element("css selector", f'.card[data-group-id="{first["group_id"]}"]')
+    opened = card.find_element("css selector", ".unsealed").text
+    assert f"verdict: {first['verdict']}" in opened and fmt_p(first["p_fail"], first["threshold"]) in opened
+    assert first["reason"] in opened
+    assert browser.find_element("id", "to-review-count").text == str(len(audits) + len(reviews) - 1)
+    # export (the page's own download), then import: the label carries the route and its probability
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    _chrome_download_to(browser, downloads)
+    browser.find_element("id", "export-decisions").click()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (downloads / "decisions.jsonl").exists():
+        time.sleep(0.1)
+    (line,) = [json.loads(x) for x in (downloads / "decisions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
+    source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}
+    assert line == {**decision_line(first, "不通过", "", source, decided_at=line["decided_at"]), "reviewer": ""}
+    labels = tmp_path / "labels"
+    assert import_decisions([downloads / "decisions.jsonl"], labels)["added"] == 1
+    (record,) = load_records(Selection(stage_a_dir=str(labels)))
+    assert record["label"] == "fail" and record["review"]["route"] == "audit"
+    assert record["review"]["audit_probability"] == 1.0 and record["review"]["reviewers"] == ["anonymous"]
+
+
+def test_an_edited_export_cannot_change_the_route_or_the_models_answer(tmp_path, synthetic):
+    """The import reads the route and the model's verdict from the verdict file it verified, never from the export."""
+    out, verdicts = audited_day(tmp_path, synthetic)
+    review = next(v for v in verdicts if v["route"] == "review")
+    path = judge.verdicts_path(out, review["mission"])
+    from stage_a.jsonl import file_sha256
+    line = decision_line(review, "不通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
+    forged = {**line, "route": "audit", "verdict": "通过" if review["verdict"] == "不通过" else "不通过"}
+    write_jsonl_atomic(tmp_path / "d.jsonl", [forged])
+    result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    (record,) = load_records(Selection(stage_a_dir=str(tmp_path / "labels")))
+    assert record["review"]["route"] == "review" and record["review"]["review_scope"] == "group"
+    agreed = result["summary"][review["mission"]]["agreed"]
+    assert agreed == (review["verdict"] == "不通过")
