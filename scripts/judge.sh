@@ -4,7 +4,15 @@
 #   bash scripts/judge.sh mission=<name|alias|all> cuda=<ids|cpu> input_dir=<work orders> output_dir=<dir> \
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
-#        [batch_size=16] [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
+#        [batch_size=16] [audit_share=0.05] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
+#        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
+#
+# Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
+# labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
+# output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
+# reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
+# of a mission whose promise it withdrew to review. audit_share= of the groups decided without review are drawn for a
+# blind audit (stage_b.routes).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
 # <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
@@ -19,16 +27,55 @@ set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
-operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=()
+operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
+labels=""; monitor=""
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size stage_a_extra:words judge_extra:words" "input_dir output_dir stage_a_model model" "$@"
+          batch_size audit_share audit_seed labels monitor stage_a_extra:words judge_extra:words" \
+         "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
   echo "error: operating_point=<operating_point.json> or threshold=<0..1> is required" >&2; exit 2
 fi
 export HF_HUB_OFFLINE=1
+days_parent=$(dirname "$output_dir")
+monitor_dir="$days_parent/monitor"
 
-judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size")
+# Settings a day cannot run without are checked before Stage-A reads a single photo: the operating point file, the
+# audit share, the labels folder.
+"$PY" - "$operating_point" "$audit_share" "$labels" <<'PY' || exit 2
+import sys
+from stage_a.exits import run_cli
+def check():
+    op, share, labels = sys.argv[1:]
+    from stage_b.routes import check_audit_share
+    check_audit_share(share, "audit_share=")
+    if op:
+        from stage_b.operating_point import load_operating_point
+        load_operating_point(op)
+    if labels:
+        from pathlib import Path
+        if not Path(labels).is_dir():
+            raise FileNotFoundError(f"labels={labels} does not exist: give the folder python -m stage_b.decisions "
+                                    f"writes (make it empty before the first review)")
+    return 0
+sys.exit(run_cli(check))
+PY
+
+if [ -n "$labels" ] && [ -n "$operating_point" ]; then
+  if ls "$days_parent"/*/*_verdicts.jsonl > /dev/null 2>&1; then
+    echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"
+    "$PY" -m stage_b.monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
+      --output_dir "$monitor_dir" || echo "note: no monitor this time (see above); the judge goes on without it" >&2
+  fi
+fi
+if [ -z "$monitor" ] && [ -f "$monitor_dir/monitor.json" ]; then monitor="$monitor_dir/monitor.json"; fi
+
+judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size" --audit_share "$audit_share")
+[ -n "$audit_seed" ] && judge_args+=(--audit_seed "$audit_seed")
+if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then
+  echo "== promises checked against $monitor"
+  judge_args+=(--monitor "$monitor")
+fi
 [ -n "$adapters" ] && judge_args+=(--adapters "$adapters")
 [ -n "$operating_point" ] && judge_args+=(--operating_point "$operating_point")
 [ -n "$threshold" ] && judge_args+=(--threshold "$threshold")

@@ -226,6 +226,15 @@ def test_a_relative_stage_a_run_writes_under_the_callers_folder(tmp_path):
      "judge_extra='\"x': No closing quotation"),
     ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", 'stage_a_extra="x'],
      "stage_a_extra='\"x': No closing quotation"),
+    # a day's settings that cannot work are refused before Stage-A reads a photo (it used to run first)
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "audit_share=1.5"],
+     "audit_share= '1.5' is out of range"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "audit_share=abc"],
+     "audit_share= 'abc' is not a number"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "operating_point=typo.json"],
+     "operating point file typo.json does not exist"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "labels=nowhere"],
+     "labels=nowhere does not exist"),
 ])
 def test_a_setting_of_the_wrong_kind_is_refused_before_anything_runs(tmp_path, script, args, message):
     """num_shards=abc used to run no shard, then merge stale shard parts and report success."""
