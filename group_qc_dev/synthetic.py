@@ -2,12 +2,16 @@
 """Procedural BBU-installation photo groups with ground-truth summaries (offline demos and tests).
 
     python -m group_qc_dev.synthetic --out DIR --seed 0 --groups_per_label 8 [--missions all] [--unlabeled]
+                                     [--shift MISSION]
 
 Writes <out>/<mission>/<审核通过|审核不通过>/<QC-id>/<QC-id>_<k>.jpg (with --unlabeled: <out>/<mission>/<QC-id>/…,
 unreviewed work orders) and <out>/ground_truth.jsonl (one line per photo: image path relative to <out>,
 mission, label, group_id, summary).
 Pass groups meet the mission's requirement in every photo; fail groups carry the mission's defect in
 one or more photos. Every visual fact a summary states is drawn large enough for a tiny VLM to see.
+--shift MISSION plants a shift in what the camera sees: that mission's defective groups are drawn as the good ones
+look (a new cabinet type where the defect does not show), their truth still 审核不通过 and their summaries what the
+photo shows, so Stage-A summaries hide the defect and a judge passes them (the monitor's test case).
 """
 from __future__ import annotations
 
@@ -135,8 +139,9 @@ VIEWS = {
 }
 
 
-def make_group(rng, mission: str, fail: bool):
-    """1-6 photos: each required view once, optional repeats and an irrelevant photo."""
+def make_group(rng, mission: str, fail: bool, hidden: bool = False):
+    """1-6 photos: each required view once, optional repeats and an irrelevant photo; `hidden`: the defect is
+    planned but not drawn (--shift)."""
     views = list(VIEWS[mission])
     extra = rng.randint(0, max(0, 5 - len(views)))
     plan = [(v, False) for v in views] + [(rng.choice(views), False) for _ in range(extra)]
@@ -145,18 +150,20 @@ def make_group(rng, mission: str, fail: bool):
         k = rng.randint(1, max(1, min(2, len(plan))))
         for idx in rng.sample(range(len(plan)), k):
             plan[idx] = (plan[idx][0], True)
-    photos = [v(rng, dfx) for v, dfx in plan]
+    photos = [v(rng, dfx and not hidden) for v, dfx in plan]
     if len(photos) < 6 and rng.random() < 0.2:
         photos.insert(rng.randint(0, len(photos)), view_irrelevant(rng))
     return photos
 
 
-def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabeled: bool = False) -> list[dict]:
+def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabeled: bool = False,
+             shift: str | None = None) -> list[dict]:
     """Photo groups under out/ and their truth (also written to out/ground_truth.jsonl). With `unlabeled`,
     groups sit directly under their mission folder, as unreviewed work orders do (Stage-A --unlabeled);
     the truth file still says which are defective, for scoring a judge."""
     registry = load_registry()
     chosen = registry.select(missions or "all")
+    shift = registry.resolve(shift).name if shift else None
     rng = random.Random(seed)
     truth = []
     labels = {v: k for k, v in registry.label_folders.items()}
@@ -171,7 +178,8 @@ def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabel
                 gid = f"QC-{letters}-2025{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}-{serial}"
                 folder = out / mission.name / gid if unlabeled else out / mission.name / labels[label] / gid
                 folder.mkdir(parents=True, exist_ok=True)
-                for k, (im, summary) in enumerate(make_group(rng, mission.name, label == "fail"), start=1):
+                photos = make_group(rng, mission.name, label == "fail", hidden=mission.name == shift)
+                for k, (im, summary) in enumerate(photos, start=1):
                     path = folder / f"{gid}_{k}.jpg"
                     im.save(path, "JPEG", quality=90)
                     truth.append({"image": path.relative_to(out).as_posix(), "mission": mission.name,
@@ -208,10 +216,12 @@ def main(argv=None) -> int:
     p.add_argument("--missions", default="all", help="mission names/aliases, comma-separated, or 'all'")
     p.add_argument("--unlabeled", action="store_true",
                    help="unreviewed layout <mission>/<group>/ (no label folder); the truth stays in ground_truth.jsonl")
+    p.add_argument("--shift", default=None,
+                   help="a mission whose defective groups are drawn as the good ones look (the defect does not show)")
     args = p.parse_args(underscored(sys.argv[1:] if argv is None else argv))
     if args.groups_per_label < 1:
         p.error("--groups_per_label must be at least 1")
-    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled)
+    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled, args.shift)
     groups = len({r["group_id"] for r in truth})
     print(f"{groups} groups, {len(truth)} photos -> {args.out} (ground truth: {args.out}/ground_truth.jsonl)")
     return 0

@@ -16,10 +16,15 @@
 #   8 judging "today's work orders": a third synthetic set, unreviewed (no label folders), through Stage-A and
 #     the judge at that operating point; per mission, certified or not, the share decided without review, and
 #     the miss and overkill rates achieved (the generator knows the truth) next to what validation promised
-#   9 the reviewer closes the loop: today's flagged groups decided (here from the generator's truth, written as the
-#     review page exports them), imported as labels (stage_b.decisions), and the operating point certified again
-#     on every group the GRPO run did not train on (--split held_out): defective groups behind each promise, before
-#     and after
+#   9 the reviewer closes the loop: today's flagged and blind-audited groups decided (here from the generator's truth,
+#     written as the review page exports them), imported as labels (stage_b.decisions), and the operating point
+#     certified again on every fair sample the GRPO run did not train on (--split held_out: validation groups, audits
+#     weighted by 1 / their probability, missions reviewed whole; groups chosen by their score are left out):
+#     defective groups behind each promise, before and after
+#  10 promises on live work: three more days at the new operating point, each judged with blind audits, reviewed and
+#     imported, then monitored (stage_b.monitor): a normal day, then from day 3 a new cabinet look hides one certified
+#     mission's defect from Stage-A. The monitor withdraws that mission's promise on the shift day, and day 4's judge
+#     sends all its groups to review while the other missions keep their promises
 # Evaluation and judging each end with a review page (review/index.html): every group to look at, with its photos.
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
@@ -43,6 +48,10 @@ STAGE_B_SFT_STEPS=${DEMO_STAGE_B_SFT_STEPS:-150}
 STAGE_B_SFT_ROWS_PER_STEP=${DEMO_STAGE_B_SFT_ROWS_PER_STEP:-16}
 GRPO_STEPS=${DEMO_GRPO_STEPS:-30}
 TODAY_GROUPS=${DEMO_TODAY_GROUPS:-10}          # today's work orders, per label and mission (unreviewed)
+DAY_GROUPS=${DEMO_DAY_GROUPS:-10}              # each later day's work orders, per label and mission
+# Half the groups decided without review are audited: with 10 groups per label and mission a day, that is 5-10 audits
+# per certified mission and day, about what a 5% share of 100-200 daily work orders per mission gives in production.
+AUDIT_SHARE=${DEMO_AUDIT_SHARE:-0.5}
 # The promises the validation split's sizes allow (2-8 defective groups per mission): miss <= 20% at 80% confidence
 # needs 8 defective groups without a miss; the demo's report says for each mission whether it has them.
 TARGET_MISS_RATE=${DEMO_TARGET_MISS_RATE:-0.2}
@@ -56,7 +65,7 @@ RECIPE=$(cat scripts/demo.sh group_qc_dev/synthetic.py group_qc_dev/sft_data.py 
   configs/demo/*.yaml | sha1sum | cut -c1-12)
 if [ -d "$OUT" ] && [ "$(cat "$OUT/.recipe" 2>/dev/null)" != "$RECIPE" ]; then
   echo "$OUT was made by another version of the demo: starting afresh"
-  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today,labels} "$OUT"/{stage_a,today}_scores.json "$OUT"/grpo.log
+  rm -rf "$OUT"/{models,photos,sft,stage_a,grpo,eval,today,labels,days} "$OUT"/{stage_a,today}_scores.json "$OUT"/grpo.log
 fi
 mkdir -p "$OUT"
 echo "$RECIPE" > "$OUT/.recipe"
@@ -78,11 +87,11 @@ sft() {  # sft <model> <rows.jsonl> <out> <steps> <rows per step (a multiple of 
   ls -d "$out"/v*/checkpoint-"$steps"
 }
 
-step "1/9 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
+step "1/10 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
 [ -f "$OUT/models/tiny-qwen2_5_vl/config.json" ] || \
   "$PY" -m group_qc_dev.tiny_model --arch qwen2_5_vl --out "$OUT/models/tiny-qwen2_5_vl" --force
 
-step "2/9 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photos/field (held out)"
+step "2/10 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photos/field (held out)"
 [ -f "$OUT/photos/workshop/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/workshop" --seed 0 --groups_per_label "$WORKSHOP_GROUPS"
 [ -f "$OUT/photos/field/ground_truth.jsonl" ] || \
@@ -90,13 +99,13 @@ step "2/9 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/photo
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml.
-step "3/9 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
+step "3/10 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
 "$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
 STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
   "$STAGE_A_SFT_ROWS_PER_STEP")
 echo "  summary model: $STAGE_A_MODEL"
 
-step "4/9 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
+step "4/10 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
 "$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
   --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --overwrite --no_progress --log_level WARNING
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
@@ -109,14 +118,14 @@ echo "  Stage-A summaries vs the field photos' ground truth:"
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
   || echo "  WARNING: below the ${MIN_STAGE_A_ACCURACY} target: summaries that miss a defect make those fail groups unlearnable for Stage-B; the demo goes on"
 
-step "5/9 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
+step "5/10 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
 "$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
   --verdicts both --reading
 START_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_b_start.jsonl" "$OUT/sft/stage_b_start" \
   "$STAGE_B_SFT_STEPS" "$STAGE_B_SFT_ROWS_PER_STEP")
 echo "  start point: $START_MODEL"
 
-step "6/9 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
+step "6/10 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
 "$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
   --num_generations 8 --max_new_tokens 32 2>&1 | quiet
 # The recipe (configs/demo/grpo.yaml): label-balanced steps of 4 groups x 8 samples, LoRA r16 on the last 4
@@ -144,7 +153,7 @@ PY
 GRPO_ADAPTER=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["validation"]["best_checkpoint"])' \
   "$RUN_DIR/group_qc_run.json")
 
-step "7/9 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
+step "7/10 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets
 # the same ones by flag. (The best step was picked on these groups too: a small optimism, 6 candidates.)
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
@@ -156,15 +165,15 @@ step "7/9 evaluation on the field groups' validation split: start point vs the b
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
 "$PY" -m stage_b.plot_training "$OUT/grpo"
 
-step "8/9 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
+step "8/10 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
 [ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 rm -rf "$OUT/today"
 bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/today" output_dir="$OUT/today" \
   stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" \
-  operating_point="$OUT/eval/grpo/operating_point.json" \
+  operating_point="$OUT/eval/grpo/operating_point.json" audit_share="$AUDIT_SHARE" audit_seed=1 \
   stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" 2>&1 \
-  | grep -E "^==|to judge|groups/s|wrote" | sed 's/^/  /'
+  | grep -E "^==|to judge|groups/s|wrote|decided without review" | sed 's/^/  /'
 echo "  the judge on today's groups against the generator's truth, next to what validation promised: certified (or how"
 echo "  many defective validation groups would certify it), groups, share decided without review (today, validation),"
 echo "  miss and overkill of what was decided without review, the verdict line's own rates, groups sent to review for"
@@ -172,7 +181,7 @@ echo "  their reason:"
 "$PY" -m group_qc_dev.score_judge --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
   --operating_point "$OUT/eval/grpo/operating_point.json" --json "$OUT/today_scores.json"
 
-step "9/9 the reviewer closes the loop: flagged groups decided, imported as labels, the promises certified again"
+step "9/10 the reviewer closes the loop: flagged groups decided, imported as labels, the promises certified again"
 rm -rf "$OUT/labels" "$OUT/eval/recertified"
 "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
   --out "$OUT/today/decisions.jsonl" | sed 's/^/  /'
@@ -186,9 +195,49 @@ echo "  the promises on the validation groups alone, then with the reviewed grou
 "$PY" -m group_qc_dev.promises "$OUT/eval/grpo/operating_point.json" "$OUT/eval/recertified/operating_point.json" \
   --names "validation" "validation + reviewed"
 
+step "10/10 promises on live work: days 2-4 at the re-certified operating point, audited, reviewed and monitored"
+OP2="$OUT/eval/recertified/operating_point.json"
+# The shift hits the first mission the re-certified operating point certifies (it decides groups without review).
+SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
+print(next((k for k, e in m.items() if e["certified"]), ""))' "$OP2")
+if [ -z "$SHIFT" ]; then
+  echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
+else
+  echo "  from day 3 a new cabinet look hides $SHIFT's defect from Stage-A (the generator's --shift)"
+  rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4}
+  for day in 2 3 4; do
+    shift_flag=(); [ "$day" -ge 3 ] && shift_flag=(--shift "$SHIFT")
+    "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day$day" --seed $((day + 10)) --groups_per_label "$DAY_GROUPS" \
+      --unlabeled "${shift_flag[@]}" > /dev/null
+    echo "  -- day $day: $((DAY_GROUPS * 8)) work orders${shift_flag:+ (shifted: $SHIFT)}"
+    # labels=: the day starts with the monitor over the days before it; the judge reads its withdrawals
+    bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
+      stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
+      audit_share="$AUDIT_SHARE" audit_seed="$day" labels="$OUT/labels" \
+      stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" \
+      2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn" | sed 's/^/     /'
+    "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
+      --out "$OUT/days/day$day/decisions.jsonl" --reviewer "reviewer-day$day" | sed 's/^/     /'
+    "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" --output_dir "$OUT/labels" \
+      | head -1 | sed 's/^/     /'
+  done
+  echo "  the monitor after day 4's review (per mission and day: automation, audits, escapes, live bound, status):"
+  "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
+    --output_dir "$OUT/days/monitor" | sed 's/^/  /'
+  "$PY" - "$OUT/days/day4" "$SHIFT" <<'PY'
+import json, sys
+from pathlib import Path
+lines = [json.loads(x) for x in (Path(sys.argv[1]) / f"{sys.argv[2]}_verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+withdrawn = sum(any(w.startswith("promise withdrawn") for w in v["review_why"]) for v in lines)
+print(f"  day 4, {sys.argv[2]}: {sum(v['route'] == 'review' for v in lines)} of {len(lines)} groups sent to review, "
+      f"{withdrawn} of them because the promise was withdrawn")
+PY
+fi
+
 echo
 echo "Reports: $OUT/eval/start/report.md  $OUT/eval/grpo/report.md   Training plot: $(ls "$OUT"/grpo/v*/training.png)"
 echo "Verdicts: $OUT/today/*_verdicts.jsonl   Operating points: $OUT/eval/grpo/operating_point.json, then with the"
 echo "  reviewed groups $OUT/eval/recertified/operating_point.json   Labels from the review: $OUT/labels/"
 echo "Review pages (open in a browser): $OUT/eval/grpo/review/index.html  $OUT/today/review/index.html"
+echo "Promises on live work: $OUT/days/monitor/index.html (monitor.json beside it)"
 echo "Total: $(( $(date +%s) - START )) s"
