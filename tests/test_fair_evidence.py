@@ -82,3 +82,35 @@ def test_the_weighted_bound_keeps_its_confidence_in_simulation(validation_n, aud
             errors = [1.0] * errors_v + [1 / probability] * errors_a
             failures += upper_bound_weighted(errors, weights, 0.9) < truth
         assert failures / 1000 <= 0.1 + 0.02, (truth, failures)   # 0.02: two standard errors of 1,000 draws
+
+
+def test_family_wise_certifies_each_claim_at_the_bonferroni_level():
+    missions = ["BBU安装方式检查（正装）", M, "BBU线缆布放要求", "挡风板安装检查"]
+    preds = [dict(prediction(i, 0.9 if i % 2 else 0.1, "不通过" if i % 2 else "通过"), mission=m, group_id=f"{m}{i}")
+             for m in missions for i in range(400)]
+    targets = {"default": 0.1, "per_mission": {}}
+    op = build_operating_point(preds, missions, targets, review_share=0.8, **IDS, data=None, confidence=0.9,
+                               overkill_targets={"default": 0.1, "per_mission": {}}, family_wise=True)
+    fam = op["family"]
+    assert fam["claims"] == 8 and fam["per_claim_confidence"] == pytest.approx(1 - 0.1 / 8)
+    assert all(e["confidence"] == pytest.approx(0.9875) for e in op["missions"].values())
+    assert fam["certified_claims"] == 8 and fam["certified_claims_hold_together"] >= 0.9 - 1e-12
+    plain = build_operating_point(preds, missions, targets, review_share=0.8, **IDS, data=None, confidence=0.9,
+                                  overkill_targets={"default": 0.1, "per_mission": {}})["family"]
+    assert plain["per_claim_confidence"] == 0.9 and plain["certified_claims_hold_together"] == pytest.approx(0.2)
+
+
+def test_the_operating_point_states_the_escape_rate_of_auto_passed_groups():
+    """Of the groups the rule passes without review (p_fail below the threshold and outside the margin), the defective
+    share and its bound; an audited one weighs 1 / its probability."""
+    from stage_b.operating_point import escape_rate
+    entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.1}
+    points = ([(0.1, "通过")] * 40 + [(0.2, "不通过")] * 2   # passed without review: 2 escapes in 42
+              + [(0.45, "不通过")] * 5                       # within the margin: reviewed, not escapes
+              + [(0.9, "不通过")] * 30)                      # failed
+    escape = escape_rate(points, entry, 0.9)
+    assert (escape["auto_passed"], escape["escapes"]) == (42, 2)
+    assert escape["rate"] == pytest.approx(2 / 42) and escape["upper"] == pytest.approx(upper_bound(2, 42, 0.9))
+    weighted = escape_rate(points + [(0.1, "不通过", 4.0)], entry, 0.9)
+    assert weighted["rate"] == pytest.approx(6 / 46)
+    assert "escape" in promise(validation())[1]
