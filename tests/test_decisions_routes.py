@@ -1,0 +1,53 @@
+"""Routes through the decisions import, under hostile input: an older page without routes, an audit whose source
+changed, the same audit imported twice."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stage_a.jsonl import file_sha256, write_jsonl_atomic
+from stage_b import judge
+from stage_b.decisions import DecisionsError, decision_line, import_decisions, main
+from tests.test_blind_audit_page import audited_day
+
+
+def export(tmp_path, out, verdict, decision="不通过", name="d.jsonl"):
+    path = judge.verdicts_path(out, verdict["mission"])
+    line = decision_line(verdict, decision, "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
+    write_jsonl_atomic(tmp_path / name, [line])
+    return tmp_path / name
+
+
+def test_a_decision_from_a_verdict_file_without_routes_is_labelled_and_said_once_to_be_chosen_by_score(
+        tmp_path, synthetic, capsys):
+    out, verdicts = audited_day(tmp_path, synthetic)
+    mission = verdicts[0]["mission"]
+    older = [{k: v for k, v in r.items() if k not in ("route", "review_scope", "audit_probability")}
+             for r in verdicts if r["mission"] == mission]
+    write_jsonl_atomic(judge.verdicts_path(out, mission), older)
+    lines = []
+    for r in older[:3]:
+        path = judge.verdicts_path(out, mission)
+        lines.append(decision_line(r, "通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)}))
+    write_jsonl_atomic(tmp_path / "old.jsonl", lines)
+    assert main(["--decisions", str(tmp_path / "old.jsonl"), "--output_dir", str(tmp_path / "labels")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("without routes") == 1 and "3 decision(s)" in err
+    records = [json.loads(x) for x in (tmp_path / "labels").glob("*_stage_a.jsonl").__next__().read_text(
+        encoding="utf-8").splitlines()]
+    assert all(r["review"]["route"] is None for r in records)
+
+
+def test_an_audit_decision_whose_source_changed_is_refused_and_the_same_audit_twice_adds_nothing(tmp_path, synthetic):
+    out, verdicts = audited_day(tmp_path, synthetic)
+    audit = next(v for v in verdicts if v["route"] == "audit")
+    decisions = export(tmp_path, out, audit)
+    first = import_decisions([decisions], tmp_path / "labels")
+    again = import_decisions([decisions], tmp_path / "labels")
+    assert (first["added"], again["added"], again["already"]) == (1, 0, 1)
+    path = judge.verdicts_path(out, audit["mission"])
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")   # the day's file grew since
+    with pytest.raises(DecisionsError, match="has changed since the review page was made"):
+        import_decisions([decisions], tmp_path / "labels2")
+    assert not (tmp_path / "labels2").exists()
