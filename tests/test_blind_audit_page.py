@@ -13,7 +13,7 @@ from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.operating_point import fmt_p
 from stage_b.settings import Selection
-from tests.test_review_decisions import MISSIONS, _chrome_download_to, _keys
+from tests.test_review_decisions import _chrome_download_to, _judged, _keys
 from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
 
 POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
@@ -21,24 +21,12 @@ POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certifi
 
 def audited_day(tmp_path: Path, synthetic) -> tuple[Path, list[dict]]:
     """Verdict files over synthetic photos at a certified point with every automatically decided group audited
-    (audit share 1): grounded replies are audits, the others go to review."""
-    photos = tmp_path / "photos"
-    groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=2, missions=",".join(MISSIONS),
-                                                    unlabeled=True))
-    out = tmp_path / "today"
-    out.mkdir()
-    verdicts = []
-    for k, g in enumerate(groups):
-        record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
-                  "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
-                  "input_dir": str(photos), "model": "/models/stage-a"}
-        p = (0.61 if k % 2 else 0.101) + 0.037 * k   # every p_fail and reason its own, to search the page for
-        reply = f"不通过\n理由: 依据见图片_1（第{k}组）" if p >= 0.5 else f"通过\n理由: 各项检查符合要求（第{k}组）"
-        verdicts.append(judge.verdict_record(record, p, POINT, reply, {"audit_share": 1.0, "audit_seed": 1}))
-    for mission in MISSIONS:
-        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
-    judge.write_review(out, list(MISSIONS), [photos])
-    return out, verdicts
+    (audit share 1): grounded replies are audits, the others go to review. Every p_fail and reason is its own, to
+    search the page for."""
+    return _judged(tmp_path, synthetic, point=POINT, p_of=lambda k: (0.61 if k % 2 else 0.101) + 0.037 * k,
+                   reply_of=lambda k, verdict: (f"不通过\n理由: 依据见图片_1（第{k}组）" if verdict == "不通过"
+                                                else f"通过\n理由: 各项检查符合要求（第{k}组）"),
+                   provenance={"audit_share": 1.0, "audit_seed": 1})
 
 
 def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reaches_the_label(browser, tmp_path,

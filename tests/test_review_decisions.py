@@ -21,9 +21,13 @@ from tests.test_review_page import browser  # noqa: F401  (the headless Chromium
 MISSIONS = ("BBU接地线检查", "挡风板安装检查")
 
 
-def _judged(tmp_path: Path, synthetic, per_label: int = 2) -> tuple[Path, list[dict]]:
+def _judged(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = None, p_of=None, reply_of=None,
+            provenance: dict | None = None) -> tuple[Path, list[dict]]:
     """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
-    page over the folder."""
+    page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
+    point = point or manual_point(0.5)
+    p_of = p_of or (lambda k: 0.9 if k % 2 else 0.1)
+    reply_of = reply_of or (lambda k, verdict: f"{verdict}\n理由: 图片_1 依据")
     photos = tmp_path / "photos"
     groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=per_label,
                                                     missions=",".join(MISSIONS), unlabeled=True))
@@ -34,9 +38,9 @@ def _judged(tmp_path: Path, synthetic, per_label: int = 2) -> tuple[Path, list[d
         record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
                   "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
                   "input_dir": str(photos), "model": "/models/stage-a"}
-        p = 0.9 if k % 2 else 0.1
-        verdict = "不通过" if p >= 0.5 else "通过"
-        verdicts.append(judge.verdict_record(record, p, manual_point(0.5), f"{verdict}\n理由: 图片_1 依据", {}))
+        p = p_of(k)
+        verdict = "不通过" if p >= point["threshold"] else "通过"
+        verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
     for mission in MISSIONS:
         write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
     judge.write_review(out, list(MISSIONS), [photos])
