@@ -4,7 +4,6 @@ the import onto every label, with its audit probability."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from stage_a.jsonl import write_jsonl_atomic
@@ -13,7 +12,7 @@ from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.operating_point import fmt_p
 from stage_b.settings import Selection
-from tests.test_review_decisions import _chrome_download_to, _judged, _keys
+from tests.test_review_decisions import _export, _judged, _keys
 from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
 
 POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
@@ -60,19 +59,13 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     assert first["reason"] in opened
     assert browser.find_element("id", "to-review-count").text == str(len(audits) + len(reviews) - 1)
     # export (the page's own download), then import: the label carries the route and its probability
-    downloads = tmp_path / "downloads"
-    downloads.mkdir()
-    _chrome_download_to(browser, downloads)
-    browser.find_element("id", "export-decisions").click()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (downloads / "decisions.jsonl").exists():
-        time.sleep(0.1)
-    (line,) = [json.loads(x) for x in (downloads / "decisions.jsonl").read_text(encoding="utf-8").splitlines()]
+    exported = _export(browser, tmp_path / "downloads")
+    (line,) = [json.loads(x) for x in exported.read_text(encoding="utf-8").splitlines()]
     assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
     source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}
     assert line == {**decision_line(first, "不通过", "", source, decided_at=line["decided_at"]), "reviewer": ""}
     labels = tmp_path / "labels"
-    assert import_decisions([downloads / "decisions.jsonl"], labels)["added"] == 1
+    assert import_decisions([exported], labels)["added"] == 1
     (record,) = load_records(Selection(stage_a_dir=str(labels)))
     assert record["label"] == "fail" and record["review"]["route"] == "audit"
     assert record["review"]["audit_probability"] == 1.0 and record["review"]["reviewers"] == ["anonymous"]

@@ -51,6 +51,18 @@ def _chrome_download_to(browser, folder: Path) -> None:
     browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
 
 
+def _export(browser, folder: Path) -> Path:
+    """Clicks the page's export button and waits for Chromium to finish the download into `folder` (it writes a
+    .crdownload file and renames it when done)."""
+    folder.mkdir()
+    _chrome_download_to(browser, folder)
+    browser.find_element("id", "export-decisions").click()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (folder / "decisions.jsonl").exists():
+        time.sleep(0.1)
+    return folder / "decisions.jsonl"
+
+
 def _keys(browser, keys: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     ActionChains(browser).send_keys(keys).perform()
@@ -86,14 +98,7 @@ def test_decide_reload_export_import(browser, tmp_path, synthetic):
     assert _decided(browser) == {g: f"decided: {d}" for g, d in expected.items()}
     assert browser.find_element("id", "reviewer").get_attribute("value") == "王工"
     # export: the page's own download
-    downloads = tmp_path / "downloads"
-    downloads.mkdir()
-    _chrome_download_to(browser, downloads)
-    browser.find_element("id", "export-decisions").click()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (downloads / "decisions.jsonl").exists():
-        time.sleep(0.1)
-    exported = downloads / "decisions.jsonl"
+    exported = _export(browser, tmp_path / "downloads")
     lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
     assert {d["group_id"]: d["decision"] for d in lines} == expected
     assert all(d["reviewer"] == "王工" and d["source"]["file"].endswith("_verdicts.jsonl") for d in lines)
