@@ -197,9 +197,11 @@ echo "  the promises on the validation groups alone, then with the reviewed grou
 
 step "10/10 promises on live work: days 2-4 at the re-certified operating point, audited, reviewed and monitored"
 OP2="$OUT/eval/recertified/operating_point.json"
-# The shift hits the first mission the re-certified operating point certifies (it decides groups without review).
+# The shift hits the certified mission that passes the most validation groups without review (its promise is the one
+# live work can break).
 SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
-print(next((k for k, e in m.items() if e["certified"]), ""))' "$OP2")
+ok = [(e["escape"]["auto_passed"], k) for k, e in m.items() if e["certified"] and (e.get("escape") or {}).get("auto_passed")]
+print(max(ok)[1] if ok else "")' "$OP2")
 if [ -z "$SHIFT" ]; then
   echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
 else
@@ -207,11 +209,13 @@ else
   rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4}
   for day in 2 3 4; do
     shift_flag=(); [ "$day" -ge 3 ] && shift_flag=(--shift "$SHIFT")
-    "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day$day" --seed $((day + 10)) --groups_per_label "$DAY_GROUPS" \
-      --unlabeled "${shift_flag[@]}" > /dev/null
-    echo "  -- day $day: $((DAY_GROUPS * 8)) work orders${shift_flag:+ (shifted: $SHIFT)}"
+    # day 4 only shows what the judge does with the withdrawn mission: its groups alone, half as many
+    missions=all; groups=$DAY_GROUPS; [ "$day" -eq 4 ] && { missions=$SHIFT; groups=$(( (DAY_GROUPS + 1) / 2 )); }
+    "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day$day" --seed $((day + 10)) --groups_per_label "$groups" \
+      --missions "$missions" --unlabeled "${shift_flag[@]}" > /dev/null
+    echo "  -- day $day: work orders of ${missions/all/every mission}, $groups per label${shift_flag:+ (shifted: $SHIFT)}"
     # labels=: the day starts with the monitor over the days before it; the judge reads its withdrawals
-    bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
+    bash scripts/judge.sh mission="$missions" cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
       stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
       audit_share="$AUDIT_SHARE" audit_seed="$day" labels="$OUT/labels" \
       stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" \
@@ -219,7 +223,7 @@ else
     "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
       --out "$OUT/days/day$day/decisions.jsonl" --reviewer "reviewer-day$day" | sed 's/^/     /'
     "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" --output_dir "$OUT/labels" \
-      | head -1 | sed 's/^/     /'
+      | grep -E "decision\(s\) added" | sed 's/^/     /'
   done
   echo "  the monitor after day 4's review (per mission and day: automation, audits, escapes, live bound, status):"
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \

@@ -191,8 +191,9 @@ def status_after(day: dict, promise: float | None, prior, delta: float, certifie
     if was_withdrawn:
         return WITHDRAWN, was_withdrawn
     if promise is None:
-        return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (made before audits): "
-                            "recompute it with python -m stage_b.evaluate")
+        return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (the rule passed no "
+                            "validation group without review, or the file predates audits): nothing to hold live "
+                            "work to; recompute it with python -m stage_b.evaluate on more validation groups")
     if day["escape_lower"] > promise:
         return WITHDRAWN, (f"{day['cum_escapes']} escapes in {day['cum_audited']} audited auto-passed groups: the "
                            f"escape rate is above the promised {_pct(promise)} at {_pct(1 - delta)} confidence "
@@ -204,7 +205,7 @@ def status_after(day: dict, promise: float | None, prior, delta: float, certifie
                            f"{_pct(1 - delta)} confidence)")
     if day["drift"]["fired"]:
         return WITHDRAWN, f"drift on day {day['day']}: {day['drift']['why']}"
-    if day["escape_upper"] <= promise:
+    if day["cum_audited"] and day["escape_upper"] <= promise:
         return HOLDS, (f"escape rate <= {_pct(promise)} at {_pct(1 - delta)} confidence: {day['cum_escapes']} escapes "
                        f"in {day['cum_audited']} audited auto-passed groups (live upper bound "
                        f"{_pct(day['escape_upper'])})")
@@ -341,11 +342,18 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str, prof
             "drift": drift([v["p_fail"] for v in verdicts], defect, profile, alpha)}
 
 
+def promised_escape(entry: dict | None) -> float | None:
+    """The promised escape rate: the validation bound of the escape rate of auto-passed groups, when the rule passed
+    any validation group without review (otherwise there is no rate to hold live work to)."""
+    escape = (entry or {}).get("escape") or {}
+    return escape.get("upper") if escape.get("auto_passed") else None
+
+
 def mission_monitor(mission: str, entry: dict | None, days: list[Day], labels: dict, delta: float,
                     alpha: float) -> dict:
     """One mission's entry of monitor.json: the promise, each day with cumulative bounds, and the status."""
     certified = bool((entry or {}).get("certified"))
-    promise = ((entry or {}).get("escape") or {}).get("upper")
+    promise = promised_escape(entry)
     prior = prior_for(promise if promise is not None else 0.05)
     rows, k, n = [], 0, 0
     lower, upper = 0.0, 1.0

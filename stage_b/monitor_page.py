@@ -24,6 +24,7 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
     cols = max(1, len(missions))
     fig, axes = plt.subplots(3, cols, figsize=(3.4 * cols, 7.2), squeeze=False, sharex="col")
     alpha = monitor["drift_alpha"]
+    legend_shown = False
     for c, mission in enumerate(missions):
         m = monitor["missions"][mission]
         days = m["days"]
@@ -36,8 +37,8 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         if c == 0:
             ax.set_ylabel("automation share")
         ax = axes[1][c]
-        ax.fill_between(x, [d["escape_lower"] for d in days], [d["escape_upper"] for d in days], color="#85c1e9",
-                        alpha=0.6, label="live escape bound", step="mid")
+        ax.vlines(x, [d["escape_lower"] for d in days], [d["escape_upper"] for d in days], color="#85c1e9",
+                  linewidth=9, alpha=0.8, label="live escape bound (lower to upper)")
         ax.plot(x, [d["cum_escapes"] / d["cum_audited"] if d["cum_audited"] else float("nan") for d in days],
                 marker=".", color="#1f618d", label="escapes / audited")
         promise = m["promise"]["escape_rate"]
@@ -46,14 +47,17 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         ax.set_ylim(-0.03, 1.03)
         if c == 0:
             ax.set_ylabel("escape rate of auto-passed")
+        if promise is not None and not legend_shown:   # the first panel that has every element explains them
             ax.legend(fontsize=6, loc="upper right")
+            legend_shown = True
         ax = axes[2][c]
         for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"), ("defect_p", "defect share (Fisher)", "#d35400")):
-            ax.plot(x, [max(d["drift"][key], 1e-12) if d["drift"][key] is not None else float("nan") for d in days],
+            ax.plot(x, [max(d["drift"][key], 1e-300) if d["drift"][key] is not None else float("nan") for d in days],
                     marker="o", label=label, color=colour)
         ax.axhline(alpha, color="black", linestyle=":", label=f"alpha {alpha:g}")
         ax.set_yscale("log")
-        ax.set_ylim(1e-12, 1.5)
+        lowest = min([d["drift"][k] for d in days for k in ("ks_p", "defect_p") if d["drift"][k]] or [1.0])
+        ax.set_ylim(min(alpha / 10, lowest / 3), 1.5)
         ax.set_xticks(x)
         ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
         if c == 0:

@@ -207,3 +207,23 @@ def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(t
 def test_a_drift_level_out_of_range_is_refused(value, message):
     with pytest.raises(mon.MonitorError, match=message):
         mon.check_alpha(value)
+
+
+def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "days" / "2026-11-27", digest, normal_day("a"))
+    write_day(tmp_path / "days" / "2026-11-28", digest, [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)])
+    write_day(tmp_path / "days" / "old", "another", normal_day("z"))       # another operating point's day: skipped
+    write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})
+    assert mon.main(["--operating_point", str(op_path), "--days_under", str(tmp_path / "days"), "--labels",
+                     str(tmp_path / "labels"), "--output_dir", str(tmp_path / "m")]) == 0
+    captured = capsys.readouterr()
+    assert "old was judged at another operating point" in captured.err
+    result = mon.load_monitor(tmp_path / "m" / "monitor.json")
+    assert result["days"] == ["2026-11-27", "2026-11-28"] and result["missions"][M]["status"] == mon.WITHDRAWN
+    page = (tmp_path / "m" / "index.html").read_text(encoding="utf-8")
+    assert f"{M}: withdrawn" in page and "monitor.png" in page
+    from PIL import Image
+    with Image.open(tmp_path / "m" / "monitor.png") as im:
+        assert im.width > 600 and im.getextrema() != ((255, 255), (255, 255), (255, 255))
+    assert "2026-11-28: 12 judged" in captured.out and "-> withdrawn" in captured.out

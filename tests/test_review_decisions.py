@@ -63,6 +63,15 @@ def _export(browser, folder: Path) -> Path:
     return folder / "decisions.jsonl"
 
 
+def _wait_for_page(browser, url: str, timeout: float = 20) -> None:
+    """Until the browser shows `url` (without its #fragment) with its scripts run: a click on a link returns before the
+    next page has loaded, and reading it sooner reads the old page (3 of 15 runs failed so, before this wait)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, timeout).until(
+        lambda b: b.current_url.split("#")[0] == url and b.execute_script(
+            "return document.readyState === 'complete' && !!document.getElementById('visible-count')"))
+
+
 def _keys(browser, keys: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     ActionChains(browser).send_keys(keys).perform()
@@ -135,7 +144,9 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
     assert browser.find_element("id", "matching-count").text == str(n_second)
     links = browser.find_elements("css selector", "#other-pages a")
     assert links and all("mission=" in a.get_attribute("href") for a in links)
+    target = links[0].get_attribute("href").split("#")[0]
     links[0].click()                                           # the filter goes along to the other page
+    _wait_for_page(browser, target)
     assert int(browser.find_element("id", "visible-count").text) > 0
     assert browser.find_element("id", "mission-filter").get_attribute("value") == "挡风板安装检查"
     browser.get(result["index"].as_uri())
