@@ -407,6 +407,7 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     if input_dirs is None:
         input_dirs = [Path(d) for d in dict.fromkeys(v["input_dir"] for v in verdicts if v.get("input_dir"))]
     automation = automation_of(output_dir, missions, verdicts)
+    withdrawn = {v["mission"]: v["withdrawn"] for v in verdicts if v.get("withdrawn")}
     rows = []
     for m in missions:
         mine = [v for v in verdicts if v["mission"] == m]
@@ -420,7 +421,11 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                            tables=[{"title": "Per mission", "columns": [
                                "mission", "groups", "不通过", "needs review", "of them for the reason",
                                "decided without review", "threshold", "certified", "promise"], "rows": rows}],
-                           intro=["Groups that need a person's review first, then 不通过, then 通过. needs review: the "
+                           intro=[*(f"PROMISE WITHDRAWN for {m}: {why}. Every group of it goes to review until "
+                                    f"an operating point certified on labels decided after the withdrawal replaces "
+                                    f"this one." for m, why in withdrawn.items()),
+                                  "Groups that need a person's review first, then blind audits (the model's answer "
+                                  "shows once you have decided), then 不通过, then 通过. needs review: the "
                                   "mission is not certified, p_fail is between the auto-pass and auto-fail thresholds "
                                   "or within the review margin, the reply is not the two-line contract, or the reason "
                                   "contradicts the verdict or cites a photo whose summary shows no defect.",

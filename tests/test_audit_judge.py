@@ -29,9 +29,9 @@ def certified_op(model, path, **entry):
     return path
 
 
-def judge_args(model, stage_a, op, out, *extra):
+def judge_args(model, stage_a, op, out, *extra, review=False):
     return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
-            str(out), "--max_new_tokens", "6", "--no_review", *extra]
+            str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *extra]
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +127,11 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
         op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json", stage_a={"models": ["another-stage-a"]})
         extra = []
         why = "promise withdrawn: its summaries come from Stage-A model path:m"
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "1", *extra))
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "1", *extra,
+                                review=True))
     assert result.returncode == 0, result.stderr[-3000:]
+    page = (tmp_path / "v" / "review" / "index.html").read_text(encoding="utf-8")
+    assert f"PROMISE WITHDRAWN for {M}" in page   # never silent: the page's header names it
     lines = _lines(judge.verdicts_path(tmp_path / "v", M))
     assert all(r["route"] == REVIEW and r["review_scope"] == "mission" and r["review_why"][0].startswith(why)
                for r in lines), lines[0]["review_why"]
