@@ -624,6 +624,12 @@ def prepare_output_dir(path: Path, overwrite: bool) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
+def without_trained(rows: list[dict], trained: list[dict]) -> list[dict]:
+    """The rows whose group (its mission and id: one work order in two missions is two groups) is not trained on."""
+    keys = {(r["mission"], r["group_id"]) for r in trained}
+    return [r for r in rows if (r["mission"], r["group_id"]) not in keys]
+
+
 def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool,
                   records: list[dict] | None = None):
     """The rows to score and what metrics.json records about them; refuses groups the run trained on. `held_out`:
@@ -634,8 +640,8 @@ def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, 
             raise EvaluationError("--split held_out means the groups a training run did not train on: give the run's "
                                   "adapters (--adapters <run>/checkpoint-N), or use --split val or all")
         rows, counts = build_rows(selection, "all", allow_empty=True, records=records)
-        trained = {(r["mission"], r["group_id"]) for r in train_overlap(run, run_path, rows)}
-        rows = [r for r in rows if (r["mission"], r["group_id"]) not in trained]
+        trained = train_overlap(run, run_path, rows)
+        rows = without_trained(rows, trained)
         counts = {m: {**c, "rows": sum(r["mission"] == m for r in rows)} for m, c in counts.items()}
         print(f"held out from the training run: {len(rows)} groups ({len(trained)} it trained on left out)")
     else:

@@ -2,10 +2,15 @@
 judge's review flags and the review page. Pure (stdlib and the mission registry).
 
   - A text *asserts* a defect when it holds one of the mission's `defect_terms` (configs/missions.yaml) or a
-    GENERIC_DEFECT_TERMS word, not right after a negation (`螺丝齐全，无松动` asserts nothing).
+    GENERIC_DEFECT_TERMS word that no negation denies. A negation denies a defect word when it comes before it in the
+    same clause with at most NEGATION_GAP characters between them (a word such as 明显, 任何, 发现): `螺丝齐全，无松动`,
+    `未发现明显松动`, `无任何缺失` and `没有发现松动` assert nothing; a clause break (，。；、 and the like) ends a
+    negation's reach, so `无遮挡，螺丝缺失` asserts 缺失.
   - A photo *shows a defect* when its Stage-A summary asserts one.
   - A reason *cites* photo k when it names `图片_k` (also `图片k`, `图k`); a range `图片_1至图片_3` (至, 到, -, ~)
-    cites every photo in it, 1, 2 and 3. Each photo counts once per reason. An index outside 1..N (N photos) is
+    cites every photo in it, 1, 2 and 3 (图片_3至图片_1 too, in its order), when it spans at most MAX_RANGE photos (图片_1至图片_64 cites 64); a longer
+    range cites its two ends only. A number runs to at most 6 digits: 图片_1234567 cites nothing. Each photo counts
+    once per reason. An index outside 1..N (N photos) is
     a citation all the same, and always a wrong one.
   - A two-line reply *contradicts* its verdict when
       不通过: its reason asserts no defect and cites no photo that shows one ("图片_1 和 图片_3 均符合要求");
@@ -28,6 +33,7 @@ All three pool the counts (a reply citing three photos weighs three times in pre
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -39,10 +45,15 @@ GENERIC_DEFECT_TERMS = ("缺失", "缺少", "松动", "破损", "损坏", "脱�
                         "未安装", "未捆扎", "未拧紧", "未套保护管", "散乱", "不到位")
 # A defect word right after one of these is denied, not asserted ("螺丝齐全，无松动").
 NEGATIONS = ("无", "没有", "未见", "未发现", "不存在", "并无", "未出现", "不见")
-_KEY = r"图片?\s*_?\s*(\d{1,6})"
-CITATION = re.compile(_KEY)
-RANGE = re.compile(_KEY + r"\s*(?:至|到|-|~|～|—)\s*(?:图片?\s*_?\s*)?(\d{1,6})")
-MAX_RANGE = 64   # a longer range (图片_1至图片_100000) cites its two ends only
+NEGATION_GAP = 4   # characters a negation reaches over to its defect word, within one clause (module doc)
+CLAUSE_BREAKS = "，,。.；;、：:！!？?\n/|（）()【】[]"
+# 图片k always; a bare 图k only where it cannot end another word (接线图2, 示意图3 are diagrams, not photos): at the
+# start, after a non-CJK character, or after a function word (见图2, 如图2, 和图3); never a longer number's prefix.
+_PHOTO = r"(?:图片|(?:(?<=[见如和及与或至到])|(?<![\u4e00-\u9fff]))图)"
+_NUMBER = r"\s*_?\s*(\d{1,6})(?!\d)"
+CITATION = re.compile(_PHOTO + _NUMBER)
+RANGE = re.compile(_PHOTO + _NUMBER + r"\s*(?:至|到|-|~|～|—)\s*(?:图片?\s*_?\s*)?(\d{1,6})(?!\d)")
+MAX_RANGE = 64   # photos a range may span and cite each of; a longer one (图片_1至图片_100000) cites its two ends
 
 
 @lru_cache(maxsize=64)
@@ -57,13 +68,25 @@ def defect_terms(mission) -> tuple[str, ...]:
     return tuple(sorted(set(terms), key=len, reverse=True))
 
 
+def negated(text: str, start: int) -> bool:
+    """Whether a negation denies the word at `start`: one ends within NEGATION_GAP characters before it, with no
+    clause break in between (module doc)."""
+    clause = text[:start]
+    for k, ch in enumerate(reversed(clause)):
+        if ch in CLAUSE_BREAKS:
+            clause = clause[len(clause) - k:]
+            break
+    window = clause[-(NEGATION_GAP + max(map(len, NEGATIONS))):]
+    return any(window[:len(window) - gap].endswith(neg) for neg in NEGATIONS for gap in range(NEGATION_GAP + 1)
+               if gap <= len(window))
+
+
 def asserted_defects(text: str, terms) -> set[str]:
-    """Defect terms present in `text` and not preceded by a negation."""
+    """Defect terms present in `text` and not denied by a negation (negated)."""
     found = set()
     for term in terms:
         for m in re.finditer(re.escape(term), text):
-            before = text[max(0, m.start() - 4):m.start()]
-            if not any(before.endswith(neg) or before[:-1].endswith(neg) for neg in NEGATIONS):
+            if not negated(text, m.start()):
                 found.add(term)
                 break
     return found
@@ -72,13 +95,20 @@ def asserted_defects(text: str, terms) -> set[str]:
 def cited_photos(reason: str) -> list[int]:
     """The photo numbers a reason cites, in order of first mention, ranges expanded (module doc)."""
     ranges = list(RANGE.finditer(reason))
-    spans = [m.span() for m in ranges]
-    singles = [m for m in CITATION.finditer(reason) if not any(s <= m.start() < e for s, e in spans)]
+    starts = [m.start() for m in ranges]   # in order, not overlapping: one bisect per single (linear overall)
+    ends = [m.end() for m in ranges]
+
+    def inside_a_range(pos: int) -> bool:
+        k = bisect.bisect_right(starts, pos) - 1
+        return k >= 0 and pos < ends[k]
+    singles = [m for m in CITATION.finditer(reason) if not inside_a_range(m.start())]
     cited: dict[int, None] = {}
     for m in sorted(ranges + singles, key=lambda m: m.start()):
         if m.re is RANGE:
             a, b = int(m.group(1)), int(m.group(2))
-            cited.update(dict.fromkeys(range(a, b + 1) if a <= b and b - a <= MAX_RANGE else (a, b)))
+            lo, hi = min(a, b), max(a, b)   # 图片_3至图片_1 spans 1 to 3 as 图片_1至图片_3 does
+            cited.update(dict.fromkeys((range(a, b + 1) if a <= b else range(a, b - 1, -1)) if hi - lo < MAX_RANGE
+                                       else (a, b)))
         else:
             cited[int(m.group(1))] = None
     return list(cited)

@@ -466,6 +466,12 @@ def reply_start(row: dict, verdict: str, guided: bool) -> tuple[str, bool]:
     return guided_reply(verdict, row["summaries"], row["mission"], photos="images" in row)
 
 
+def reply_starts(rows: dict, p: dict, point: dict, guided: bool) -> dict:
+    """{i: reply_start} for each group: the reason is generated after the verdict line the mission's point gives for
+    its own p_fail (the verdict recorded), never after another threshold's."""
+    return {i: reply_start(rows[i], decide(p[i], point).verdict, guided) for i in rows}
+
+
 def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
                    provenance: dict, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
@@ -484,7 +490,7 @@ def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, 
             scores, failed = engine.verdict_logprobs(rows)
             ok = [i for i in range(len(rows)) if scores[i] is not None]
             p = {i: p_fail(scores[i]) for i in ok}
-            starts = {i: reply_start(rows[i], decide(p[i], point).verdict, guided) for i in ok}
+            starts = reply_starts({i: rows[i] for i in ok}, p, point, guided)
             todo_gen = [i for i in ok if not starts[i][1]]   # complete starts need no generation
             replies, gen_failed = (engine.generate([rows[i] for i in todo_gen], prefixes=[starts[i][0] for i in todo_gen])
                                    if todo_gen else ([], {}))

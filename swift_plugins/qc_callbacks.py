@@ -57,12 +57,17 @@ def tensor_digest(named_tensors) -> str | None:
     return digest.hexdigest()
 
 
+def bare_engine_asked(environ) -> bool:
+    """GROUP_QC_BARE_ENGINE=1 turns our engine changes off; unset, empty or 0 leaves them on."""
+    return parse_flag(environ.get(ENV_BARE_ENGINE, ""), ENV_BARE_ENGINE)
+
+
 def use_engine_changes(trainer) -> dict:
     """Our two engine changes, each tested to keep every token (stage_a.vision_windows: the vision tower's windows
     attended one call per length; stage_a.stopping: the stop test at one device copy per step), on the GRPO trainer's
     model (rollouts, log-probs and the loss forward) and on its own TransformersEngine's rollouts (rollout=hf; vLLM
     rolls out with its own code). GROUP_QC_BARE_ENGINE=1 leaves both off. Returns what was switched, for the record."""
-    if parse_flag(os.environ.get(ENV_BARE_ENGINE, ""), ENV_BARE_ENGINE):
+    if bare_engine_asked(os.environ):
         return {"window_batches": 0, "host_stop_words": False, "off_by": f"{ENV_BARE_ENGINE}=1"}
     from swift.infer_engine import TransformersEngine
 
