@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -77,7 +78,8 @@ def _make(photo: Path, out: Path, rule: CopyRule) -> Thumb:
         return Thumb(None, str(exc))
     if rule.box:
         im.thumbnail((rule.box, rule.box))
-    tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
+    # one writer per temp file: two paths to one photo (a symlinked duplicate) have one name, on two threads
+    tmp = target.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     # 4:4:4 chroma above thumbnail quality: a copy the model reads keeps the colour detail of thin cables
     im.save(tmp, "JPEG", quality=rule.quality, subsampling=0 if rule.quality >= 90 else -1)
     os.replace(tmp, target)   # a killed run never leaves half a copy under the final name

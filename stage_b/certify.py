@@ -30,8 +30,12 @@ class CertificationError(ValueError):
     """A confidence or target that no promise can be made with (names the value)."""
 
 
+MIN_CONFIDENCE = 0.5   # below it a "promise" is likelier false than true: an alpha typed where a confidence belongs
+
+
 def check_confidence(value, what: str = "--confidence") -> float:
-    """A confidence strictly between 0 and 1 (0 promises nothing, 1 needs infinitely many groups)."""
+    """A confidence from 0.5 to below 1 (1 needs infinitely many groups; below 0.5 a promise is likelier false than
+    true, and 0.05 is almost always an alpha typed where its confidence 0.95 belongs)."""
     try:
         c = float(value)
     except (TypeError, ValueError):
@@ -40,6 +44,10 @@ def check_confidence(value, what: str = "--confidence") -> float:
     if math.isnan(c) or not 0.0 < c < 1.0:
         raise CertificationError(f"{what} {value!r} is out of range: use a confidence strictly between 0 and 1 "
                                  f"(0.9 means the promise holds in 9 of 10 validation sets)")
+    if c < MIN_CONFIDENCE:
+        raise CertificationError(f"{what} {value!r} is below {MIN_CONFIDENCE}: a promise at that confidence is likelier "
+                                 f"false than true. Did you mean {1 - c:g} (an error rate of {c:g} is a confidence of "
+                                 f"{1 - c:g})?")
     return c
 
 
@@ -55,12 +63,15 @@ def upper_bound(errors: int, n: int, confidence: float) -> float:
 
 def groups_needed(rate: float, confidence: float) -> int | None:
     """The smallest number of validation groups with no error whose bound is within `rate`; None when no number
-    is enough (a rate of 0)."""
+    is enough (a rate of 0) or the number is beyond any validation set (over _MAX_NEEDED: a rate of 1e-300)."""
     if rate >= 1.0:
         return 1
     if rate <= 0.0:
         return None
-    n = max(1, math.ceil(math.log1p(-confidence) / math.log1p(-rate)))
+    closed = math.log1p(-confidence) / math.log1p(-rate) if math.log1p(-rate) != 0 else math.inf
+    if not math.isfinite(closed) or closed > _MAX_NEEDED:
+        return None
+    n = max(1, math.ceil(closed))
     while upper_bound(0, n, confidence) > rate and n < _MAX_NEEDED:   # floating point on the closed form
         n += 1
     while n > 1 and upper_bound(0, n - 1, confidence) <= rate:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from stage_a.exits import run_cli
@@ -48,11 +48,40 @@ class DecisionsError(ValueError):
     """Decisions that cannot be imported (names file:line and what to do)."""
 
 
-def _when(text: str) -> datetime | None:
+FUTURE_SLACK = timedelta(minutes=5)   # a reviewer's clock may run a little ahead of this machine's
+OLDEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def _when(text) -> datetime | None:
+    """An ISO time with its zone, in UTC; None for anything else (no zone, not a time, year 0)."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except (AttributeError, ValueError, OverflowError):
         return None
+    if when.tzinfo is None or when.utcoffset() is None:
+        return None
+    return when.astimezone(timezone.utc)
+
+
+def decided_at_problem(text) -> str | None:
+    """Why a decision's time cannot be kept (every later comparison depends on it), or None."""
+    if not isinstance(text, str) or not text.strip():
+        return "decided_at is missing: a review page stamps every decision; export it from the page again"
+    when = _when(text)
+    if when is None:
+        return (f"decided_at {text!r} is not an ISO time with a time zone (e.g. 2026-11-27T09:30:00Z): without a zone "
+                f"it cannot be ordered against other reviewers' decisions")
+    if when > datetime.now(timezone.utc) + FUTURE_SLACK:
+        return (f"decided_at {text!r} is in the future (a wrong clock would make it beat every later correction): "
+                f"fix the reviewer's clock and decide again")
+    if when < OLDEST:
+        return f"decided_at {text!r} is before 2000: a wrong clock; fix it and decide again"
+    return None
+
+
+def _order(d: dict) -> datetime:
+    """A logged decision's time for ordering; a line logged before times were checked sorts first."""
+    return _when(d.get("decided_at")) or OLDEST
 
 
 def review_of(source_record: dict, decisions: list[dict]) -> dict:
@@ -143,8 +172,9 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
             return None, f"{where}: {key} must be text, got {rec[key]!r}"
     if not rec["group_id"]:
         return None, f"{where}: empty group_id"
-    if rec.get("decided_at") and _when(rec["decided_at"]) is None:
-        return None, f"{where}: decided_at {rec['decided_at']!r} is not an ISO time"
+    problem = decided_at_problem(rec.get("decided_at"))
+    if problem:
+        return None, f"{where}: {problem}"
     try:
         mission = registry.resolve(rec["mission"] if isinstance(rec["mission"], str) else "").name
     except MissionError as exc:
@@ -169,7 +199,7 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": (rec.get("reviewer") or "").strip() or "anonymous",
-                "decided_at": rec.get("decided_at") or "",
+                "decided_at": _when(rec["decided_at"]).isoformat(timespec="seconds"),
                 "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
                 "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
                 "route": record.get("route") if from_verdicts else None,
@@ -220,14 +250,14 @@ def resolve(log: list[dict]) -> dict[tuple, dict]:
     latest: dict[tuple, dict[str, dict]] = {}
     for d in log:
         mine = latest.setdefault((d["mission"], d["group_id"]), {})
-        old = mine.get(d["reviewer"])
-        if old is None or (_when(d["decided_at"]) or datetime.min.astimezone()) >= \
-                (_when(old["decided_at"]) or datetime.min.astimezone()):
-            mine[d["reviewer"]] = d
+        reviewer = d.get("reviewer") or "anonymous"
+        old = mine.get(reviewer)
+        if old is None or _order(d) >= _order(old):
+            mine[reviewer] = d
     out = {}
     for key, by_reviewer in latest.items():
         definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in LABEL_OF}
-        newest = max(by_reviewer.values(), key=lambda d: _when(d["decided_at"]) or datetime.min.astimezone())
+        newest = max(by_reviewer.values(), key=_order)
         status = ("conflict" if len(definite) > 1 else LABEL_OF[definite.pop()] if definite else "unsure")
         out[key] = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
                     "verdict": newest.get("verdict")}
@@ -262,11 +292,31 @@ def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
     return out
 
 
+def check_labels_folder(output_dir: Path) -> None:
+    """The import writes only into a labels folder it owns: a new or empty folder, or one holding its log. A folder of
+    Stage-A files (or anything else) without the log is refused: the import would replace each <mission>_stage_a.jsonl
+    with the decided groups only."""
+    if not output_dir.exists() or (output_dir / LOG).exists():
+        return
+    if not output_dir.is_dir():
+        raise DecisionsError(f"--output_dir {output_dir} is a file: give a labels folder")
+    present = sorted(p.name for p in output_dir.iterdir())
+    if present:
+        shown = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
+        raise DecisionsError(f"--output_dir {output_dir} already holds {shown} and no {LOG}: it is not a labels folder "
+                             f"this import wrote (a Stage-A folder's files would be replaced by the decided groups "
+                             f"only). Give a labels folder of its own, new or empty")
+
+
 def import_decisions(files, output_dir, registry=None) -> dict:
     """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}."""
     registry = registry or load_registry()
     output_dir = Path(output_dir)
     incoming = read_decisions(files, registry)
+    if not incoming:
+        raise DecisionsError(f"no decision in {', '.join(map(str, files))}: decide groups on the review page before "
+                             f"exporting (an export with nothing decided is empty)")
+    check_labels_folder(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     log_path = output_dir / LOG
     with output_lock(log_path):

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from stage_a.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
 
-from .certify import DEFAULT_CONFIDENCE, check_confidence, groups_needed, upper_bound, upper_bound_weighted
+from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
+                      upper_bound, upper_bound_weighted)
 from .metrics import wilson
 from .verdict import FAIL, PASS
 
@@ -190,7 +191,8 @@ def promise_text(entry: dict) -> str:
     needed = entry.get("fail_groups_needed")
     return (f"cannot promise a miss rate <= {_pct(target)} with {_pct(confidence)} confidence: "
             f"{entry['n_fail']} defective validation group{'s' if entry['n_fail'] != 1 else ''}, "
-            + (f"{needed} needed" if needed is not None else "no number is enough for a 0% target"))
+            + (f"{needed} needed" if needed is not None else
+               "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed"))
 
 
 def overkill_promise_text(entry: dict) -> str | None:
@@ -206,7 +208,8 @@ def overkill_promise_text(entry: dict) -> str | None:
     needed = entry.get("pass_groups_needed")
     return (f"cannot promise an overkill rate <= {_pct(target)} with {_pct(confidence)} confidence "
             f"({entry['n_pass']} good validation groups, "
-            + (f"{needed} needed" if needed is not None else "no number is enough for a 0% target")
+            + (f"{needed} needed" if needed is not None else
+               "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed")
             + "): nothing is auto-failed, every group above the threshold goes to review")
 
 
@@ -236,6 +239,9 @@ def mission_point(points, target: float, share: float,
     entry.update(at)
     fails, fail_weights, fail_running = _weighted_below(points, FAIL)
     entry["miss_rate_upper"] = _bound_below(fails, fail_weights, fail_running, threshold, confidence)
+    if weighted:   # what the weighted bound was computed from, so that a reader can recompute it (load_operating_point)
+        k = bisect.bisect_left(fails, threshold)
+        entry["miss_effective_counts"] = list(effective_counts(fail_weights[:k], fail_weights))
     if target_overkill is None:
         threshold_fail = threshold
     else:
@@ -522,9 +528,14 @@ def load_operating_point(path) -> dict:
         raise OperatingPointError(f"{path} is not an operating point file of format {OPERATING_POINT_FORMAT} "
                                   f"(format {fmt!r}){why}; recompute it with python -m stage_b.evaluate "
                                   f"--target_miss_rate R --confidence C")
-    if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters", []), list):
-        raise OperatingPointError(f"{path}: `model` must be an object and `adapters` a list (as stage_b.evaluate "
-                                  f"writes them); recompute the file")
+    if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters", []), list) or \
+            not all(isinstance(a, dict) for a in op.get("adapters", [])):
+        raise OperatingPointError(f"{path}: `model` must be an object and `adapters` a list of objects (as "
+                                  f"stage_b.evaluate writes them); recompute the file")
+    data = op.get("data")
+    if data is not None and (not isinstance(data, dict) or not isinstance(data.get("selection", {}), dict)):
+        raise OperatingPointError(f"{path}: `data` must be an object whose `selection` is an object (as "
+                                  f"stage_b.evaluate writes it); recompute the file")
     missions = op.get("missions")
     if not isinstance(missions, dict):
         raise OperatingPointError(f"{path}: `missions` must be an object of mission entries; recompute the file")
@@ -538,7 +549,61 @@ def load_operating_point(path) -> dict:
         if not isinstance(entry.get("certified"), bool):
             raise OperatingPointError(f"{where}: certified is {entry.get('certified')!r}, not true or false; "
                                       f"recompute the file")
+        check_promise(entry, where)
     return op
+
+
+def _count(entry: dict, key: str, where: str) -> int:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OperatingPointError(f"{where}: {key} is {value!r}, not a count; recompute the file")
+    return value
+
+
+def check_promise(entry: dict, where: str) -> None:
+    """A mission entry's promises recomputed from its own counts: `certified` and `overkill_certified` must follow from
+    them at the entry's confidence and targets, and the auto-fail threshold may not be below the auto-pass one. A file
+    edited or forged to promise more than its counts support is refused, naming what does not follow."""
+    t, t_fail = entry.get("threshold"), entry.get("threshold_fail")
+    if t is not None and t_fail is not None and t_fail < t:
+        raise OperatingPointError(f"{where}: threshold_fail {t_fail!r} is below threshold {t!r}: groups between them "
+                                  f"would be auto-failed and auto-passed at once; recompute the file")
+    if not entry.get("certified") and not entry.get("overkill_certified"):
+        return
+    try:
+        confidence = check_confidence(entry.get("confidence"), f"{where}: confidence")
+    except CertificationError as exc:
+        raise OperatingPointError(f"{exc}; recompute the file") from None
+    if entry.get("certified"):
+        target = _number_or_none(entry.get("target_miss_rate"), f"{where}: target_miss_rate")
+        if target is None or t is None:
+            raise OperatingPointError(f"{where}: certified without a target miss rate and a threshold; recompute "
+                                      f"the file")
+        n_fail, misses = _count(entry, "n_fail", where), _count(entry, "misses", where)
+        if misses > n_fail:
+            raise OperatingPointError(f"{where}: {misses} misses of {n_fail} defective groups; recompute the file")
+        if entry.get("weighted"):
+            k, n = (entry.get("miss_effective_counts") or [None, None])
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in (k, n)) or k > n:
+                raise OperatingPointError(f"{where}: a weighted promise without its effective counts; recompute the "
+                                          f"file")
+            from scipy.stats import beta
+            bound = 1.0 if n <= 0 or k >= n else float(beta.ppf(confidence, k + 1, n - k))
+        else:
+            bound = upper_bound(misses, n_fail, confidence)
+        if bound > target + 1e-12:
+            raise OperatingPointError(
+                f"{where}: certified, but {misses} missed of {n_fail} defective groups bound the miss rate at "
+                f"{_pct(bound)} with {_pct(confidence)} confidence, above its target {_pct(target)} (at least "
+                f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
+                f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
+    if entry.get("overkill_certified"):
+        target = _number_or_none(entry.get("target_overkill_rate"), f"{where}: target_overkill_rate")
+        n_pass, over = _count(entry, "n_pass", where), _count(entry, "auto_overkills", where)
+        if target is None or t_fail is None or over > n_pass or (
+                not entry.get("weighted") and upper_bound(over, n_pass, confidence) > target + 1e-12):
+            raise OperatingPointError(f"{where}: overkill_certified does not follow from its counts ({over} of "
+                                      f"{n_pass} good groups auto-failed, target {target!r}); recompute the file")
 
 
 def thresholds_for(op: dict, path, missions: list[str], *, model: dict, adapters: list[dict],

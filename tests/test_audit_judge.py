@@ -22,6 +22,7 @@ def certified_op(model, path, **entry):
     sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
     routes."""
     point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
+             "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
              "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
              **entry}
     path.write_text(json.dumps({"format": 2, **checkpoint_identities(str(model), []), "confidence": 0.8,

@@ -147,3 +147,15 @@ def test_a_confidence_outside_zero_to_one_is_refused_naming_it(value):
     with pytest.raises(CertificationError, match="--confidence") as err:
         check_confidence(value)
     assert repr(value) in str(err.value)
+
+
+@pytest.mark.parametrize("value, meant", [("0.05", "0.95"), ("0.1", "0.9"), ("0.2", "0.8")])
+def test_an_alpha_typed_for_a_confidence_is_refused_naming_the_confidence_meant(value, meant):
+    with pytest.raises(CertificationError, match=f"Did you mean {meant}"):
+        check_confidence(value)
+    assert check_confidence("0.5") == 0.5
+
+
+@pytest.mark.parametrize("rate", [1e-300, 5e-324, 1e-12])
+def test_a_vanishing_target_needs_no_number_of_groups_and_raises_nothing(rate):
+    assert groups_needed(rate, 0.9) is None

@@ -1,0 +1,148 @@
+"""Hostile input, round 4 (issue 34): promises read from files are recomputed, not trusted; decisions that would
+destroy a Stage-A folder or poison a labels folder are refused before anything is written; temp files have one
+writer."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from stage_a.jsonl import write_jsonl_atomic
+from stage_b.decisions import DecisionsError, import_decisions, resolve
+from stage_b.operating_point import OperatingPointError, build_operating_point, load_operating_point
+
+M = "BBU接地线检查"
+
+
+def real_op(tmp_path, **edit):
+    preds = ([{"group_id": f"f{i}", "mission": M, "p_fail": 0.9, "expected": "不通过"} for i in range(12)]
+             + [{"group_id": f"p{i}", "mission": M, "p_fail": 0.1, "expected": "通过"} for i in range(12)])
+    op = build_operating_point(preds, [M], {"default": 0.2, "per_mission": {}}, review_share=0.8,
+                               model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.8,
+                               overkill_targets={"default": 0.3, "per_mission": {}})
+    assert op["missions"][M]["certified"] and op["missions"][M]["overkill_certified"]
+    for key, value in edit.items():
+        if key in ("adapters", "data"):
+            op[key] = value
+        else:
+            op["missions"][M][key] = value
+    path = tmp_path / "op.json"
+    path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("edit, message", [
+    # a forged promise: 12 defective groups where 6,905 are needed for 0.1% at 99.9%
+    ({"target_miss_rate": 0.001, "confidence": 0.999, "promise": "miss rate <= 0.1% with 99.9% confidence"},
+     "certified, but 0 missed of 12 defective groups bound the miss rate at"),
+    ({"misses": 3}, "certified, but 3 missed of 12"),
+    ({"confidence": 5}, "confidence 5 is out of range"),
+    ({"confidence": 0.05}, "Did you mean 0.95"),
+    ({"target_miss_rate": -1}, "target_miss_rate -1 is out of range"),
+    ({"threshold_fail": 0.05}, "threshold_fail 0.05 is below threshold"),
+    ({"n_fail": "12"}, "n_fail is '12', not a count"),
+    ({"auto_overkills": 9}, "overkill_certified does not follow from its counts"),
+    ({"adapters": ["x"]}, "`adapters` a list of objects"),
+    ({"data": "text"}, "`data` must be an object"),
+    ({"data": {"selection": "x"}}, "`data` must be an object whose `selection` is an object"),
+])
+def test_a_promise_that_its_own_counts_do_not_support_is_refused(tmp_path, edit, message):
+    assert load_operating_point(real_op(tmp_path))   # as written: it loads
+    with pytest.raises(OperatingPointError, match=message.replace("(", r"\(").replace("`", ".")):
+        load_operating_point(real_op(tmp_path, **edit))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decisions
+# --------------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def day(tmp_path, synthetic):
+    from tests.test_blind_audit_page import audited_day
+    return audited_day(tmp_path, synthetic)
+
+
+def one_decision(tmp_path, day, name="d.jsonl", **edit):
+    from tests.test_decisions_routes import export
+    out, verdicts = day
+    path = export(tmp_path, out, verdicts[0], name=name)
+    line = {**json.loads(path.read_text(encoding="utf-8")), **edit}
+    for key in [k for k, v in edit.items() if v is ...]:
+        del line[key]
+    write_jsonl_atomic(path, [line])
+    return path
+
+
+def test_an_import_into_a_stage_a_folder_is_refused_and_its_files_stay(tmp_path, day):
+    stage_a = tmp_path / "stage_a"
+    stage_a.mkdir()
+    (stage_a / f"{M}_stage_a.jsonl").write_text('{"group_id": "x"}\n' * 6, encoding="utf-8")
+    before = (stage_a / f"{M}_stage_a.jsonl").read_bytes()
+    with pytest.raises(DecisionsError, match="is not a labels folder this import wrote"):
+        import_decisions([one_decision(tmp_path, day)], stage_a)
+    assert (stage_a / f"{M}_stage_a.jsonl").read_bytes() == before and not (stage_a / "decisions.jsonl").exists()
+
+
+@pytest.mark.parametrize("decided_at, message", [
+    (..., "is missing"), ("", "is missing"), (None, "is missing"),
+    ("2026-11-27T09:00:00", "not an ISO time with a time zone"), ("0000-01-01T00:00:00Z", "not an ISO time"),
+    ("9999-01-01T00:00:00Z", "is in the future"), ("1970-01-01T00:00:00Z", "before 2000"),
+])
+def test_a_decision_time_that_cannot_be_ordered_is_refused_and_the_folder_stays_usable(tmp_path, day, decided_at,
+                                                                                       message):
+    bad = one_decision(tmp_path, day, "bad.jsonl", decided_at=decided_at)
+    with pytest.raises(DecisionsError, match=f"bad.jsonl:1: decided_at.*{message}"):
+        import_decisions([bad], tmp_path / "labels")
+    good = one_decision(tmp_path, day, "good.jsonl")
+    assert import_decisions([good], tmp_path / "labels")["added"] == 1   # nothing was poisoned
+    line = json.loads((tmp_path / "labels" / "decisions.jsonl").read_text(encoding="utf-8"))
+    assert line["decided_at"].endswith("+00:00")   # normalised to UTC
+
+
+def test_an_export_with_nothing_decided_is_refused(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(DecisionsError, match="no decision in .*empty.jsonl: decide groups on the review page"):
+        import_decisions([tmp_path / "empty.jsonl"], tmp_path / "labels")
+    assert not (tmp_path / "labels").exists()
+
+
+def test_a_logged_decision_without_a_reviewer_or_time_resolves_without_a_traceback():
+    log = [{"group_id": "g", "mission": M, "decision": "不通过", "record": {}, "verdict": None},
+           {"group_id": "g", "mission": M, "decision": "不通过", "reviewer": "b", "decided_at": "2026-11-27T09:00:00Z",
+            "record": {}, "verdict": None}]
+    assert resolve(log)[(M, "g")]["status"] == "fail"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One writer per temp file
+# --------------------------------------------------------------------------------------------------------------
+def test_two_writers_of_one_thumbnail_never_share_a_temp_file(tmp_path, monkeypatch):
+    """Two paths to one photo (a symlinked duplicate) give one thumbnail name; two threads make it at once. Each save
+    waits until both threads are saving, so the race happens every run (it failed 2 renders in 5 by chance)."""
+    from PIL import Image
+
+    from group_qc_dev.photos import jpeg
+    from review import thumbnails
+    jpeg(tmp_path / "in" / "p.jpg", size=(640, 480), color=(10, 120, 200))
+    os.symlink(tmp_path / "in" / "p.jpg", tmp_path / "in" / "twin.jpg")
+    both_saving = threading.Barrier(2, timeout=10)
+    temps, real_save = [], Image.Image.save
+
+    def save(im, fp, *args, **kwargs):
+        temps.append(str(fp))
+        both_saving.wait()
+        return real_save(im, fp, *args, **kwargs)
+    monkeypatch.setattr(Image.Image, "save", save)
+    results = {}
+    threads = [threading.Thread(target=lambda k=k, path=path: results.__setitem__(
+        k, thumbnails._make(path, tmp_path / "thumbs", thumbnails.THUMBNAIL)))
+        for k, path in enumerate([tmp_path / "in" / "p.jpg", tmp_path / "in" / "twin.jpg"])]
+    (tmp_path / "thumbs").mkdir()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(temps)) == 2, temps
+    assert all(r.name and r.error is None for r in results.values()) and results[0].name == results[1].name
+    assert not list((tmp_path / "thumbs").glob(".*.tmp")) and len(list((tmp_path / "thumbs").glob("*.jpg"))) == 1
