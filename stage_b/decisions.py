@@ -344,6 +344,11 @@ def import_decisions(files, output_dir, registry=None) -> dict:
             "summary": summary(groups), "written": written, "without_route": without_route}
 
 
+def printable(text: str) -> str:
+    """A name as the terminal may show it: control characters (escape codes) written as \\xNN, never run."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(text))
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
@@ -370,8 +375,8 @@ def main(argv=None) -> int:
                   f"labelled in {path}")
         conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
         for (mission, gid), g in conflicts:
-            who = ", ".join(f"{d['reviewer']}: {d['decision']}" for d in g["decisions"])
-            print(f"conflict: group {gid} of {mission} ({who}); not labelled until the reviewers agree",
+            who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])
+            print(f"conflict: group {printable(gid)} of {mission} ({who}); not labelled until the reviewers agree",
                   file=sys.stderr)
         return 0
     return run_cli(body)

@@ -759,6 +759,10 @@ def _evaluate(args) -> int:
         if targets and not checkpoints:
             raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
                                   f"{args.predictions}: pass --model (and --adapters) as used for it (nothing is loaded)")
+        if data is not None and not isinstance(data.get("split"), str):
+            raise EvaluationError(f"metrics.json beside {args.predictions} has no data.split (which groups the "
+                                  f"predictions are): it was not written by stage_b.evaluate, or was edited; move it "
+                                  f"away and pass --model (and --adapters) as used for the predictions")
         _check_operating_split(targets, data["split"] if data else "val")
         review = review_inputs(args, _records_for(data))
         prepare_output_dir(output_dir, args.overwrite)

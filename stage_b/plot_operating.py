@@ -44,13 +44,21 @@ def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None)
     return names
 
 
+MAX_PANELS = 12
+
+
 def plot_reliability(calibration: dict, out: Path, title: str) -> dict[str, str]:
     """The reliability diagram (stage_b.calibration): one panel per mission and one pooled, mean p_fail per bin
     against the observed fail share, point size by the bin's groups, the diagonal for reference, ECE in each
     panel's title. Returns each mission's legend name."""
     missions = list(calibration["per_mission"])
     plt, font, names = pyplot_for(missions)
-    panels = [(names[m], calibration["per_mission"][m]) for m in missions] + [("overall", calibration["overall"])]
+    # at most MAX_PANELS - 1 missions, the largest first (1,000 missions once drew a 990 x 106,880 px image); the
+    # pooled panel always; metrics.json keeps every mission's numbers
+    shown = sorted(missions, key=lambda m: -calibration["per_mission"][m]["n"])[:MAX_PANELS - 1]
+    panels = [(names[m], calibration["per_mission"][m]) for m in missions if m in shown] + \
+        [("overall" if len(shown) == len(missions) else f"overall ({len(missions) - len(shown)} missions not drawn)",
+          calibration["overall"])]
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.2 * rows), squeeze=False)

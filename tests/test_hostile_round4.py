@@ -12,6 +12,7 @@ import pytest
 from stage_a.jsonl import write_jsonl_atomic
 from stage_b.decisions import DecisionsError, import_decisions, resolve
 from stage_b.operating_point import OperatingPointError, build_operating_point, load_operating_point
+from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
 
 M = "BBU接地线检查"
 
@@ -146,3 +147,61 @@ def test_two_writers_of_one_thumbnail_never_share_a_temp_file(tmp_path, monkeypa
     assert len(set(temps)) == 2, temps
     assert all(r.name and r.error is None for r in results.values()) and results[0].name == results[1].name
     assert not list((tmp_path / "thumbs").glob(".*.tmp")) and len(list((tmp_path / "thumbs").glob("*.jpg"))) == 1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Pages, plots, messages
+# --------------------------------------------------------------------------------------------------------------
+def test_a_malformed_filter_address_leaves_the_page_working(browser, tmp_path, synthetic):
+    from tests.test_review_decisions import _judged
+    out, verdicts = _judged(tmp_path, synthetic)
+    browser.get((out / "review" / "index.html").as_uri() + "#mission=%E4%B8&outcome=fail")
+    assert browser.find_element("id", "total-count").text == str(len(verdicts))   # the script ran to the end
+    assert browser.find_element("id", "mission-filter").get_attribute("value") == ""   # that filter stays off
+    assert browser.execute_script("return typeof window.groupQcDecisionsJsonl") == "function"
+
+
+def test_a_group_without_a_source_file_has_no_decide_buttons(tmp_path):
+    from review.cards import JUDGE_OUTCOMES
+    from review.page import render_review
+    cards = [{"group_id": "ERR-1", "mission": M, "outcome": "needs_review", "facts": [], "reason": None, "reply": None,
+              "error": "unreadable photo", "images": [], "summaries": []},
+             {"group_id": "OK-1", "mission": M, "outcome": "needs_review", "facts": [], "reason": None, "reply": None,
+              "error": None, "images": [], "summaries": [], "source": 0}]
+    index = render_review(tmp_path / "p", title="t", cards=cards, outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path],
+                          sources=[{"file": "/f.jsonl", "sha256": "s"}])["index"]
+    html = index.read_text(encoding="utf-8")
+    err, ok = html.split('data-group-id="ERR-1"')[1].split('data-group-id="OK-1"')
+    assert "data-decision" not in err and "no decision here" in err and "data-decision" in ok
+
+
+def test_a_reliability_diagram_of_a_thousand_missions_stays_a_page_high(tmp_path):
+    from PIL import Image
+
+    from stage_b.calibration import calibration
+    from stage_b.plot_operating import MAX_PANELS, plot_reliability
+    missions = [f"m{i}" for i in range(1000)]
+    cal = calibration({m: [(0.9, "不通过"), (0.1, "通过")] for m in missions}, missions)
+    plot_reliability(cal, tmp_path / "r.png", "t")
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.height <= 3.2 * 100 * (MAX_PANELS // 3 + 1)
+
+
+def test_metrics_beside_predictions_without_a_split_is_an_error_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "p").mkdir()
+    write_jsonl_atomic(tmp_path / "p" / "predictions.jsonl", [
+        {"group_id": "g", "mission": M, "expected": "通过", "completion": "通过\n理由: x", "p_fail": 0.1,
+         "summaries": ["s"]}])
+    (tmp_path / "p" / "metrics.json").write_text(json.dumps({"data": {"mode": "x"}, "checkpoints": {}}),
+                                                 encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions",
+                             str(tmp_path / "p" / "predictions.jsonl"), "--output_dir", str(tmp_path / "o")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "has no data.split" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
+    from stage_b.decisions import printable
+    assert printable("王工\x1b[31m") == "王工\\x1b[31m"

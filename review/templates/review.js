@@ -46,7 +46,8 @@
   var state = {outcome: "", mission: ""};
   location.hash.slice(1).split("&").forEach(function (part) {
     var kv = part.split("=");
-    if (kv.length === 2 && kv[0] in state) state[kv[0]] = decodeURIComponent(kv[1]);
+    if (kv.length !== 2 || !(kv[0] in state)) return;
+    try { state[kv[0]] = decodeURIComponent(kv[1]); } catch (e) { /* a malformed address: that filter stays off */ }
   });
   var at = /(?:^#|&)at=(first|last)/.exec(location.hash);   // arriving from the previous or next page by j/k
   function hashOf(extra) {
@@ -171,11 +172,14 @@
       b.classList.toggle("chosen", b.dataset.decision === d.decision);
     });
     var note = card.querySelector("textarea.note");
+    if (!note) return;
     if (document.activeElement !== note) note.value = d.note || "";
     if (d.note) note.hidden = false;
   }
+  // A card without a source file (a Stage-A error) takes no decision: its label could come from nowhere.
+  function decidable(card) { return Boolean(card && card.querySelector("[data-decision]")); }
   function decide(card, decision) {
-    if (!card) return;
+    if (!decidable(card)) return;
     var k = keyOf(card), d = decisions[k] || {};
     decisions[k] = {decision: decision, note: d.note || "", reviewer: reviewer.value.trim(),
                     decided_at: new Date().toISOString()};
@@ -192,7 +196,7 @@
     counters();
   }
   function openNote(card) {
-    if (!card) return;
+    if (!decidable(card)) return;
     var note = card.querySelector("textarea.note");
     note.hidden = false;
     note.focus();
@@ -246,6 +250,7 @@
         if (d && d.decision === b.dataset.decision) undecide(card); else decide(card, b.dataset.decision);
       });
     });
+    if (!decidable(card)) { show(card); return; }
     card.querySelector("[data-note-toggle]").addEventListener("click", function () { openNote(card); });
     var note = card.querySelector("textarea.note");
     note.addEventListener("input", function () {
