@@ -179,8 +179,9 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     verdicts = [{"group_id": f"QC-BIG-{k}", "mission": MISSIONS[k % 2], "verdict": "不通过" if k % 3 else "通过",
                  "p_fail": (k % 97) / 97, "threshold": 0.5, "needs_review": k % 5 == 0, "review_why": [],
                  "label": None, "reply": "通过\n理由: 图片_1 依据", "images": [], "summaries": []} for k in range(2000)]
-    result = review_page.render_review(tmp_path, title="big", cards=judge_cards(verdicts), outcomes=JUDGE_OUTCOMES,
-                                       input_dirs=[tmp_path])
+    result = review_page.render_review(tmp_path, title="big", cards=judge_cards(verdicts, {m: 0 for m in MISSIONS}),
+                                       outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path],
+                                       sources=[{"file": "/day/verdicts.jsonl", "sha256": "s"}])
     assert len(result["pages"]) == 10
     browser.get(result["index"].as_uri())
     browser.execute_script("localStorage.clear()")
