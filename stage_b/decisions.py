@@ -41,6 +41,9 @@ LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
                    "source")
 LOG = "decisions.jsonl"
+# what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
+LABEL_RECORD_FIELDS = ("group_id", "mission", "images", "per_image", "model", "created_at", "adapters", "input_dir",
+                       "model_fingerprint")
 MAX_PROBLEMS = 20
 
 
@@ -99,8 +102,8 @@ def review_of(source_record: dict, decisions: list[dict]) -> dict:
 def stage_a_record(source_record: dict, label: str, review: dict | None = None) -> dict:
     """The group as a labelled Stage-A record, from a verdict line (summaries, images, input_dir) or a Stage-A
     record of the source file; `review` (review_of) says how it reached a reviewer."""
-    if "per_image" in source_record:
-        record = {k: v for k, v in source_record.items() if k not in ("label",)}
+    if "per_image" in source_record:   # a Stage-A record: its known fields only (check_line validated it)
+        record = {k: v for k, v in source_record.items() if k in LABEL_RECORD_FIELDS}
     else:
         record = {"group_id": source_record["group_id"], "mission": source_record["mission"],
                   "images": source_record["images"],
@@ -144,6 +147,24 @@ class _Sources:
                     return self.files[path]
                 self.files[path] = (file_sha256(p), groups)
         return self.files[path]
+
+
+def source_record_problem(record: dict) -> str | None:
+    """Why a source file's line cannot become a label: a Stage-A record must pass the Stage-A contract, a verdict line
+    must carry the summaries and photos the label is built from."""
+    from stage_a.records import RecordError, validate_record
+    if "per_image" in record:
+        try:
+            validate_record({**record, "label": record.get("label")})
+        except RecordError as exc:
+            return str(exc)
+        return None
+    summaries, images = record.get("summaries"), record.get("images")
+    if not (isinstance(summaries, list) and isinstance(images, list) and images and len(summaries) == len(images)
+            and all(isinstance(x, str) and x.strip() for x in summaries + images) and "verdict" in record
+            and "p_fail" in record):
+        return "no verdict with one summary per photo"
+    return None
 
 
 def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note: str = "",
@@ -196,6 +217,10 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
     record = groups.get((mission, rec["group_id"]))
     if record is None:
         return None, f"{where}: group {rec['group_id']} of {mission} is not in {source['file']}"
+    problem = source_record_problem(record)
+    if problem:
+        return None, (f"{where}: the group's line in {source['file']} is neither a Stage-A record nor a verdict line "
+                      f"({problem}): a label can only come from the files a review page is made from")
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": (rec.get("reviewer") or "").strip() or "anonymous",

@@ -205,3 +205,24 @@ def test_metrics_beside_predictions_without_a_split_is_an_error_not_a_traceback(
 def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
     from stage_b.decisions import printable
     assert printable("王工\x1b[31m") == "王工\\x1b[31m"
+
+
+def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_other_files(tmp_path):
+    """A decisions file may name any JSONL with its sha256 as its source: only a Stage-A record or a verdict line
+    becomes a label, and a Stage-A record gives only its own fields."""
+    from stage_a.jsonl import file_sha256
+    from stage_b.decisions import decision_line
+    good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
+            "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
+    other = {"group_id": "h", "mission": M, "anything": "else"}
+    src = tmp_path / "src.jsonl"
+    write_jsonl_atomic(src, [good, other])
+    source = {"file": str(src), "sha256": file_sha256(src)}
+    write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line({"group_id": "h", "mission": M}, "通过", "r", source)])
+    with pytest.raises(DecisionsError, match="neither a Stage-A record nor a verdict line"):
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line({"group_id": "g", "mission": M}, "通过", "r", source)])
+    import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    (label,) = [json.loads(x) for x in (tmp_path / "labels" / f"{M}_stage_a.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert "admin" not in label and label["label"] == "pass" and label["per_image"] == good["per_image"]
