@@ -21,7 +21,7 @@ GROUP = [CLEAN, CLEAN, DEFECT, CLEAN, DEFECT]          # defects shown on 图片
     ("图片_2到图片_4", [2, 3, 4]), ("图片_2-图片_4", [2, 3, 4]), ("图片_2~4", [2, 3, 4]),
     ("图片_0 与 图片_99", [0, 99]),                        # outside 1..N: cited all the same (and wrong)
     ("图片_1至图片_100000", [1, 100000]),                  # an absurd range: its two ends only
-    ("图片_4至图片_2", [4, 2]),                            # a backwards range: its two ends
+    ("图片_4至图片_2", [4, 3, 2]),                         # a backwards range: every photo in it, in its order
     ("光纤裸露", []),
 ])
 def test_what_a_reason_cites(reason, cited):
