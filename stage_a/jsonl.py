@@ -60,11 +60,15 @@ def dumps_line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
+OUTPUT_REMEDY = "Fix or remove that line, or start fresh with --overwrite."   # for the files a command writes
+
+
 def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
-               on_torn: Callable[[str], None] | None = None) -> Iterator[tuple[int, dict]]:
+               on_torn: Callable[[str], None] | None = None, remedy: str = OUTPUT_REMEDY) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object). A final line without "\n" that does not parse is a torn write
     from a killed run: skipped when allow_torn_tail (and reported to `on_torn`, with file and line, for
-    readers of finished files), else an error. Blank lines and a leading UTF-8 BOM are skipped."""
+    readers of finished files), else an error, ending with `remedy` (what the reader's user can do: a command without
+    --overwrite says its own). Blank lines and a leading UTF-8 BOM are skipped."""
     path = Path(path)
     with path.open("rb") as f:
         data = f.read()
@@ -77,7 +81,7 @@ def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
             continue
         problem = line_problem(raw)
         if problem:   # never parsed: not even as a torn tail, which is a short prefix of a record
-            raise JsonlError(f"{path}:{i + 1}: {problem}. Remove that line (or start fresh with --overwrite).")
+            raise JsonlError(f"{path}:{i + 1}: {problem}. {remedy}")
         try:
             obj = json.loads(raw.decode("utf-8"))
             if not isinstance(obj, dict):
@@ -89,8 +93,7 @@ def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
                             f"writing it: rerun that Stage-A command to resume, which repairs the file")
                 continue
             where = "torn last line (killed writer?)" if i == last else "malformed line"
-            raise JsonlError(f"{path}:{i + 1}: {where}: {exc}. Fix or remove that line, "
-                             f"or start fresh with --overwrite.") from None
+            raise JsonlError(f"{path}:{i + 1}: {where}: {exc}. {remedy}") from None
         yield i + 1, obj
 
 

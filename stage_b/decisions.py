@@ -41,6 +41,7 @@ LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
                    "source")
 LOG = "decisions.jsonl"
+LOG_REMEDY = "The decisions log is append-only: restore it from a backup (a torn last line: remove it)."
 # what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
 LABEL_RECORD_FIELDS = ("group_id", "mission", "images", "per_image", "model", "created_at", "adapters", "input_dir",
                        "model_fingerprint")
@@ -247,7 +248,8 @@ def read_decisions(files, registry=None) -> list[dict]:
             continue
         seen: dict[tuple, int] = {}
         try:
-            for line_no, rec in iter_jsonl(path, allow_torn_tail=False):
+            for line_no, rec in iter_jsonl(path, allow_torn_tail=False,
+                                           remedy="Export the decisions from the review page again."):
                 decision, problem = check_line(rec, f"{path}:{line_no}", registry, sources)
                 if problem:
                     problems.append(problem)
@@ -261,7 +263,7 @@ def read_decisions(files, registry=None) -> list[dict]:
                 seen[key] = line_no
                 out.append({**decision, "imported_from": str(path)})
         except JsonlError as exc:
-            problems.append(f"{exc} (a torn or edited line: export the decisions from the page again)")
+            problems.append(str(exc))
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
@@ -345,7 +347,7 @@ def import_decisions(files, output_dir, registry=None) -> dict:
     output_dir.mkdir(parents=True, exist_ok=True)
     log_path = output_dir / LOG
     with output_lock(log_path):
-        log = [rec for _, rec in iter_jsonl(log_path)] if log_path.exists() else []
+        log = [rec for _, rec in iter_jsonl(log_path, remedy=LOG_REMEDY)] if log_path.exists() else []
         known = {_identity(d) for d in log}
         added = []
         for d in incoming:

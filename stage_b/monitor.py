@@ -310,7 +310,7 @@ def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
     if not log_path.exists():
         return {}
     try:
-        log = [rec for _, rec in iter_jsonl(log_path)]
+        log = [rec for _, rec in iter_jsonl(log_path, remedy="Restore the decisions log from a backup.")]
     except JsonlError as exc:
         raise MonitorError(f"{exc}: the decisions log is damaged; restore it from a backup") from None
     return {key: g["status"] for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}

@@ -226,3 +226,11 @@ def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_
     (label,) = [json.loads(x) for x in (tmp_path / "labels" / f"{M}_stage_a.jsonl").read_text(
         encoding="utf-8").splitlines()]
     assert "admin" not in label and label["label"] == "pass" and label["per_image"] == good["per_image"]
+
+
+def test_a_torn_decisions_file_names_what_to_do_and_never_suggests_a_flag_the_command_lacks(tmp_path):
+    (tmp_path / "d.jsonl").write_text('{"group_id": "g", "mission": "x"}\n{"group_id": "tor', encoding="utf-8")
+    with pytest.raises(DecisionsError) as err:
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert "d.jsonl:2" in str(err.value) and "Export the decisions from the review page again" in str(err.value)
+    assert "--overwrite" not in str(err.value)
