@@ -66,6 +66,22 @@ def _script_json(value) -> str:
         "&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
+def page_photo_folders(given, named) -> tuple[list[Path], str]:
+    """The folders a page may show photos from, and the intro line that says so.
+
+    Only the folders the command names (--input_dir, or GROUP_QC_INPUT_DIR where the command reads it), never the
+    records' own `input_dir` alone: that is data, and a received file whose records say `input_dir: "/"` would have
+    any readable image on this machine thumbnailed and linked (issue 34). The folders the records name go into the
+    line, so a user who trusts them knows what to pass."""
+    folders = [Path(d) for d in ([given] if isinstance(given, (str, Path)) else list(given or [])) if d]
+    named = list(dict.fromkeys(d for d in named or [] if isinstance(d, str) and d))
+    if folders:
+        return folders, f"Photos from {', '.join(map(str, folders))}."
+    where = f" (the records say {', '.join(named)})" if named else ""
+    return [], (f"Photos not shown: a page shows photos only from a folder its command names; pass --input_dir with "
+                f"the folder that holds them{where}.")
+
+
 def find_photo(rel: str, input_dirs: list[Path]) -> Path:
     """The photo under the first input folder that has it (or the path under the first, to name it missing)."""
     for folder in input_dirs:
@@ -89,9 +105,13 @@ def outside_why(rel: str, path: Path, input_dirs: list[Path]) -> str | None:
 
 def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: list[tuple[str, str]],
                   input_dirs: list[Path], intro: list[str] = (), tables: list[dict] = (), images: list[dict] = (),
-                  per_page: int = CARDS_PER_PAGE, sources: list[dict] = ()) -> dict:
+                  per_page: int = CARDS_PER_PAGE, sources: list[dict] = (), named_dirs: list = ()) -> dict:
     """Writes <out_dir>/review/ and returns {"index", "pages", "cards", "thumbs": ThumbReport, "missing_photos",
-    "page_id"}. `outcomes` orders and labels the outcome filters; cards are shown in the order given."""
+    "page_id", "no_folder"}. `outcomes` orders and labels the outcome filters; cards are shown in the order given.
+    `input_dirs`: the folders the command names (the only ones photos are shown from); `named_dirs`: the ones the
+    records name, for the line that says where photos come from (page_photo_folders)."""
+    input_dirs, photo_line = page_photo_folders(input_dirs, named_dirs)
+    intro = [photo_line, *intro]
     review = Path(out_dir) / REVIEW_DIR
     review.mkdir(parents=True, exist_ok=True)
     for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
@@ -156,13 +176,16 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
         _write(path, text)
         written.append(path)
     return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
-            "missing_photos": missing, "page_id": page_id}
+            "missing_photos": missing, "page_id": page_id, "no_folder": None if input_dirs else photo_line}
 
 
 def report(result: dict) -> None:
     """What every command that renders a review says: missing photos on stderr, then where the page is."""
     t = result["thumbs"]
-    if result["missing_photos"]:
+    if result.get("no_folder") and result["missing_photos"]:
+        print(f"warning: review page: {len(result['missing_photos'])} photo(s) not shown: {result['no_folder']}",
+              file=sys.stderr)
+    elif result["missing_photos"]:
         print(f"warning: review page: {len(result['missing_photos'])} photo(s) not found or unreadable, shown as "
               f"placeholders (first: {result['missing_photos'][0]}); pass --input_dir if the photos moved",
               file=sys.stderr)

@@ -157,9 +157,9 @@ step "7/10 evaluation on the field groups' validation split: start point vs the 
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets
 # the same ones by flag. (The best step was picked on these groups too: a small optimism, 6 candidates.)
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
-  --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 2>&1 | tail -1
+  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 2>&1 | tail -1
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
-  --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
+  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
   --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
   | grep -E "^operating point|^decided without review|groups: accuracy|groups/s"
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo

@@ -112,7 +112,7 @@ stage_a() {   # stage_a <missions, comma-separated>
 }
 verdicts() {   # verdicts <missions, comma-separated>
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi
-  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --mission "$1"
+  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --input_dir "$input_dir" --mission "$1"
 }
 failed=(); status=0
 fail() {   # fail <mission> <what failed> <exit status>

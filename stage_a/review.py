@@ -5,7 +5,7 @@
 
 Writes <output_dir>/review/index.html: per mission, every group Stage-A could not write (with its error) first,
 then a random sample of --per_mission written groups, each with its photos in 图片_i order and the summary under
-each. Photos are found under the input folder the Stage-A records name (their `input_dir`), or --input_dir.
+each. Photos are shown only from --input_dir (the records' own `input_dir` is data: it is named, not followed).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
         failed = [r for _, r in iter_jsonl(errors)] if errors.is_file() else []
         if not records and not failed:
             continue
-        input_dirs += [r["input_dir"] for r in records if r.get("input_dir")]
+        input_dirs += [r.get("input_dir") for r in records]
         for e in failed:
             folder = e.get("path") or ""
             cards.append({"group_id": e.get("group_id") or folder, "mission": mission.name, "outcome": "error",
@@ -61,7 +61,7 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
                           "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r),
                           "source": source})
         table.append([mission.name, len(records), len(failed), len(sample)])
-    return cards, list(dict.fromkeys(input_dirs)), table
+    return cards, input_dirs, table
 
 
 def main(argv=None) -> int:
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage_a_dir", required=True, help="Stage-A output folder (<mission>_stage_a.jsonl)")
     p.add_argument("--output_dir", required=True, help="the page goes to <output_dir>/review/index.html")
-    p.add_argument("--input_dir", help="where the photos are (default: the input_dir the Stage-A records name)")
+    p.add_argument("--input_dir", help="where the photos are; without it the page names the folder the records say and shows no photo")
     p.add_argument("--mission", default="all")
     p.add_argument("--per_mission", type=int, default=20, help="groups sampled per mission (errors: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -88,16 +88,13 @@ def _review(args) -> int:
     cards, named, table = audit_cards(stage_a_dir, missions, args.per_mission, args.seed, sources)
     if not table:
         raise FileNotFoundError(f"no Stage-A output for {args.mission!r} in {stage_a_dir}")
-    input_dirs = [Path(args.input_dir)] if args.input_dir else [Path(d) for d in named]
-    if not input_dirs and any(c["images"] for c in cards):
-        raise ValueError(f"the Stage-A records in {stage_a_dir} do not say where their photos are (written before "
-                         f"records kept input_dir): pass --input_dir")
+    input_dirs = [Path(args.input_dir)] if args.input_dir else []   # the command's folder only (page_photo_folders)
     for card in cards:   # an error group's photos, where its folder still has them
         if card["outcome"] == "error" and card.get("folder") and input_dirs:
             card["images"] = [f"{card['folder']}/{n}" for n in _photos_in(input_dirs[0] / card["folder"])]
     result = render_review(Path(args.output_dir), title=f"Stage-A audit: {stage_a_dir}", cards=cards,
-                           outcomes=OUTCOMES, input_dirs=input_dirs, sources=sources,
-                           intro=[f"Photos from {', '.join(map(str, input_dirs)) or '(none)'}. Every group Stage-A could not "
+                           outcomes=OUTCOMES, input_dirs=input_dirs, named_dirs=named, sources=sources,
+                           intro=[f"Every group Stage-A could not "
                                   f"write comes first, with its error; then {args.per_mission} sampled groups per "
                                   f"mission. Check that each summary says what its photo shows."],
                            tables=[{"title": "Per mission", "columns": ["mission", "groups written", "errors", "sampled"],

@@ -484,7 +484,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
 
 
 def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
-                 input_dirs: list, all: bool = False, record_files: dict | None = None) -> dict:
+                 input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
     from review.cards import EVALUATION_OUTCOMES, evaluation_cards
@@ -510,9 +510,9 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
     cards = evaluation_cards(predictions, records, all, source_of)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
-                           input_dirs=input_dirs, tables=tables, images=images, sources=sources,
-                           intro=[f"Photos from {', '.join(map(str, input_dirs)) or 'nowhere known (pass --input_dir)'}. "
-                                  f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
+                           input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
+                           sources=sources,
+                           intro=[f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
                                   f"reason contradicts them or cites a photo whose summary shows no defect"
                                   + (", then every other group." if all else "; --review_all adds every group."),
                                   "Each photo is marked when the reason cites it and when its summary shows a defect."])
@@ -523,13 +523,13 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
 def review_inputs(args, records: list[dict], input_dir: str | None = None, files=()) -> dict | None:
     """What write_review needs: the Stage-A records by (mission, group id), the file each came from (a reviewer's
     decision names it), and the photo folders (`input_dir`, the selection's: --input_dir or GROUP_QC_INPUT_DIR; else
-    the input_dir the records name)."""
+    nothing: a page shows photos only from folders the command names; the records' folders are named, not followed)."""
     if args.no_review:
         return None
-    named = list(dict.fromkeys(r["input_dir"] for r in records if r.get("input_dir")))
+    named = [r.get("input_dir") for r in records]
     input_dir = input_dir or args.input_dir
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
-            "input_dirs": [Path(input_dir)] if input_dir else [Path(d) for d in named],
+            "input_dirs": [Path(input_dir)] if input_dir else [], "named_dirs": named,
             "all": args.review_all, "record_files": group_files(files)}
 
 

@@ -404,8 +404,7 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
     files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
     source_of = {m: k for k, m in enumerate(m for m in missions if verdicts_path(output_dir, m).exists())}
-    if input_dirs is None:
-        input_dirs = [Path(d) for d in dict.fromkeys(v["input_dir"] for v in verdicts if v.get("input_dir"))]
+    named = [v.get("input_dir") for v in verdicts]   # named on the page, not followed (page_photo_folders)
     automation = automation_of(output_dir, missions, verdicts)
     withdrawn = {v["mission"]: v["withdrawn"] for v in verdicts if v.get("withdrawn")}
     rows = []
@@ -417,7 +416,7 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                          f"{100 * c['automation_share']:.1f}%", fmt_p(mine[0]["threshold"]),
                          "yes" if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
     result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts, source_of),
-                           outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs, sources=sources,
+                           outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs or [], named_dirs=named, sources=sources,
                            tables=[{"title": "Per mission", "columns": [
                                "mission", "groups", "不通过", "needs review", "of them for the reason",
                                "decided without review", "threshold", "certified", "promise"], "rows": rows}],

@@ -141,7 +141,8 @@ SETTINGS = (
     Setting("max_pixels", "--max_pixels", ENV_MAX_PIXELS, parse_pixels,
             "photo-aware mode: pixels per photo (larger photos are scaled down in the copies the model reads)"),
     Setting("input_dir", "--input_dir", ENV_INPUT_DIR, parse_text,
-            "where the photos are (default: the input_dir the Stage-A records name)"),
+            "where the photos are (photo-aware runs default to the input_dir the Stage-A records name; review pages "
+            "show photos only from this folder)"),
 )
 INPUT_FIELDS = ("stage_a_dir", "files")  # one Stage-A input: whichever level sets either sets both
 SPLIT_FIELDS = ("val_ratio", "seed")

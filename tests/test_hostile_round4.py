@@ -234,3 +234,68 @@ def test_a_torn_decisions_file_names_what_to_do_and_never_suggests_a_flag_the_co
         import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
     assert "d.jsonl:2" in str(err.value) and "Export the decisions from the review page again" in str(err.value)
     assert "--overwrite" not in str(err.value)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Photos only from the folder the command names (case 5)
+# --------------------------------------------------------------------------------------------------------------
+def _secret_photo(tmp_path):
+    """A readable image outside anything the user named, and a Stage-A record that points at it."""
+    from PIL import Image
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    Image.new("RGB", (32, 32), "red").save(secret / "private.jpg")
+    record = {"group_id": "g1", "mission": M, "label": None, "images": ["private.jpg"], "input_dir": str(secret),
+              "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00"}
+    return secret, record
+
+
+def _stage_a_review(tmp_path, record, *flags):
+    import subprocess
+    import sys
+    (tmp_path / "sa").mkdir(exist_ok=True)
+    write_jsonl_atomic(tmp_path / "sa" / f"{M}_stage_a.jsonl", [record])
+    result = subprocess.run([sys.executable, "-m", "stage_a.review", "--stage_a_dir", str(tmp_path / "sa"),
+                             "--output_dir", str(tmp_path / "page"), "--mission", M, *flags],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def _judge_page(tmp_path, record, *flags):
+    import contextlib
+    import io
+
+    from stage_b import judge
+    from stage_b.operating_point import manual_point
+    (tmp_path / "page").mkdir(exist_ok=True)
+    write_jsonl_atomic(judge.verdicts_path(tmp_path / "page", M),
+                       [judge.verdict_record(record, 0.9, manual_point(0.5), "不通过\n理由: 图片_1", {})])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        judge.write_review(tmp_path / "page", [M], [flags[1]] if flags else None)
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("render", [_stage_a_review, _judge_page], ids=["stage_a.review", "judge"])
+def test_a_page_shows_photos_only_from_the_folder_its_command_names(tmp_path, render):
+    """A received file whose records say input_dir "/" (here: a private folder) must not get that folder's images
+    thumbnailed and linked: the page names the folder and shows nothing until the command names it."""
+    secret, record = _secret_photo(tmp_path)
+    stderr = render(tmp_path, record)
+    page = (tmp_path / "page" / "review" / "index.html").read_text(encoding="utf-8")
+    assert not list((tmp_path / "page" / "review" / "thumbs").glob("*.jpg")) and "private.jpg\"" not in page
+    assert "Photos not shown" in page and str(secret) in page
+    assert "photo(s) not shown" in stderr and "pass --input_dir" in stderr
+    render(tmp_path, record, "--input_dir", str(secret))   # named by the command: shown
+    assert len(list((tmp_path / "page" / "review" / "thumbs").glob("*.jpg"))) == 1
+
+
+def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
+    from types import SimpleNamespace
+
+    from stage_b.evaluate import review_inputs
+    args = SimpleNamespace(no_review=False, input_dir=None, review_all=False)
+    records = [{"group_id": "g", "mission": M, "input_dir": "/"}]
+    assert review_inputs(args, records)["input_dirs"] == [] and review_inputs(args, records)["named_dirs"] == ["/"]
+    assert review_inputs(args, records, "/photos")["input_dirs"] == [__import__("pathlib").Path("/photos")]
