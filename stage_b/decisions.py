@@ -11,7 +11,8 @@ A review page (the judge's, evaluation's, Stage-A's audit) lets a reviewer decid
 
 The import checks every line before it writes anything: the fields and their types, the decision, the mission
 (names and aliases resolve to the registry's), the source file unchanged since the page was made (sha256), and the
-group in it. Every problem is named as file:line, and nothing is written while any remains.
+group in it, and the reviewer's name (a line without one is refused unless --reviewer names it: two nameless
+reviewers would merge into one). Every problem is named as file:line, and nothing is written while any remains.
 
 It then appends the new lines to the append-only log `DIR/decisions.jsonl` (a line already there, such as the
 same file imported twice, adds nothing), each with a copy of the group's Stage-A record as the source held it.
@@ -37,6 +38,7 @@ from stage_a.records import image_key, summaries_of, utc_now
 from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
+MAX_NAME = 80   # a reviewer's name as the page's field holds it
 LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
                    "source")
@@ -180,8 +182,9 @@ def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note:
             "route": shown.get("route"), "source": source}
 
 
-def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | None, str | None]:
-    """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any."""
+def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") -> tuple[dict | None, str | None]:
+    """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any. `unnamed`: the
+    reviewer of lines that name none (--reviewer); without it such a line is refused."""
     if not isinstance(rec, dict):
         return None, f"{where}: not a JSON object"
     missing = [f for f in ("group_id", "mission", "decision", "source") if f not in rec]
@@ -197,6 +200,14 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
     problem = decided_at_problem(rec.get("decided_at"))
     if problem:
         return None, f"{where}: {problem}"
+    reviewer = (rec.get("reviewer") or "").strip() or unnamed
+    if not reviewer:
+        return None, (f"{where}: no reviewer name: two nameless reviewers cannot be told apart (the later would "
+                      f"silently replace the other's decision); type your name in the page's reviewer field and "
+                      f"export again, or pass --reviewer NAME to name this file's unnamed lines")
+    if len(reviewer) > MAX_NAME or not reviewer.isprintable():
+        return None, (f"{where}: reviewer name {printable(reviewer[:MAX_NAME])!r} is not a name (control characters "
+                      f"or over {MAX_NAME} characters): type a plain name on the page and export again")
     try:
         mission = registry.resolve(rec["mission"] if isinstance(rec["mission"], str) else "").name
     except MissionError as exc:
@@ -224,7 +235,7 @@ def check_line(rec, where: str, registry, sources: _Sources) -> tuple[dict | Non
                       f"({problem}): a label can only come from the files a review page is made from")
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
-                "note": rec.get("note") or "", "reviewer": (rec.get("reviewer") or "").strip() or "anonymous",
+                "note": rec.get("note") or "", "reviewer": reviewer,
                 "decided_at": _when(rec["decided_at"]).isoformat(timespec="seconds"),
                 "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
                 "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
@@ -238,8 +249,9 @@ def _identity(d: dict) -> tuple:
             d["source"]["sha256"])
 
 
-def read_decisions(files, registry=None) -> list[dict]:
-    """Every line of every file checked (module doc); DecisionsError naming each problem as file:line."""
+def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:
+    """Every line of every file checked (module doc); DecisionsError naming each problem as file:line. `unnamed`
+    names the reviewer of lines without one (--reviewer)."""
     registry = registry or load_registry()
     sources, out, problems = _Sources(registry), [], []
     for path in map(Path, files):
@@ -250,7 +262,7 @@ def read_decisions(files, registry=None) -> list[dict]:
         try:
             for line_no, rec in iter_jsonl(path, allow_torn_tail=False,
                                            remedy="Export the decisions from the review page again."):
-                decision, problem = check_line(rec, f"{path}:{line_no}", registry, sources)
+                decision, problem = check_line(rec, f"{path}:{line_no}", registry, sources, unnamed)
                 if problem:
                     problems.append(problem)
                     continue
@@ -335,11 +347,16 @@ def check_labels_folder(output_dir: Path) -> None:
                              f"only). Give a labels folder of its own, new or empty")
 
 
-def import_decisions(files, output_dir, registry=None) -> dict:
-    """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}."""
+def import_decisions(files, output_dir, registry=None, unnamed: str = "") -> dict:
+    """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}.
+    `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
     registry = registry or load_registry()
     output_dir = Path(output_dir)
-    incoming = read_decisions(files, registry)
+    unnamed = (unnamed or "").strip()
+    if unnamed and (len(unnamed) > MAX_NAME or not unnamed.isprintable()):
+        raise DecisionsError(f"--reviewer {printable(unnamed[:MAX_NAME])!r} is not a name: use a plain name of at "
+                             f"most {MAX_NAME} characters")
+    incoming = read_decisions(files, registry, unnamed)
     if not incoming:
         raise DecisionsError(f"no decision in {', '.join(map(str, files))}: decide groups on the review page before "
                              f"exporting (an export with nothing decided is empty)")
@@ -385,10 +402,12 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--decisions", nargs="+", required=True, help="decisions.jsonl files exported from review pages")
     p.add_argument("--output_dir", required=True, help="where decisions.jsonl (the log) and <mission>_stage_a.jsonl go")
+    p.add_argument("--reviewer", default="", help="the reviewer of lines that name none (a page exported without a "
+                                                 "name); without it such lines are refused")
     args = p.parse_args(argv)
 
     def body() -> int:
-        result = import_decisions(args.decisions, args.output_dir)
+        result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer)
         print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
         if result["without_route"]:
             print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "

@@ -13,7 +13,7 @@ from stage_b.decisions import decision_line, import_decisions
 from stage_b.operating_point import fmt_p
 from stage_b.settings import Selection
 from tests.test_review_decisions import _export, _judged, _keys
-from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
 
 POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
 
@@ -34,9 +34,7 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     audits = [v for v in verdicts if v["route"] == "audit"]
     reviews = [v for v in verdicts if v["route"] == "review"]
     assert audits and reviews
-    browser.get((out / "review" / "index.html").as_uri())
-    browser.execute_script("localStorage.clear()")
-    browser.refresh()
+    fresh_page(browser, out / "review" / "index.html", reviewer="审核员")
     page = browser.execute_script("return document.documentElement.outerHTML")
     index = browser.execute_script("return JSON.stringify(window.GROUP_QC_REVIEW)")
     for v in audits:
@@ -63,12 +61,12 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     (line,) = [json.loads(x) for x in exported.read_text(encoding="utf-8").splitlines()]
     assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
     source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}
-    assert line == {**decision_line(first, "不通过", "", source, decided_at=line["decided_at"]), "reviewer": ""}
+    assert line == decision_line(first, "不通过", "审核员", source, decided_at=line["decided_at"])
     labels = tmp_path / "labels"
     assert import_decisions([exported], labels)["added"] == 1
     (record,) = load_records(Selection(stage_a_dir=str(labels)))
     assert record["label"] == "fail" and record["review"]["route"] == "audit"
-    assert record["review"]["audit_probability"] == 1.0 and record["review"]["reviewers"] == ["anonymous"]
+    assert record["review"]["audit_probability"] == 1.0 and record["review"]["reviewers"] == ["审核员"]
 
 
 def test_an_edited_export_cannot_change_the_route_or_the_models_answer(tmp_path, synthetic):

@@ -299,3 +299,41 @@ def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
     records = [{"group_id": "g", "mission": M, "input_dir": "/"}]
     assert review_inputs(args, records)["input_dirs"] == [] and review_inputs(args, records)["named_dirs"] == ["/"]
     assert review_inputs(args, records, "/photos")["input_dirs"] == [__import__("pathlib").Path("/photos")]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reviewers are named (case 8)
+# --------------------------------------------------------------------------------------------------------------
+def _one_group_source(tmp_path):
+    from stage_a.jsonl import file_sha256
+    record = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
+              "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "input_dir": "/photos"}
+    src = tmp_path / "src.jsonl"
+    write_jsonl_atomic(src, [record])
+    return record, {"file": str(src), "sha256": file_sha256(src)}
+
+
+@pytest.mark.parametrize("first, second, unnamed, outcome", [
+    ("", "", "", "no reviewer name"),                  # two nameless exports: refused, never merged into one
+    ("王工", "", "", "no reviewer name"),
+    ("王工", "", "李工", "conflict"),                   # --reviewer names the unnamed file: two people, who disagree
+    ("王工", "王工\x1b[2J", "", "is not a name"),        # control characters are not a name
+    ("王工", "x" * 81, "", "is not a name"),
+    ("王工", "李工", "", "conflict"),
+])
+def test_decisions_without_a_name_are_refused_not_merged(tmp_path, first, second, unnamed, outcome):
+    from stage_b.decisions import decision_line
+    record, source = _one_group_source(tmp_path)
+    for name, reviewer, decision, at in [("a", first, "通过", "2026-11-27T09:00:00+00:00"),
+                                         ("b", second, "不通过", "2026-11-27T10:00:00+00:00")]:
+        write_jsonl_atomic(tmp_path / f"{name}.jsonl", [decision_line(record, decision, reviewer, source,
+                                                                      decided_at=at)])
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    if outcome == "conflict":
+        result = import_decisions(files, tmp_path / "labels", unnamed=unnamed)
+        assert result["groups"][(M, "g")]["status"] == "conflict"
+        return
+    with pytest.raises(DecisionsError, match=outcome) as err:
+        import_decisions(files, tmp_path / "labels", unnamed=unnamed)
+    assert "b.jsonl:1" in str(err.value) and not (tmp_path / "labels").exists()
+    assert "\x1b" not in str(err.value)

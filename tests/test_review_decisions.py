@@ -16,7 +16,7 @@ from stage_b.dataset import load_records
 from stage_b.decisions import import_decisions
 from stage_b.operating_point import manual_point
 from stage_b.settings import Selection
-from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
 
 MISSIONS = ("BBU接地线检查", "挡风板安装检查")
 
@@ -164,11 +164,57 @@ def test_a_browser_that_keeps_nothing_says_so_and_still_exports(browser, tmp_pat
     try:
         browser.get((out / "review" / "index.html").as_uri())
         assert browser.find_element("id", "storage-warning").is_displayed()
+        assert "private window" in browser.find_element("id", "storage-warning").text
+        _keys(browser, "f")   # no name yet: nothing decided, the page asks for one and puts the cursor there
+        assert browser.execute_script("return window.groupQcDecisionsJsonl()") == ""
+        assert browser.find_element("id", "name-needed").is_displayed()
+        assert browser.switch_to.active_element.get_attribute("id") == "reviewer"
+        browser.switch_to.active_element.send_keys("李工f\ue00c")   # the name, then Escape back to the cards
         _keys(browser, "f")
         lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
         assert len(lines) == 1 and json.loads(lines[0])["decision"] == "不通过"
+        assert json.loads(lines[0])["reviewer"] == "李工f"
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
+
+
+FILL_STORAGE = """
+    // localStorage[key] grown until not one more character fits (the store every file:// page shares is full)
+    var key = arguments[0], value = "", chunk = 1 << 22;
+    while (chunk >= 1) {
+      try { localStorage.setItem(key, value + "x".repeat(chunk)); value += "x".repeat(chunk); }
+      catch (e) { chunk = chunk >> 1; }
+    }
+    return value.length;"""
+
+
+def test_a_full_store_frees_exported_pages_first_then_says_it_is_full(browser, tmp_path, synthetic):
+    """Every file:// page shares one localStorage. Full of an exported page's decisions: they are removed (the export
+    holds them) and the new decision is kept. Full of decisions never exported: nothing is removed, the page says the
+    store is full (not "a private window") and the export still has every decision."""
+    out, _ = _judged(tmp_path, synthetic, per_label=1)
+    fresh_page(browser, out / "review" / "index.html")
+    browser.execute_script("""
+        localStorage.setItem("group-qc:decisions:kept", '{"x": {"decision": "通过"}}');
+        localStorage.setItem("group-qc:pages", JSON.stringify({
+          "old": {"saved": "2026-11-01T00:00:00Z", "exported": "2026-11-02T00:00:00Z"},
+          "kept": {"saved": "2026-11-03T00:00:00Z", "exported": "2026-11-02T00:00:00Z"}}));""")
+    assert browser.execute_script(FILL_STORAGE, "group-qc:decisions:old") > 100_000
+    _keys(browser, "f")
+    stored = browser.execute_script("return [localStorage.getItem('group-qc:decisions:old'), "
+                                    "localStorage.getItem('group-qc:decisions:kept')]")
+    assert stored == [None, '{"x": {"decision": "通过"}}']   # the exported page went, the unexported one stayed
+    assert not browser.find_element("id", "storage-warning").is_displayed()
+    browser.refresh()   # the decision was saved: a reload keeps it
+    assert len(browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()) == 1
+
+    assert browser.execute_script(FILL_STORAGE, "group-qc:decisions:never-exported") > 100_000
+    _keys(browser, "jf")
+    warning = browser.find_element("id", "storage-warning")
+    assert warning.is_displayed() and "is full" in warning.text and "private window" not in warning.text
+    assert "2 other review page(s)" in warning.text
+    assert len(browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()) == 2   # kept in the tab
+    browser.execute_script("localStorage.clear()")
 
 
 def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
@@ -183,9 +229,7 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
                                        outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path],
                                        sources=[{"file": "/day/verdicts.jsonl", "sha256": "s"}])
     assert len(result["pages"]) == 10
-    browser.get(result["index"].as_uri())
-    browser.execute_script("localStorage.clear()")
-    browser.refresh()
+    fresh_page(browser, result["index"])
     started = time.perf_counter()
     _keys(browser, "jf" * 25)
     per_key = (time.perf_counter() - started) / 50

@@ -38,6 +38,15 @@ def browser():
     driver.quit()
 
 
+def fresh_page(browser, page: Path, reviewer: str = "王工") -> None:
+    """Opens a review page with nothing decided in this browser and a reviewer's name set (a page takes no decision
+    without one)."""
+    browser.get(page.as_uri())
+    browser.execute_script("localStorage.clear(); if (arguments[0]) localStorage.setItem('group-qc:reviewer', "
+                           "arguments[0]);", reviewer)
+    browser.refresh()
+
+
 def _fixture_report(tmp_path: Path, synthetic) -> tuple[Path, dict, str]:
     """Predictions with known outcomes over real synthetic photos; one photo deleted on purpose."""
     photos = tmp_path / "photos"

@@ -13,7 +13,7 @@ from stage_b.calibration import reliability
 from stage_b.grounding import MAX_RANGE, asserted_defects, cited_photos, defect_terms
 from stage_b.operating_point import (OperatingPointError, build_operating_point, certified_fail_threshold,
                                      thresholds_for)
-from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 MODEL = {"path": "/m", "fingerprint": "base"}
@@ -251,9 +251,7 @@ def test_decisions_stay_with_their_page_and_their_mission(browser, tmp_path):
     from tests.test_review_decisions import _keys
     first = one_group_page(tmp_path, "day1", "aaa", missions=(M, N))
     other = one_group_page(tmp_path, "day2", "bbb")
-    browser.get(first.as_uri())
-    browser.execute_script("localStorage.clear()")
-    browser.refresh()
+    fresh_page(browser, first)
     _keys(browser, "f")   # the first card: QC-SAME of M
     lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
     assert [(json.loads(x)["mission"], json.loads(x)["decision"]) for x in lines] == [(M, "不通过")]   # not N's too

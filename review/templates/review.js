@@ -19,6 +19,11 @@
   var flagged = DATA.groups.some(function (g) { return g.tags.indexOf("needs_review") >= 0; });
 
   // Decisions: localStorage under the page's identity, or memory when the browser keeps nothing (a private window).
+  // Every page opened from file:// shares one store, so PAGES_KEY records when each page last saved and exported:
+  // when the store is full, the decisions of other pages that were exported since they last changed are removed
+  // (their export holds them), oldest first; if that is not enough the page says so and keeps this tab's decisions
+  // in memory for the export, never blaming a private window.
+  var PAGES_KEY = "group-qc:pages", STORE_PREFIX = "group-qc:decisions:";
   var storage = null;
   try {
     localStorage.setItem("group-qc:probe", "1");
@@ -26,21 +31,59 @@
     storage = localStorage;
   } catch (e) { storage = null; }
   var warning = document.getElementById("storage-warning");
-  if (!storage && warning) warning.hidden = false;
+  function warn(text) { if (warning) { warning.textContent = text; warning.hidden = false; } }
+  if (!storage) warn("This browser does not keep data for this page (a private window?): decisions will not " +
+                     "persist after a reload. Export them before you close it.");
   var decisions = {};
   function load() {
     if (!storage) return decisions;
     try { return JSON.parse(storage.getItem(STORE_KEY) || "{}") || {}; } catch (e) { return {}; }
   }
+  function pagesMeta() {
+    try { return JSON.parse(storage.getItem(PAGES_KEY) || "{}") || {}; } catch (e) { return {}; }
+  }
+  function touch(field) {   // best effort: the meta is tiny, and losing it only makes eviction more careful
+    var meta = pagesMeta();
+    meta[DATA.page_id] = meta[DATA.page_id] || {};
+    meta[DATA.page_id][field] = new Date().toISOString();
+    try { storage.setItem(PAGES_KEY, JSON.stringify(meta)); } catch (e) { /* full: eviction below frees room */ }
+  }
+  function evictExported() {   // other pages whose every decision was exported after it last changed
+    var meta = pagesMeta(), freed = 0;
+    Object.keys(meta).filter(function (id) {
+      var m = meta[id] || {};
+      return id !== DATA.page_id && m.exported && (!m.saved || m.exported >= m.saved);
+    }).sort(function (a, b) { return (meta[a].saved || "") < (meta[b].saved || "") ? -1 : 1; }).forEach(function (id) {
+      if (storage.getItem(STORE_PREFIX + id) !== null) { storage.removeItem(STORE_PREFIX + id); freed++; }
+      delete meta[id];
+    });
+    try { storage.setItem(PAGES_KEY, JSON.stringify(meta)); } catch (e) { /* nothing more to free */ }
+    return freed;
+  }
   function save() {
     if (!storage) return;
-    try { storage.setItem(STORE_KEY, JSON.stringify(decisions)); } catch (e) { if (warning) warning.hidden = false; }
+    var text = JSON.stringify(decisions);
+    try { storage.setItem(STORE_KEY, text); touch("saved"); return; } catch (e) { /* full: free room and retry */ }
+    var freed = evictExported();
+    try { storage.setItem(STORE_KEY, text); touch("saved"); return; } catch (e) { /* still full */ }
+    var others = 0;
+    for (var i = 0; i < storage.length; i++) {
+      var key = storage.key(i);
+      if (key && key.indexOf(STORE_PREFIX) === 0 && key !== STORE_KEY) others++;
+    }
+    warn("This browser's storage for pages opened from files is full (" + others + " other review page(s) keep " +
+         "decisions there that were never exported" + (freed ? "; " + freed + " exported page(s) were cleared" : "") +
+         "): your decisions are kept in this tab only. Export them now, then export and import the other pages' " +
+         "decisions so their space can be reused.");
   }
   decisions = load();
 
-  var reviewer = document.getElementById("reviewer");
+  var reviewer = document.getElementById("reviewer"), nameNeeded = document.getElementById("name-needed");
   if (storage) reviewer.value = storage.getItem(NAME_KEY) || "";
-  reviewer.addEventListener("input", function () { if (storage) storage.setItem(NAME_KEY, reviewer.value); });
+  reviewer.addEventListener("input", function () {
+    if (storage) { try { storage.setItem(NAME_KEY, reviewer.value); } catch (e) { /* kept in the field */ } }
+    if (nameNeeded && reviewer.value.trim()) nameNeeded.hidden = true;
+  });
 
   // Filters live in the address (#outcome=…&mission=…), so they carry over from page to page.
   var state = {outcome: "", mission: ""};
@@ -180,6 +223,11 @@
   function decidable(card) { return Boolean(card && card.querySelector("[data-decision]")); }
   function decide(card, decision) {
     if (!decidable(card)) return;
+    if (!reviewer.value.trim()) {   // two nameless reviewers could not be told apart: the later would silently win
+      if (nameNeeded) nameNeeded.hidden = false;
+      reviewer.focus();
+      return;
+    }
     var k = keyOf(card), d = decisions[k] || {};
     decisions[k] = {decision: decision, note: d.note || "", reviewer: reviewer.value.trim(),
                     decided_at: new Date().toISOString()};
@@ -232,7 +280,10 @@
       if (e.key === "Escape" || (e.key === "Enter" && !e.shiftKey)) { e.preventDefault(); t.blur(); }
       return;
     }
-    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT")) return;
+    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT")) {   // typing a name: Escape or Enter goes back
+      if (e.key === "Escape" || e.key === "Enter") { e.preventDefault(); t.blur(); }
+      return;
+    }
     var actions = {j: function () { move(1); }, k: function () { move(-1); },
                    p: function () { decide(current, "通过"); }, f: function () { decide(current, "不通过"); },
                    u: function () { decide(current, "unsure"); }, n: function () { openNote(current); }};
@@ -293,6 +344,7 @@
   window.groupQcDecisionsJsonl = exportLines;
   document.getElementById("export-decisions").addEventListener("click", function () {
     var blob = new Blob([exportLines()], {type: "application/x-ndjson"});
+    if (storage) touch("exported");
     var a = document.createElement("a");
     a.href = URL.createObjectURL(blob);
     a.download = "decisions.jsonl";
