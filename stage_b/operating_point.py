@@ -5,7 +5,11 @@ both whole lines (stage_b.generate.VerdictEngine.verdict_logprobs), normalised o
 
 The rule, stated once here so that anyone can recompute it from predictions.jsonl (`decide` applies it):
   - the verdict at threshold t is 不通过 iff p_fail >= t;
-  - candidates are every validation p_fail of the mission, plus 1.0 (which fails nothing but a p_fail of 1);
+  - p_fail values closer than P_FAIL_TIE (2^-20) are ties (the same summaries scored twice differ by ~1e-8 in float32
+    with another batch): validation p_fails are grouped into runs whose neighbours are at most 2 P_FAIL_TIE apart,
+    and the candidates are each run's smallest value minus P_FAIL_TIE, plus 1.0 (which fails nothing but a p_fail
+    of 1; left out when a validation p_fail is within P_FAIL_TIE of it). So no threshold separates ties and none
+    lies within P_FAIL_TIE of a validation p_fail: a group scored again a little lower keeps its side;
   - the auto-pass threshold t is the largest candidate whose exact one-sided Clopper-Pearson upper bound, at the
     confidence C, of the validation miss rate (defective groups with p_fail < t, over defective groups) is <= the
     target R (stage_b.certify). Such a t exists iff the mission has at least `fail_groups_needed` defective
@@ -16,7 +20,7 @@ The rule, stated once here so that anyone can recompute it from predictions.json
     overkill rate (good groups with p_fail >= t_fail, over good groups) is <= O, raised to t when below it; when no
     candidate certifies O, nothing is auto-failed (t_fail is None). Without O, t_fail = t (two-way decision);
   - the review margin m: the distances |p_fail - t| of the validation groups t gets wrong, sorted; m is the
-    smallest distance that covers `review_share` of them (0, no band, when t gets none wrong);
+    smallest distance that covers `review_share` of them, plus P_FAIL_TIE (0, no band, when t gets none wrong);
   - a group is decided automatically iff its mission is certified (or uncertified decisions are allowed),
     p_fail < t or p_fail >= t_fail, and |p_fail - t| > m; every other group needs a person's review, with the
     reasons why. The automation share is the share of groups decided automatically.
@@ -40,7 +44,8 @@ from .verdict import FAIL, PASS
 OPERATING_POINT_FORMAT = 2
 DEFAULT_REVIEW_SHARE = 0.8
 UNCALIBRATED_THRESHOLD = 0.5   # a mission with no threshold at all: the model's own choice, and always reviewed
-RULE = ("verdict is 不通过 iff p_fail >= threshold; threshold = the largest validation p_fail (or 1.0) whose exact "
+RULE = ("verdict is 不通过 iff p_fail >= threshold; candidates: each run of validation p_fails within 2 x 2^-20 of "
+        "one another (ties), its smallest minus 2^-20, and 1.0; threshold = the largest candidate whose exact "
         "one-sided Clopper-Pearson upper bound at `confidence` of the validation miss rate is <= target_miss_rate "
         "(certified), else the largest whose measured miss rate is (not certified); threshold_fail = the smallest "
         "whose bound on the overkill rate is <= target_overkill_rate (None: nothing auto-fails); a group is decided "
@@ -76,6 +81,21 @@ def check_rate(value, what: str) -> float:
     return x
 
 
+P_FAIL_TIE = 2.0 ** -20   # about 1e-6; a power of two, so thresholds and margins built from it are exact in binary
+
+
+def candidate_thresholds(values) -> list[float]:
+    """The thresholds the rule may pick over these validation p_fail values, ascending (module doc: ties)."""
+    ordered = sorted(set(values))
+    out = []
+    for k, p in enumerate(ordered):
+        if k == 0 or p - ordered[k - 1] > 2 * P_FAIL_TIE:   # the smallest value of a run of ties
+            out.append(max(0.0, p - P_FAIL_TIE))
+    if not ordered or ordered[-1] < 1.0 - P_FAIL_TIE:
+        out.append(1.0)
+    return out
+
+
 def pairs(points) -> list[tuple[float, str]]:
     """(p_fail, expected) of points that may carry a weight as a third element (fair_points_of)."""
     return [(pt[0], pt[1]) for pt in points]
@@ -102,7 +122,7 @@ def rates_at(points, threshold: float) -> dict:
 def curve(points) -> list[dict]:
     """The miss/overkill trade-off at every candidate threshold, from 1.0 down (miss falls, overkill rises)."""
     points = pairs(points)
-    candidates = sorted({p for p, _ in points} | {1.0}, reverse=True)
+    candidates = candidate_thresholds(p for p, _ in points)[::-1]
     fails = sorted(p for p, e in points if e == FAIL)
     passes = sorted(p for p, e in points if e == PASS)
     out = []
@@ -153,7 +173,7 @@ def certified_threshold(points, target_miss_rate: float, confidence: float) -> f
     fails, weights, running = _weighted_below(points, FAIL)
     if not fails:
         return None
-    for t in sorted({pt[0] for pt in points} | {1.0}, reverse=True):
+    for t in candidate_thresholds(pt[0] for pt in points)[::-1]:
         if _bound_below(fails, weights, running, t, confidence) <= target_miss_rate:
             return t
     return None
@@ -164,7 +184,7 @@ def certified_fail_threshold(points, target_overkill_rate: float, confidence: fl
     passes, weights, running = _weighted_below(points, PASS)
     if not passes:
         return None
-    for t in sorted({pt[0] for pt in points} | {1.0}):
+    for t in candidate_thresholds(pt[0] for pt in points):
         if _bound_below(passes, weights, running, t, confidence, above=True) <= target_overkill_rate:
             return t
     return None
@@ -175,7 +195,7 @@ def review_margin(points, threshold: float, share: float) -> float:
     wrong = sorted(abs(p - threshold) for p, e in pairs(points) if verdict_at(p, threshold) != e)
     if not wrong:
         return 0.0
-    return wrong[max(0, math.ceil(share * len(wrong)) - 1)]
+    return wrong[max(0, math.ceil(share * len(wrong)) - 1)] + P_FAIL_TIE   # the covered errors stay in under noise
 
 
 def _pct(x: float) -> str:

@@ -7,10 +7,15 @@ import pytest
 from scipy.stats import binomtest
 
 from stage_b.certify import CertificationError, check_confidence, groups_needed, upper_bound
-from stage_b.operating_point import (automation, build_operating_point, certified_fail_threshold,
+from stage_b.operating_point import (P_FAIL_TIE, automation, build_operating_point, certified_fail_threshold,
                                      certified_threshold, decide, mission_point)
 
 F, P = "不通过", "通过"
+
+
+def candidates(points) -> set[float]:
+    """Just below every validation p_fail (these tables hold no two values within the tie tolerance), and 1.0."""
+    return {p - P_FAIL_TIE for p, _ in points} | {1.0}
 
 
 def scipy_upper(k: int, n: int, c: float) -> float:
@@ -21,7 +26,7 @@ def scipy_upper(k: int, n: int, c: float) -> float:
 def direct_threshold(points, rate, c):
     """The rule, recomputed the slow way: every candidate, misses counted by hand, bounded by scipy's binomtest."""
     fails = [p for p, e in points if e == F]
-    ok = [t for t in {p for p, _ in points} | {1.0} if scipy_upper(sum(p < t for p in fails), len(fails), c) <= rate]
+    ok = [t for t in candidates(points) if scipy_upper(sum(p < t for p in fails), len(fails), c) <= rate]
     return max(ok) if ok else None
 
 
@@ -72,13 +77,13 @@ def test_the_certified_threshold_is_the_largest_candidate_scipy_certifies(points
 def test_a_bound_exactly_at_the_target_certifies():
     """Two defective groups, none missed, 75% confidence: the bound is exactly 50%. `<=` certifies; `<` would not."""
     entry = mission_point([(0.3, F), (0.6, F), (0.2, P)], 0.5, 0.8, 0.75)
-    assert entry["certified"] and entry["miss_rate_upper"] == 0.5 and entry["threshold"] == 0.3
+    assert entry["certified"] and entry["miss_rate_upper"] == 0.5 and entry["threshold"] == 0.3 - P_FAIL_TIE
 
 
 def test_ties_at_the_threshold_are_failed_not_missed():
     """Groups whose p_fail equals the threshold are 不通过 (p_fail >= t), so a tie is never counted as a miss."""
     t = certified_threshold(TIES, 0.7, 0.75)
-    assert t == 0.5 and mission_point(TIES, 0.7, 0.8, 0.75)["misses"] == 0
+    assert t == 0.5 - P_FAIL_TIE and mission_point(TIES, 0.7, 0.8, 0.75)["misses"] == 0
 
 
 @pytest.mark.parametrize("points, rate, c, needed", [
@@ -106,8 +111,8 @@ def test_the_overkill_side_is_certified_the_same_way_and_never_below_the_pass_th
     points = passes + fails
     t_fail = certified_fail_threshold(points, 0.1, 0.9)
     good = [p for p, e in points if e == P]
-    direct = min(t for t in {p for p, _ in points} | {1.0} if scipy_upper(sum(p >= t for p in good), 33, 0.9) <= 0.1)
-    assert t_fail == direct == 0.66
+    direct = min(t for t in candidates(points) if scipy_upper(sum(p >= t for p in good), 33, 0.9) <= 0.1)
+    assert t_fail == direct == 0.66 - P_FAIL_TIE
     entry = mission_point(points, 0.1, 0.8, 0.9, target_overkill=0.1)
     assert entry["certified"] and entry["overkill_certified"] and entry["threshold_fail"] >= entry["threshold"]
     # between the two thresholds: review; outside: decided

@@ -7,11 +7,16 @@ import math
 import pytest
 
 from stage_b.judge import verdict_record
-from stage_b.operating_point import (OperatingPointError, check_rate, curve, decide, fmt_p, load_operating_point,
-                                     manual_point, mission_point, p_fail, parse_targets, pick_threshold, rates_at,
-                                     review_margin, thresholds_for, verdict_at)
+from stage_b.operating_point import (P_FAIL_TIE, OperatingPointError, check_rate, curve, decide, fmt_p,
+                                     load_operating_point, manual_point, mission_point, p_fail, parse_targets,
+                                     pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
 
 F, P = "不通过", "通过"
+
+
+def at(p: float) -> float:
+    """The candidate threshold the rule places at validation p_fail p: just below it, by the tie tolerance."""
+    return p - P_FAIL_TIE
 
 
 @pytest.mark.parametrize("lp_fail, lp_pass, expected", [
@@ -26,17 +31,19 @@ def test_p_fail_is_the_fail_line_probability_normalised_over_both_lines(lp_fail,
 
 @pytest.mark.parametrize("points, target, threshold", [
     # separable: the largest threshold that still catches every fail
-    ([(0.9, F), (0.8, F), (0.3, P), (0.2, P)], 0.0, 0.8),
+    ([(0.9, F), (0.8, F), (0.3, P), (0.2, P)], 0.0, at(0.8)),
     # a fail below a pass: miss 0 costs an overkill ...
-    ([(0.9, F), (0.4, F), (0.6, P), (0.1, P)], 0.0, 0.4),
+    ([(0.9, F), (0.4, F), (0.6, P), (0.1, P)], 0.0, at(0.4)),
     # ... and a 50% miss budget lets the threshold rise to the higher fail
-    ([(0.9, F), (0.4, F), (0.6, P), (0.1, P)], 0.5, 0.9),
+    ([(0.9, F), (0.4, F), (0.6, P), (0.1, P)], 0.5, at(0.9)),
     # a budget of 100% misses: 1.0, which fails nothing below p_fail 1
     ([(0.9, F), (0.4, F), (0.6, P)], 1.0, 1.0),
-    # p_fail exactly 1 is failed even at 1.0 (>=)
-    ([(1.0, F), (0.2, P)], 0.0, 1.0),
+    # p_fail exactly 1: 1.0 itself is no candidate (it lies on a validation p_fail); just below it is
+    ([(1.0, F), (0.2, P)], 0.0, at(1.0)),
     # ties go to 不通过: a pass sharing the fail's p_fail is overkilled
-    ([(0.5, F), (0.5, P)], 0.0, 0.5),
+    ([(0.5, F), (0.5, P)], 0.0, at(0.5)),
+    # p_fails within the tie tolerance are one value: no threshold between them
+    ([(0.5, F), (0.5 - 1e-8, P), (0.2, P)], 0.0, at(0.5 - 1e-8)),
     # no fail group: no miss rate to hold, no threshold
     ([(0.5, P), (0.7, P)], 0.05, None),
     ([], 0.05, None),
@@ -51,16 +58,17 @@ def test_the_threshold_is_the_largest_candidate_within_the_target_miss_rate(poin
 def test_the_curve_runs_from_never_fail_to_always_fail():
     points = [(0.9, F), (0.4, F), (0.6, P), (0.1, P)]
     got = [(c["threshold"], c["miss_rate"], c["overkill_rate"]) for c in curve(points)]
-    assert got == [(1.0, 1.0, 0.0), (0.9, 0.5, 0.0), (0.6, 0.5, 0.5), (0.4, 0.0, 0.5), (0.1, 0.0, 1.0)]
+    assert got == [(1.0, 1.0, 0.0), (at(0.9), 0.5, 0.0), (at(0.6), 0.5, 0.5), (at(0.4), 0.0, 0.5), (at(0.1), 0.0, 1.0)]
     for c in curve(points):   # every point agrees with the direct count at that threshold
-        at = rates_at(points, c["threshold"])
-        assert (at["miss_rate"], at["overkill_rate"]) == (c["miss_rate"], c["overkill_rate"])
+        direct = rates_at(points, c["threshold"])
+        assert (direct["miss_rate"], direct["overkill_rate"]) == (c["miss_rate"], c["overkill_rate"])
 
 
 @pytest.mark.parametrize("points, threshold, share, margin", [
     ([(0.9, F), (0.8, F), (0.3, P)], 0.8, 0.8, 0.0),                 # nothing wrong: no band
-    ([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.4, 1.0, 0.2),      # errors at distance 0.05 and 0.2: cover both
-    ([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.4, 0.5, 0.05),     # half of them: the nearer one
+    # errors at distance 0.05 and 0.2: cover both (and the tie tolerance, so noise cannot move one out)
+    ([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.4, 1.0, 0.2 + P_FAIL_TIE),
+    ([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.4, 0.5, 0.05 + P_FAIL_TIE),     # half of them: the nearer one
 ])
 def test_the_review_margin_covers_a_share_of_the_validation_errors(points, threshold, share, margin):
     assert review_margin(points, threshold, share) == pytest.approx(margin)
@@ -70,9 +78,9 @@ def test_a_mission_point_reports_rates_with_wilson_intervals_and_the_band():
     entry = mission_point([(0.9, F), (0.45, P), (0.2, F), (0.1, P)], 0.0, share=1.0)
     # a 0% target can never be certified: the point rule's threshold keeps the file usable
     assert entry["certified"] is False and entry["fail_groups_needed"] is None
-    assert (entry["threshold"], entry["misses"], entry["overkills"]) == (0.2, 0, 1)
+    assert (entry["threshold"], entry["misses"], entry["overkills"]) == (at(0.2), 0, 1)
     assert entry["overkill_rate"] == 0.5 and entry["overkill_rate_ci95"][0] < 0.5 < entry["overkill_rate_ci95"][1]
-    assert entry["review_margin"] == pytest.approx(0.25)   # the one error, the pass at 0.45
+    assert entry["review_margin"] == pytest.approx(0.25, abs=3 * P_FAIL_TIE)   # the one error, the pass at 0.45
     assert (entry["validation_needs_review"], entry["validation_errors_in_review"]) == (3, 1)
     assert mission_point([(0.3, P)], 0.05, 0.8)["threshold"] is None
 

@@ -17,7 +17,7 @@ import pytest
 
 from stage_b import evaluate
 from stage_b.judge import verdict_record
-from stage_b.operating_point import load_operating_point, thresholds_for, verdict_at
+from stage_b.operating_point import P_FAIL_TIE, load_operating_point, thresholds_for, verdict_at
 from stage_b.verdict import FAIL, PASS
 
 A, B = "BBU接地线检查", "挡风板安装检查"
@@ -68,8 +68,9 @@ def _twenty_fails(mission: str, base: float) -> list[dict]:
 
 
 TARGET_PREDICTIONS = _twenty_fails(A, 0.30) + _twenty_fails(B, 0.40)
-SECOND_LOWEST = {A: 0.30 + 0.02, B: 0.40 + 0.02}    # the threshold at a 5% target
-THIRD_LOWEST = {A: 0.30 + 0.04, B: 0.40 + 0.04}     # the threshold at a 10% target
+# the threshold at a 5% target, and at 10%: just below the p_fail (by the tie tolerance)
+SECOND_LOWEST = {A: 0.30 + 0.02 - P_FAIL_TIE, B: 0.40 + 0.02 - P_FAIL_TIE}
+THIRD_LOWEST = {A: 0.30 + 0.04 - P_FAIL_TIE, B: 0.40 + 0.04 - P_FAIL_TIE}
 
 
 @pytest.mark.parametrize("flag_values, own", [
@@ -128,8 +129,9 @@ def test_a_group_whose_p_fail_is_exactly_zero_stays_on_the_curve_and_in_the_oper
 
 
 # ---------------------------------------------------------------- class 3: the review band
-# Certified at 80% confidence for a 20% target with 10 defective groups and no miss: the threshold is the lowest
-# defective p_fail, 0.5. Every value is a binary fraction, so |p_fail - 0.5| is exact.
+# Certified at 80% confidence for a 20% target with 10 defective groups and no miss: the threshold is just below the
+# lowest defective p_fail, 0.5 - 2^-20. Every value is a binary fraction, so |p_fail - t| is exact.
+T = 0.5 - P_FAIL_TIE
 def _certified_mission(overkills: list[float], clean_passes: list[float]) -> list[dict]:
     fails = [prediction(A, k, 0.5 + k / 64, FAIL) for k in range(10)]
     bad = [prediction(A, 100 + k, p, PASS) for k, p in enumerate(overkills)]
@@ -151,37 +153,36 @@ def _judged(op_path: Path, p: float) -> dict:
     return verdict_record(record, p, point, reply, provenance={})
 
 
-@pytest.mark.parametrize("share, overkills, clean_passes, margin, on_the_edge", [
-    # errors at distances 1/8 and 1/4; share 1: the band reaches 1/4, and both groups exactly 1/4 away (the
-    # overkill at 0.75, a clean pass at 0.25) are in it
-    (1.0, [0.625, 0.75], [0.25, 0.125], 0.25, [0.75, 0.25]),
-    # share 0.5: the band reaches 1/8; the overkill at 0.625 and the clean pass at 0.375 sit exactly on its edge
-    (0.5, [0.625, 0.75], [0.375, 0.125], 0.125, [0.625, 0.375]),
+@pytest.mark.parametrize("share, overkills, clean_passes, margin", [
+    # errors at distances 1/8 and 1/4 (plus the tie tolerance); share 1: the band reaches the overkill at 0.75
+    (1.0, [0.625, 0.75], [0.25, 0.125], 0.25),
+    # share 0.5: the band reaches the overkill at 0.625
+    (0.5, [0.625, 0.75], [0.375, 0.125], 0.125),
 ])
-def test_a_group_exactly_on_the_review_bands_edge_goes_to_review(tmp_path, share, overkills, clean_passes, margin,
-                                                                 on_the_edge):
+def test_a_group_exactly_on_the_review_bands_edge_goes_to_review(tmp_path, share, overkills, clean_passes, margin):
     """Silent bug: the band's `|p_fail - t| <= margin` turned into `<` (stage_b.operating_point.decide, and
     mission_point's in_band), so the farthest error the band was sized to cover, and any group as far from the
     threshold, is decided without review. Checked in operating_point.json (errors in review, groups decided
-    without review) and in the judge's verdict record for a new group at exactly that p_fail."""
+    without review) and in the judge's verdict record for new groups exactly on either edge."""
     rc, _, op = rescore(tmp_path, _certified_mission(overkills, clean_passes), *CERTIFY, "--review_share", str(share))
     assert rc == 0 and op is not None
     entry = op["missions"][A]
-    assert entry["certified"] and entry["threshold"] == 0.5 and entry["review_margin"] == margin
+    m = margin + 2 * P_FAIL_TIE   # the threshold's tie tolerance, and the band's own
+    assert entry["certified"] and entry["threshold"] == T and entry["review_margin"] == m
     points = [(p, e) for p, e in [(0.5 + k / 64, FAIL) for k in range(10)]
               + [(p, PASS) for p in overkills + clean_passes]]
-    covered_errors = [p for p in overkills if abs(p - 0.5) <= margin]
+    covered_errors = [p for p in overkills if abs(p - T) <= m]
     assert entry["validation_errors_in_review"] == len(covered_errors) >= math.ceil(share * len(overkills))
-    in_band = [p for p, _ in points if abs(p - 0.5) <= margin]
+    in_band = [p for p, _ in points if abs(p - T) <= m]
     assert entry["validation_needs_review"] == len(in_band)
     assert entry["validation_auto_decided"] == len(points) - len(in_band)
-    for p in on_the_edge:
-        assert abs(p - 0.5) == margin
+    for p in (T + m, T - m):   # exactly on the edge, above (the farthest covered overkill) and below
+        assert abs(p - T) == m
         judged = _judged(tmp_path / "out" / "operating_point.json", p)
         assert judged["needs_review"], (p, judged["review_why"])
         assert any("within" in why for why in judged["review_why"]), judged["review_why"]
     # and one step beyond the edge, on the side of a clean pass, is decided without review
-    beyond = _judged(tmp_path / "out" / "operating_point.json", 0.5 - margin - 1 / 1024)
+    beyond = _judged(tmp_path / "out" / "operating_point.json", T - m - 1 / 1024)
     assert not beyond["needs_review"], beyond["review_why"]
 
 
@@ -198,9 +199,9 @@ def test_the_review_band_covers_at_least_the_review_share_of_the_errors(tmp_path
     rc, _, op = rescore(tmp_path, _certified_mission(overkills, [0.125, 0.25]), *CERTIFY, "--review_share", str(share))
     assert rc == 0 and op is not None
     entry = op["missions"][A]
-    assert entry["certified"] and entry["threshold"] == 0.5
-    assert entry["review_margin"] == covered / 64
-    errors = list(overkills)   # every error of the threshold 0.5 (no defective group is below it)
-    in_review = [p for p in errors if abs(p - 0.5) <= entry["review_margin"]]
+    assert entry["certified"] and entry["threshold"] == T
+    assert entry["review_margin"] == covered / 64 + 2 * P_FAIL_TIE
+    errors = list(overkills)   # every error of the threshold (no defective group is below it)
+    in_review = [p for p in errors if abs(p - T) <= entry["review_margin"]]
     assert entry["validation_errors_in_review"] == len(in_review) == covered
     assert len(in_review) / len(errors) >= share > (len(in_review) - 1) / len(errors)   # enough, and no more
