@@ -161,7 +161,7 @@ step "7/10 evaluation on the field groups' validation split: start point vs the 
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
   --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
   --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
-  | grep -E "^operating point|^decided without review|groups: accuracy|groups/s"
+  | grep -E "^operating point|^decided without review|the verdict line as written|groups/s"
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
 "$PY" -m stage_b.plot_training "$OUT/grpo"
 

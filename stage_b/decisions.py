@@ -20,8 +20,10 @@ From the whole log, per group: each reviewer's latest decision counts; groups wh
 disagree are conflicts, kept in the log and not labelled; `unsure` labels nothing. Every other decided group is
 written to `DIR/<mission>_stage_a.jsonl` as a Stage-A record with `label` pass/fail, so that
 `stage_b.evaluate --stage_a_dir DIR` and `run_grpo.sh stage_a_dir=DIR` read them like any labelled Stage-A file.
-Printed per mission: decided, agreed with the model, the model's realised miss and overkill rates on the decided
-groups, unsure, conflicts. Pure (stdlib and the project's pure core).
+Printed per mission, over every import into the folder: decided, unsure, conflicts; for reviewed groups (chosen by
+their score: the review band, not a sample of automatic work) how often the verdict line agreed, passed a failed
+group or failed a passed one; for blind audits, escapes among auto-passed and overkills among auto-failed groups.
+Pure (stdlib and the project's pure core).
 """
 from __future__ import annotations
 
@@ -299,16 +301,24 @@ def resolve(log: list[dict]) -> dict[tuple, dict]:
         newest = max(by_reviewer.values(), key=_order)
         status = ("conflict" if len(definite) > 1 else LABEL_OF[definite.pop()] if definite else "unsure")
         out[key] = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
-                    "verdict": newest.get("verdict")}
+                    "verdict": newest.get("verdict"), "route": newest.get("route")}
     return out
 
 
 def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
-    """Per mission: decided, agreed with the model, the model's realised miss and overkill on decided groups."""
+    """Per mission, over every decision in the log: decided, agreed with the model's verdict line, its misses and
+    overkills on the labelled groups; and split by route, because they measure different things: `reviewed` (groups
+    the rule sent to a person: chosen by their score, so their rates describe the review band, not the work decided
+    without review) and `audited` (blind audits of automatically decided groups: `escapes`, auto-passed groups a
+    reviewer failed, are what stage_b.monitor bounds)."""
     out: dict[str, dict] = {}
     for (mission, _), g in sorted(groups.items()):
         s = out.setdefault(mission, {"decided": 0, "labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
-                                     "overkilled": 0, "unsure": 0, "conflicts": 0})
+                                     "overkilled": 0, "unsure": 0, "conflicts": 0,
+                                     "reviewed": {"labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
+                                                  "overkilled": 0},
+                                     "audited": {"labelled": 0, "auto_passed": 0, "escapes": 0, "auto_failed": 0,
+                                                 "overkills": 0}})
         s["decided"] += 1
         if g["status"] == "conflict":
             s["conflicts"] += 1
@@ -325,6 +335,20 @@ def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
         else:
             s["pass"] += 1
             s["overkilled"] += g["verdict"] == FAIL
+        if g.get("route") == "audit":
+            a = s["audited"]
+            a["labelled"] += 1
+            a["auto_passed"] += g["verdict"] == PASS
+            a["escapes"] += g["verdict"] == PASS and decided == FAIL
+            a["auto_failed"] += g["verdict"] == FAIL
+            a["overkills"] += g["verdict"] == FAIL and decided == PASS
+        else:
+            r = s["reviewed"]
+            r["labelled"] += 1
+            r["agreed"] += g["verdict"] == decided
+            r["fail" if decided == FAIL else "pass"] += 1
+            r["missed"] += decided == FAIL and g["verdict"] == PASS
+            r["overkilled"] += decided == PASS and g["verdict"] == FAIL
     for s in out.values():
         s["miss_rate"] = s["missed"] / s["fail"] if s["fail"] else None
         s["overkill_rate"] = s["overkilled"] / s["pass"] if s["pass"] else None
@@ -415,10 +439,17 @@ def main(argv=None) -> int:
                   f"counts them", file=sys.stderr)
         for mission, s in result["summary"].items():
             path, n = result["written"][mission]
-            print(f"{mission}: {s['decided']} decided, {s['agreed']} agreed with the model; the model's miss rate "
-                  f"{_pct(s['miss_rate'])} ({s['missed']}/{s['fail']}), overkill rate {_pct(s['overkill_rate'])} "
-                  f"({s['overkilled']}/{s['pass']}); {s['unsure']} unsure, {s['conflicts']} conflict(s) -> {n} "
-                  f"labelled in {path}")
+            r, a = s["reviewed"], s["audited"]
+            print(f"{mission}: {s['decided']} decided in all imports so far, {s['unsure']} unsure, "
+                  f"{s['conflicts']} conflict(s) -> {n} labelled in {path}")
+            if r["labelled"]:
+                print(f"  reviewed (sent to a person by the rule, so not a sample of the work decided without "
+                      f"review): the verdict line agreed on {r['agreed']} of {r['labelled']}, passed {r['missed']} of "
+                      f"{r['fail']} the reviewer failed, failed {r['overkilled']} of {r['pass']} the reviewer passed")
+            if a["labelled"]:
+                print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
+                      f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
+                      f"live check: python -m stage_b.monitor)")
         conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
         for (mission, gid), g in conflicts:
             who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])

@@ -41,8 +41,8 @@ from .dataset import build_rows, group_files, load_records, row_mode, stage_a_fi
 from .grounding import REASON_CITATIONS, ground, guided_reply
 from .metrics import compute_metrics
 from .operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, build_operating_point, check_rate,
-                              checkpoint_identities, curve, family_text, fmt_p, p_fail, parse_targets, pick_threshold,
-                              points_of, rates_at, stage_a_identity)
+                              checkpoint_identities, curve, family_text, fmt_distinct, fmt_p, p_fail, parse_targets,
+                              pick_threshold, points_of, rates_at, stage_a_identity)
 from .rewards import REWARDS
 from .routes import evidence_weight, why_not_fair
 from .run_record import run_selection, selection_for, stage_a_changes, train_overlap
@@ -253,11 +253,16 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         lines += [f"**WARNING: {data['train_overlap']} of these groups were in the training run's train split "
                   f"(--allow_train_overlap): these numbers overstate held-out quality.**", ""]
     lines += render_promises(metrics)
-    lines += ["Miss = a defective (审核不通过) group not judged 不通过: judged 通过, or an unparseable reply (nothing "
+    lines += ["## The verdict line as the model wrote it", "",
+              "These score the reply's first line as generated (the model's own choice, every group), not the "
+              "operating point: the promises above and the operating point below score p_fail against each "
+              "mission's thresholds, which is how the judge decides, so the two can differ (a mission can miss every "
+              "defective group here and keep a certified miss rate there). "
+              "Miss = a defective (审核不通过) group not judged 不通过: judged 通过, or an unparseable reply (nothing "
               "failed it, and evaluation routes nothing to review); overkill = a good (审核通过) group judged 不通过. "
               "Unparseable verdicts count as wrong and are listed separately. Brackets: 95% Wilson intervals.", "",
-              "| mission | n | accuracy | miss rate | overkill rate | balanced acc. | fail recall | fail precision "
-              "| format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "| mission | n | accuracy | miss rate (verdict line) | overkill rate (verdict line) | balanced acc. "
+              "| fail recall | fail precision | format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in [*_md_items(metrics["per_mission"]), ("**overall**", metrics["overall"])]:
         lines.append(f"| {name} | {m['n']} | {_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
                      f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
@@ -311,7 +316,8 @@ def render_promises(metrics: dict) -> list[str]:
     if op.get("family"):
         lines += ["", f"All together: {family_text(op['family'])}."]
     a = op["automation"]
-    lines += ["", f"Decided without review on these validation groups: {a['validation_auto_decided']} of "
+    lines += ["", f"Decided without review on these {op.get('evidence', 'validation')} groups: "
+                  f"{a['validation_auto_decided']} of "
                   f"{a['validation_groups']} ({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); "
                   f"a mission that is not certified is never decided without review.", ""]
     return lines
@@ -366,11 +372,11 @@ def render_operating(metrics: dict) -> list[str]:
              "|---|" + "---|" * len(CURVE_TARGETS)]
     for name, points in [*_md_items(curves["points"]), ("**overall**", curves["overall_points"])]:
         cells = []
-        for target in CURVE_TARGETS:
-            t = pick_threshold([tuple(pt) for pt in points], target)
+        picked = [pick_threshold([tuple(pt) for pt in points], target) for target in CURVE_TARGETS]
+        for t, shown in zip(picked, fmt_distinct(picked)):
             at = rates_at([tuple(pt) for pt in points], t) if t is not None else None
             cells.append("n/a (no fail group)" if at is None else
-                         f"t={fmt_p(t)}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
+                         f"t={shown}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if curves.get("groups_without_p_fail"):
         lines += ["", f"{curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored) and are not "
@@ -378,23 +384,28 @@ def render_operating(metrics: dict) -> list[str]:
     op = metrics.get("operating_point")
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
-                  f"Picked on these {metrics.get('data', {}).get('split', 'validation')} groups at "
+                  f"Picked on these {op.get('evidence', 'validation')} groups at "
                   f"{_pct(op['confidence'])} confidence (stage_b.operating_point states the rule). A judged group is "
                   f"auto-通过 when p_fail < the threshold, auto-不通过 when p_fail >= the fail threshold, and goes to "
                   f"review otherwise, when p_fail is within the review margin of the threshold (it covers "
                   f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.", "",
-                  "| mission | target miss | certified | threshold | fail threshold | n (fail/pass) | miss rate (upper) "
-                  "| overkill rate | review margin | decided without review |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| mission | target miss | certified | threshold | fail threshold | n (fail/pass) | miss rate at the "
+                  "threshold (upper) | overkill rate at the threshold | review margin | decided without review |", "|---|---|---|---|---|---|---|---|---|---|"]
         for name, e in [*_md_items(op["missions"]), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
             certified = "yes" if e["certified"] else f"no: {e.get('fail_groups_needed') or '∞'} fail groups needed"
+            if "missions_certified" in e:   # the pooled row: one bound over all missions, not a promise for each
+                k, n = e["missions_certified"]
+                certified = (f"pooled bound only: {'yes' if e['certified'] else 'no'}; missions certified on their "
+                             f"own: {k} of {n}")
             auto = (f"{e['validation_auto_decided']}/{e['n']} ({_pct(e['automation_share'])})"
                     if "validation_auto_decided" in e else "")
             if e.get("threshold") is None:
                 lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | none: {e['why_none']} | | "
                              f"{e['n']} | | | | {auto} |")
                 continue
-            t_fail = "none (nothing auto-fails)" if e.get("threshold_fail") is None else fmt_p(e["threshold_fail"])
-            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | {fmt_p(e['threshold'])} | "
+            shown_t, shown_fail = fmt_distinct([e["threshold"], e.get("threshold_fail")])
+            t_fail = "none (nothing auto-fails)" if e.get("threshold_fail") is None else shown_fail
+            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | {shown_t} | "
                          f"{t_fail} | {e['n']} ({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} "
                          f"({_pct(e['miss_rate_upper'])}) | {_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
                          f"{fmt_p(e['review_margin'])} | {auto} |")
@@ -495,8 +506,10 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
              _pct(m.get("citation_recall"))]
             for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
     confusion = [[name, *m["confusion"].values()] for name, m in metrics["per_mission"].items()]
-    tables = [{"title": "Per mission (95% Wilson intervals)",
-               "columns": ["mission", "n", "accuracy", "miss rate", "overkill rate", "unparseable",
+    tables = [{"title": "Per mission, the verdict line as the model wrote it (95% Wilson intervals; report.md's "
+                        "operating point scores p_fail against the thresholds instead)",
+               "columns": ["mission", "n", "accuracy", "miss rate (verdict line)", "overkill rate (verdict line)",
+                           "unparseable",
                            "reason contradictions", "citation precision", "citation recall"], "rows": rows},
               {"title": "Confusion (reviewer -> model)", "columns": ["mission", *next(iter(metrics["per_mission"].values()),
                                                                                  {"confusion": {}})["confusion"]],
@@ -822,17 +835,21 @@ def _evaluate(args) -> int:
               + ": left out of the promise's bound (not a fair sample), kept as training labels", file=sys.stderr)
     op = metrics.get("operating_point")
     for mission, e in (op or {}).get("missions", {}).items():
-        print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}, validation miss "
-                                                f"{_pct(e['miss_rate'])}, overkill {_pct(e['overkill_rate'])} (n={e['n']})"
+        print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}; at the threshold (p_fail "
+                                                f"against t, as the judge decides) miss {_pct(e['miss_rate'])} "
+                                                f"({e['misses']}/{e['n_fail']}), overkill {_pct(e['overkill_rate'])} "
+                                                f"({e['overkills']}/{e['n_pass']})"
                                                 if e.get("threshold") is not None else f"none ({e['why_none']})")
               + f"; {e['promise']}")
     if op:
         a = op["automation"]
-        print(f"decided without review on validation: {a['validation_auto_decided']} of {a['validation_groups']} "
+        print(f"decided without review on these {op.get('evidence', 'validation')} groups: "
+              f"{a['validation_auto_decided']} of {a['validation_groups']} "
               f"({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); certified: "
               f"{', '.join(a['certified_missions']) or 'no mission'}")
     o = metrics["overall"]
-    print(f"{o['n']} groups: accuracy {_pct(o['accuracy'])}, miss rate {_pct(o['miss_rate'])}, overkill rate "
+    print(f"{o['n']} groups, the verdict line as written: accuracy {_pct(o['accuracy'])}, miss rate "
+          f"{_pct(o['miss_rate'])}, overkill rate "
           f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']}; reasons: contradiction rate "
           f"{_pct(o.get('reason_contradiction_rate'))}, citation precision {_pct(o.get('citation_precision'))}, "
           f"recall {_pct(o.get('citation_recall'))} -> {output_dir}/report.md")

@@ -43,6 +43,8 @@ from .verdict import FAIL, PASS
 
 OPERATING_POINT_FORMAT = 2
 DEFAULT_REVIEW_SHARE = 0.8
+# what a promise's groups are called, by the split it was certified on (data.split)
+EVIDENCE = {"val": "validation", "held_out": "held-out (validation and reviewed work orders)"}
 UNCALIBRATED_THRESHOLD = 0.5   # a mission with no threshold at all: the model's own choice, and always reviewed
 RULE = ("verdict is 不通过 iff p_fail >= threshold; candidates: each run of validation p_fails within 2 x 2^-20 of "
         "one another (ties), its smallest minus 2^-20, and 1.0; threshold = the largest candidate whose exact "
@@ -203,14 +205,16 @@ def _pct(x: float) -> str:
 
 
 def promise_text(entry: dict) -> str:
-    """The mission's miss-rate promise in one sentence (report.md, the judge's review_why)."""
+    """The mission's miss-rate promise in one sentence (report.md, the judge's review_why). It names the groups it
+    counts (`evidence`: validation, or held-out: validation and reviewed work orders)."""
     target, confidence = entry["target_miss_rate"], entry["confidence"]
+    evidence = entry.get("evidence", "validation")
     if entry["certified"]:
         return (f"miss rate <= {_pct(target)} with {_pct(confidence)} confidence ({entry['misses']} missed of "
-                f"{entry['n_fail']} defective validation groups; upper bound {_pct(entry['miss_rate_upper'])})")
+                f"{entry['n_fail']} defective {evidence} groups; upper bound {_pct(entry['miss_rate_upper'])})")
     needed = entry.get("fail_groups_needed")
     return (f"cannot promise a miss rate <= {_pct(target)} with {_pct(confidence)} confidence: "
-            f"{entry['n_fail']} defective validation group{'s' if entry['n_fail'] != 1 else ''}, "
+            f"{entry['n_fail']} defective {evidence} group{'s' if entry['n_fail'] != 1 else ''}, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed"))
 
@@ -220,21 +224,21 @@ def overkill_promise_text(entry: dict) -> str | None:
     target = entry.get("target_overkill_rate")
     if target is None:
         return None
-    confidence = entry["confidence"]
+    confidence, evidence = entry["confidence"], entry.get("evidence", "validation")
     if entry["overkill_certified"]:
         return (f"overkill rate of auto-failed groups <= {_pct(target)} with {_pct(confidence)} confidence "
-                f"({entry['auto_overkills']} of {entry['n_pass']} good validation groups auto-failed; upper bound "
+                f"({entry['auto_overkills']} of {entry['n_pass']} good {evidence} groups auto-failed; upper bound "
                 f"{_pct(entry['overkill_rate_upper'])})")
     needed = entry.get("pass_groups_needed")
     return (f"cannot promise an overkill rate <= {_pct(target)} with {_pct(confidence)} confidence "
-            f"({entry['n_pass']} good validation groups, "
+            f"({entry['n_pass']} good {evidence} groups, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed")
             + "): nothing is auto-failed, every group above the threshold goes to review")
 
 
-def mission_point(points, target: float, share: float,
-                  confidence: float = DEFAULT_CONFIDENCE, target_overkill: float | None = None) -> dict:
+def mission_point(points, target: float, share: float, confidence: float = DEFAULT_CONFIDENCE,
+                  target_overkill: float | None = None, evidence: str = "validation") -> dict:
     """One mission's (or the pooled) entry of operating_point.json (module doc). `points`: (p_fail, expected) or
     (p_fail, expected, weight), the weight of fair evidence (fair_points_of); the bounds then weigh them
     (stage_b.certify), the counts count each group once."""
@@ -243,7 +247,7 @@ def mission_point(points, target: float, share: float,
     n_pass = len(plain) - n_fail
     weighted = any(weight(pt) != 1 for pt in points)
     entry = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill,
-             "weighted": weighted}
+             "weighted": weighted, "evidence": evidence}
     certified_t = certified_threshold(points, target, confidence) if n_fail else None
     threshold = certified_t if certified_t is not None else pick_threshold(points, target)
     entry["certified"] = certified_t is not None
@@ -329,6 +333,16 @@ def fmt_p(x: float | None, other: float | None = None) -> str:
     while other is not None and x != other and digits < 17 and f"{x:.{digits}g}" == f"{other:.{digits}g}":
         digits += 1
     return f"{x:.{digits}g}"
+
+
+def fmt_distinct(values) -> list[str]:
+    """Each value as fmt_p writes it, with as many significant figures as it takes for different values to print
+    differently (two thresholds 1e-4 apart are never both "0.982" in one table row)."""
+    shown = [v for v in values if v is not None]
+    digits = 3
+    while digits < 17 and len({f"{v:.{digits}g}" for v in shown}) < len(set(shown)):
+        digits += 1
+    return ["n/a" if v is None else f"{v:.{digits}g}" for v in values]
 
 
 def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
@@ -461,29 +475,31 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
     if missing_target:
         raise OperatingPointError(f"no target miss rate for {', '.join(missing_target)}: give a default "
                                   f"(--target_miss_rate 0.05) or MISSION=RATE for each")
+    evidence = EVIDENCE.get((data or {}).get("split"), "validation")
     entries = {}
     for mission in missions:
         points = by_mission.get(mission, [])
         entries[mission] = mission_point(points, miss_targets[mission], review_share, claim_confidence,
-                                         overkill[mission])
+                                         overkill[mission], evidence)
         entries[mission].update(automation(points, entries[mission]))
         entries[mission]["left_out"] = left_out.get(mission, {})
         entries[mission]["profile"] = profile_of([p for p in predictions if p["mission"] == mission])
         entries[mission]["stage_a"] = (stage_a or {}).get(mission)
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
     auto = sum(entries[m]["validation_auto_decided"] for m in missions)
-    overall = None
-    if targets["default"] is not None:
-        overall = mission_point(pooled, targets["default"], review_share, claim_confidence,
-                                (overkill_targets or {}).get("default"))
     certified = [m for m in missions if entries[m]["certified"]]
+    overall = None
+    if targets["default"] is not None:   # one bound over every mission's groups together: not a promise per mission
+        overall = mission_point(pooled, targets["default"], review_share, claim_confidence,
+                                (overkill_targets or {}).get("default"), evidence)
+        overall["missions_certified"] = [len(certified), len(missions)]
     promised = len(certified) + sum(entries[m].get("overkill_certified", False) for m in missions
                                     if overkill_targets)
     fam["certified_claims"] = promised
     fam["certified_claims_hold_together"] = max(0.0, 1 - promised * (1 - claim_confidence))
     return {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share, "confidence": confidence,
             "family": fam, "model": model, "adapters": adapters, "data": data, "missions": entries,
-            "overall": overall,
+            "overall": overall, "evidence": evidence,
             "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
                            "automation_share": auto / len(pooled) if pooled else None,
                            "automation_share_ci95": wilson(auto, len(pooled)),

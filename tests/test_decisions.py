@@ -118,7 +118,10 @@ def test_the_command_prints_per_mission_and_exits_2_on_bad_input(verdicts, tmp_p
     ok = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(path), "--output_dir",
                          str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
-    assert f"{M}: 1 decided, 0 agreed with the model; the model's miss rate 100.0% (1/1)" in ok.stdout
+    assert f"{M}: 1 decided in all imports so far, 0 unsure, 0 conflict(s)" in ok.stdout
+    assert ("reviewed (sent to a person by the rule, so not a sample of the work decided without review): the verdict "
+            "line agreed on 0 of 1, passed 1 of 1 the reviewer failed, failed 0 of 0 the reviewer passed") in ok.stdout
+    assert "blind audits" not in ok.stdout   # none of these groups was audited
     bad = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(tmp_path / "nope.jsonl"),
                           "--output_dir", str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True,
                          timeout=60)

@@ -51,3 +51,19 @@ def test_an_audit_decision_whose_source_changed_is_refused_and_the_same_audit_tw
     with pytest.raises(DecisionsError, match="has changed since the review page was made"):
         import_decisions([decisions], tmp_path / "labels2")
     assert not (tmp_path / "labels2").exists()
+
+
+def test_the_import_reports_reviewed_groups_and_blind_audits_apart(tmp_path, synthetic, capsys):
+    """Reviewed groups were chosen by their score; audits are a random sample of automatic work. A failed audit of an
+    auto-passed group is an escape, and it never counts among the reviewed groups' disagreements (issue 34: the
+    import's "the model's miss rate" mixed the two over every import)."""
+    out, verdicts = audited_day(tmp_path, synthetic)
+    audit = next(v for v in verdicts if v["route"] == "audit" and v["verdict"] == "通过")
+    review = next(v for v in verdicts if v["route"] == "review" and v["mission"] == audit["mission"])
+    files = [export(tmp_path, out, audit, "不通过", "a.jsonl"), export(tmp_path, out, review, review["verdict"], "r.jsonl")]
+    assert main(["--decisions", *map(str, files), "--output_dir", str(tmp_path / "labels")]) == 0
+    printed = capsys.readouterr().out
+    s = import_decisions(files, tmp_path / "labels")["summary"][audit["mission"]]
+    assert s["audited"] == {"labelled": 1, "auto_passed": 1, "escapes": 1, "auto_failed": 0, "overkills": 0}
+    assert (s["reviewed"]["labelled"], s["reviewed"]["agreed"], s["reviewed"]["missed"]) == (1, 1, 0)
+    assert "1 escape(s) in 1 auto-passed" in printed and "agreed on 1 of 1" in printed

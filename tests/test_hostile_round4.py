@@ -364,3 +364,46 @@ def test_the_same_summaries_scored_twice_give_the_same_promise_and_the_same_verd
             assert min(abs(p - entry["threshold"]) for p, _ in points) >= P_FAIL_TIE - 1e-15
         for (p, _), (q, _) in zip(first, second):   # a group scored once more is decided as before
             assert decide(q, a).verdict == decide(p, a).verdict and decide(q, a).automatic == decide(p, a).automatic
+
+
+def _two_missions(split: str):
+    """Mission M certified (12 defective groups, none missed); mission N with 10 defective groups 1.4e-4 apart, held
+    to 5% (32 needed: not certified)."""
+    preds = ([{"group_id": f"f{i}", "mission": M, "p_fail": 0.9 + i / 1000, "expected": "不通过"} for i in range(12)]
+             + [{"group_id": f"p{i}", "mission": M, "p_fail": 0.1, "expected": "通过"} for i in range(12)]
+             + [{"group_id": f"g{i}", "mission": N, "p_fail": 0.98213 + i * 1.4e-4, "expected": "不通过"}
+                for i in range(10)]
+             + [{"group_id": f"h{i}", "mission": N, "p_fail": 0.2, "expected": "通过"} for i in range(3)])
+    op = build_operating_point(preds, [M, N], {"default": 0.2, "per_mission": {N: 0.05}}, review_share=0.8,
+                               model={"path": "m", "fingerprint": "f"}, adapters=[], data={"split": split},
+                               confidence=0.8)
+    return preds, op
+
+
+N = "挡风板安装检查"
+
+
+@pytest.mark.parametrize("split, groups", [("val", "defective validation groups"),
+                                           ("held_out", "defective held-out (validation and reviewed work orders) "
+                                                        "groups")])
+def test_every_printed_figure_says_what_it_measures(split, groups):
+    """Issue 34 case 11: a re-certified promise named "validation groups" though it counted reviewed work orders; the
+    pooled row said "certified: yes" with 1 of 2 missions certified; two thresholds 1.4e-4 apart both printed as
+    0.982; the verdict line's rates sat beside the promises without saying they measure something else."""
+    from stage_b.evaluate import operating_curves, render_operating, render_promises
+    preds, op = _two_missions(split)
+    assert groups in op["missions"][M]["promise"] and op["missions"][M]["certified"]
+    metrics = {"operating_curve": operating_curves(preds, [M, N]), "operating_point": op, "data": {"split": split}}
+    text = "\n".join(render_operating(metrics) + render_promises(metrics))
+    assert "pooled bound only: yes; missions certified on their own: 1 of 2" in text
+    assert f"Decided without review on these {op['evidence']} groups" in text
+    row = next(line for line in text.splitlines() if line.startswith(f"| {N} | t="))
+    shown = [cell.split(":")[0] for cell in row.split(" | ")[1:]]
+    assert len(set(shown)) >= 2 and "t=0.982:" not in row, row   # 0.98213 and 0.98227 never print alike
+    assert "miss rate at the threshold (upper)" in text
+
+
+def test_two_thresholds_apart_never_print_alike():
+    from stage_b.operating_point import fmt_distinct
+    assert fmt_distinct([0.98213, 0.98227]) == ["0.9821", "0.9823"]   # as many figures as it takes, no more
+    assert fmt_distinct([0.5, 0.5, None]) == ["0.5", "0.5", "n/a"]
