@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
-from stage_a.jsonl import file_sha256, iter_jsonl, write_jsonl_atomic
+from stage_a.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from stage_a.missions import load_registry
 from stage_b.decisions import decision_line
 from stage_b.judge import verdicts_path
@@ -34,7 +34,7 @@ def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer:
         for _, v in iter_jsonl(path):
             if everything or v["needs_review"] or v.get("route") == "audit":
                 decision = FAIL if truth[(v["mission"], v["group_id"])] == "fail" else PASS
-                lines.append(decision_line(v, decision, reviewer, source))
+                lines.append(decision_line(v, decision, reviewer, source, seen=record_digest(v)))
     return lines
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 
+from stage_a.jsonl import record_digest
 from stage_a.records import summaries_of
 from stage_b.grounding import ground
 from stage_b.operating_point import fmt_p
@@ -64,7 +65,8 @@ def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dic
             "reason": parsed.reason, "reply": None if parsed.two_lines else (p["completion"] or "").strip() or None,
             "error": p.get("error"), "images": record.get("images", []), "summaries": summaries, **_marks(g),
             "verdict": p["predicted"], "p_fail": p.get("p_fail"),
-            "source": (sources or {}).get((p["mission"], p["group_id"]))})
+            "source": (sources or {}).get((p["mission"], p["group_id"])),
+            "seen": record_digest(record) if record else None})
     cards.sort(key=lambda c: order[c["outcome"]])   # stable: file order within each outcome
     return cards
 
@@ -110,7 +112,7 @@ def judge_cards(verdicts: list[dict], sources: dict[str, int] | None = None) -> 
               "error": None, "images": v["images"], "summaries": v["summaries"],
               **_marks(ground(v["reply"], v["summaries"], v["mission"])), "tags": judge_tags(v),
               "verdict": v["verdict"], "p_fail": v["p_fail"], "source": (sources or {}).get(v["mission"]),
-              "route": route_of_record(v)}
+              "route": route_of_record(v), "seen": record_digest(v)}
              for v in verdicts]
     cards = [seal(c) if c["route"] == AUDIT else c for c in cards]
     cards.sort(key=lambda c: order[c["outcome"]])

@@ -54,9 +54,10 @@ def _write(path: Path, text: str) -> None:
 
 
 def page_identity(sources: list[dict], out_dir: Path) -> str:
-    """What the browser keys a page's decisions by: its sources' contents (a re-render of the same files keeps the
-    decisions; changed files start afresh, as the import would refuse them), else the folder."""
-    key = "\n".join(s["sha256"] for s in sources) if sources else str(Path(out_dir).resolve())
+    """What the browser keys a page's decisions by: the output folder and its sources' names, not their contents, so
+    a re-render after the day's files grew keeps every decision (each names the digest of the group it saw, and the
+    import refuses one whose group changed since)."""
+    key = "\n".join([str(Path(out_dir).resolve()), *(s["file"] for s in sources)])
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
@@ -143,7 +144,8 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
                       "cited_missing": [k for k in card.get("cited", ()) if not 1 <= k <= len(card["images"])]})
     pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
     missions = sorted({c["mission"] for c in cards})
-    sources = list(sources)
+    # each source also relative to the review folder: an export from a moved or copied day folder still finds it
+    sources = [{**s, "relative": Path(os.path.relpath(s["file"], review.resolve())).as_posix()} for s in sources]
     page_id = page_identity(sources, out_dir)
     for number, page_cards in enumerate(pages, start=1):
         for c in page_cards:
@@ -156,7 +158,7 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
              "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],
                          "outcome": c["outcome"], "tags": c["tags"], "page": c["page"], "anchor": c["anchor"],
                          "verdict": c.get("verdict"), "p_fail": c.get("p_fail"), "source": c.get("source"),
-                         "route": c.get("route")}
+                         "route": c.get("route"), "seen": c.get("seen")}
                         for c in views]}
     _write(review / "groups.js", "window.GROUP_QC_REVIEW = " + _script_json(index) + ";\n")
     _write(review / "review.js", (Path(__file__).parent / "templates" / "review.js").read_text(encoding="utf-8"))

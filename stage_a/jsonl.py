@@ -245,6 +245,14 @@ def output_lock(target: str | os.PathLike, *, shared: bool = False):
         os.close(fd)  # closing releases the flock; the file itself stays (harmless, reusable)
 
 
+def record_digest(record: dict) -> str:
+    """sha256 of one JSONL record's content (canonical JSON: sorted keys, no spaces), whatever its line's formatting:
+    what a reviewer's decision names of the group it saw, so that lines appended to its file later leave it valid."""
+    import hashlib
+    text = json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def file_sha256(path) -> str:
     """sha256 of a file's bytes, read in blocks (a decision names the file a review page was made from by it)."""
     import hashlib

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from .exits import run_cli
-from .jsonl import file_sha256, iter_jsonl
+from .jsonl import file_sha256, iter_jsonl, record_digest
 from .missions import load_registry
 from .outputs import MissionOutputs
 from .records import summaries_of
@@ -59,7 +59,7 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
             cards.append({"group_id": r["group_id"], "mission": mission.name, "outcome": "sample",
                           "facts": [("reviewer", LABEL_TEXT.get(r.get("label"))), ("photos", len(r["images"])), ("model", r.get("model"))],
                           "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r),
-                          "source": source})
+                          "source": source, "seen": record_digest(r)})
         table.append([mission.name, len(records), len(failed), len(sample)])
     return cards, input_dirs, table
 

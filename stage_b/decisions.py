@@ -10,7 +10,11 @@ A review page (the judge's, evaluation's, Stage-A's audit) lets a reviewer decid
      "source": {"file", "sha256"} (the verdicts, predictions' Stage-A or Stage-A file the page was made from)}
 
 The import checks every line before it writes anything: the fields and their types, the decision, the mission
-(names and aliases resolve to the registry's), the source file unchanged since the page was made (sha256), and the
+(names and aliases resolve to the registry's), the group's line in its source file unchanged since the page was made
+(`source.line_sha256`, the digest of what the reviewer saw: lines appended to the file since leave it valid, a
+re-judged group is refused by name; an export without it needs the whole file unchanged, `source.sha256`), the source
+found where the page was made or, for a day folder moved or copied, relative to the page the export came from
+(`source.relative`, `page`), each change of the decision's `history` ({from, to, at, by, on_screen_ms}), and the
 group in it, and the reviewer's name (a line without one is refused unless --reviewer names it: two nameless
 reviewers would merge into one). Every problem is named as file:line, and nothing is written while any remains.
 
@@ -28,12 +32,14 @@ Pure (stdlib and the project's pure core).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from stage_a.exits import run_cli
-from stage_a.jsonl import JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
+from stage_a.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
+                           write_jsonl_atomic)
 from stage_a.missions import MissionError, load_registry
 from stage_a.records import image_key, summaries_of, utc_now
 
@@ -43,7 +49,7 @@ DECISIONS = (PASS, FAIL, "unsure")
 MAX_NAME = 80   # a reviewer's name as the page's field holds it
 LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
-                   "source")
+                   "source", "page", "history")
 LOG = "decisions.jsonl"
 LOG_REMEDY = "The decisions log is append-only: restore it from a backup (a torn last line: remove it)."
 # what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
@@ -132,6 +138,20 @@ class _Sources:
         self.registry = registry
         self.files: dict[str, tuple[str, dict] | str] = {}
 
+    def locate(self, source: dict, page) -> tuple[str, tuple[str, dict] | str]:
+        """(the path, its facts) of a decision's source: where the page was made from, else relative to the page the
+        export came from (a day folder moved or copied with its page), else the first path's problem."""
+        first = self.get(source["file"])
+        if not isinstance(first, str) or not source.get("relative") or not isinstance(page, str):
+            return source["file"], first
+        from urllib.parse import unquote, urlparse
+        url = urlparse(page)
+        if url.scheme != "file":
+            return source["file"], first
+        moved = os.path.normpath(Path(unquote(url.path)).parent / source["relative"])
+        facts = self.get(moved)
+        return (moved, facts) if not isinstance(facts, str) else (source["file"], first)
+
     def get(self, path: str):
         if path not in self.files:
             p = Path(path)
@@ -173,15 +193,17 @@ def source_record_problem(record: dict) -> str | None:
 
 
 def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note: str = "",
-                  decided_at: str | None = None) -> dict:
-    """One exported line, as a review page writes it (stage_a/templates/review.js mirrors this) for a card showing
-    `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"}). A
-    blind audit's card never showed the model's answer: its line has none."""
+                  decided_at: str | None = None, seen: str | None = None, history: list | None = None) -> dict:
+    """One exported line, as a review page writes it (review/templates/review.js mirrors this) for a card showing
+    `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"}); `seen`:
+    the digest of the group's line in that file (stage_a.jsonl.record_digest), which keeps the decision valid when
+    the file grows. A blind audit's card never showed the model's answer: its line has none."""
     blind = shown.get("route") == "audit"
     return {"group_id": shown["group_id"], "mission": shown["mission"], "decision": decision, "note": note,
             "reviewer": reviewer, "decided_at": decided_at or utc_now(),
             "verdict": None if blind else shown.get("verdict"), "p_fail": None if blind else shown.get("p_fail"),
-            "route": shown.get("route"), "source": source}
+            "route": shown.get("route"), "source": {**source, **({"line_sha256": seen} if seen else {})},
+            "history": history or []}
 
 
 def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") -> tuple[dict | None, str | None]:
@@ -218,19 +240,29 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
     if source is None:
         return None, (f"{where}: the page named no source file for group {rec['group_id']} (a Stage-A error group, or "
                       f"a page re-scored from predictions alone): it cannot become a label")
-    if not isinstance(source, dict) or not isinstance(source.get("file"), str) or not isinstance(source.get("sha256"), str):
+    if (not isinstance(source, dict) or not isinstance(source.get("file"), str)
+            or not isinstance(source.get("sha256"), str)
+            or not all(isinstance(source.get(k), (str, type(None))) for k in ("relative", "line_sha256"))):
         return None, f"{where}: source must be {{\"file\", \"sha256\"}} as the page exports it"
-    facts = sources.get(source["file"])
+    history, problem = check_history(rec.get("history"))
+    if problem:
+        return None, f"{where}: history {problem}; export the decisions from the review page again"
+    path, facts = sources.locate(source, rec.get("page"))
     if isinstance(facts, str):
         return None, f"{where}: {facts}"
     sha, groups = facts
-    if sha != source["sha256"]:
-        return None, (f"{where}: {source['file']} has changed since the review page was made (sha256 "
+    record = groups.get((mission, rec["group_id"]))
+    seen = source.get("line_sha256")
+    if sha != source["sha256"] and seen is None:   # an export from before decisions named their group's line
+        return None, (f"{where}: {path} has changed since the review page was made (sha256 "
                       f"{source['sha256'][:12]}… then, {sha[:12]}… now): render the page again (rerun the command "
                       f"that wrote it), decide there, and export again")
-    record = groups.get((mission, rec["group_id"]))
     if record is None:
-        return None, f"{where}: group {rec['group_id']} of {mission} is not in {source['file']}"
+        return None, f"{where}: group {rec['group_id']} of {mission} is not in {path}"
+    if seen is not None and record_digest(record) != seen:
+        return None, (f"{where}: group {rec['group_id']} of {mission} has changed in {path} since the review page "
+                      f"was made (re-judged, or its Stage-A summaries redone): the decision was on what the page "
+                      f"showed then; render the page again, decide this group there, and export again")
     problem = source_record_problem(record)
     if problem:
         return None, (f"{where}: the group's line in {source['file']} is neither a Stage-A record nor a verdict line "
@@ -242,13 +274,41 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
                 "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
                 "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
                 "route": record.get("route") if from_verdicts else None,
-                "source": {"file": source["file"], "sha256": sha}}
+                "source": {"file": str(path), "sha256": sha, "line_sha256": record_digest(record)},
+                "history": history}
     return {**decision, "record": record}, None
 
 
 def _identity(d: dict) -> tuple:
+    """A decision once in the log, whatever else its source file gained since (the group's own line digest, where the
+    log has it; older lines name the whole file's)."""
     return (d["mission"], d["group_id"], d["reviewer"], d["decision"], d["note"], d["decided_at"],
-            d["source"]["sha256"])
+            d["source"].get("line_sha256") or d["source"]["sha256"])
+
+
+MAX_HISTORY = 1000
+HISTORY_FIELDS = ("from", "to", "at", "by", "on_screen_ms")
+
+
+def check_history(history) -> tuple[list, str | None]:
+    """A decision's history as the page exports it: each change {from, to, at, by, on_screen_ms} (module doc)."""
+    if history is None:
+        return [], None
+    if not isinstance(history, list) or len(history) > MAX_HISTORY:
+        return [], f"must be a list of at most {MAX_HISTORY} changes"
+    for n, change in enumerate(history, start=1):
+        if not isinstance(change, dict) or set(change) - set(HISTORY_FIELDS):
+            return [], f"change {n} must hold only {', '.join(HISTORY_FIELDS)}"
+        if any(change.get(k) not in (*DECISIONS, None) for k in ("from", "to")):
+            return [], f"change {n}: from/to must be one of {', '.join(DECISIONS)} or null"
+        if not isinstance(change.get("at"), str) or decided_at_problem(change["at"]):
+            return [], f"change {n}: at must be an ISO time with a zone"
+        if not isinstance(change.get("by"), str) or len(change["by"]) > MAX_NAME or not change["by"].isprintable():
+            return [], f"change {n}: by must be a reviewer's name"
+        ms = change.get("on_screen_ms")
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms < 1e10):
+            return [], f"change {n}: on_screen_ms must be a number of milliseconds"
+    return history, None
 
 
 def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:

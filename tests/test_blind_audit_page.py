@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stage_a.jsonl import write_jsonl_atomic
+from stage_a.jsonl import record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
@@ -61,7 +61,10 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     (line,) = [json.loads(x) for x in exported.read_text(encoding="utf-8").splitlines()]
     assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
     source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}
-    assert line == decision_line(first, "不通过", "审核员", source, decided_at=line["decided_at"])
+    assert line["page"] == (out / "review" / "index.html").as_uri() and line["history"][0]["to"] == "不通过"
+    source["relative"] = f"../{judge.verdicts_path(out, first['mission']).name}"
+    assert line == {**decision_line(first, "不通过", "审核员", source, decided_at=line["decided_at"],
+                                    seen=record_digest(first), history=line["history"]), "page": line["page"]}
     labels = tmp_path / "labels"
     assert import_decisions([exported], labels)["added"] == 1
     (record,) = load_records(Selection(stage_a_dir=str(labels)))

@@ -93,11 +93,12 @@ def test_decide_reload_export_import(browser, tmp_path, synthetic):
     browser.find_element("id", "reviewer").send_keys("王工")
     browser.find_element("tag name", "h1").click()          # focus back on the page, off the name field
     ids = browser.execute_script("return Array.from(document.querySelectorAll('.card')).map(c => c.dataset.groupId)")
-    # three by keyboard: the current card (the first), then j to the next ones
+    # three by keyboard, one key each: deciding moves on to the next undecided card; a note before the third
     _keys(browser, "f")
-    _keys(browser, "jp")
-    _keys(browser, "jfn")
+    _keys(browser, "p")
+    _keys(browser, "n")
     _keys(browser, "螺丝看不清\n")
+    _keys(browser, "f")
     # one by mouse, on the fifth card
     browser.find_element("css selector", f'.card[data-group-id="{ids[4]}"] [data-decision="通过"]').click()
     expected = {ids[0]: "不通过", ids[1]: "通过", ids[2]: "不通过", ids[4]: "通过"}

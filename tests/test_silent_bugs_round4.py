@@ -195,11 +195,14 @@ def test_held_out_leaves_out_a_trained_group_of_its_mission_only():
 # --------------------------------------------------------------------------------------------------------------
 # Review page
 # --------------------------------------------------------------------------------------------------------------
-def test_the_page_identity_is_its_sources_content(tmp_path):
+def test_the_page_identity_is_its_folder_and_sources_not_their_content(tmp_path):
+    """Issue 35: a day's verdict file that grew keeps the page's decisions (each names the group it saw); another
+    day's folder, or other sources, never share them."""
     from review.page import page_identity
     same = page_identity([{"file": "/day/a.jsonl", "sha256": "1"}], tmp_path / "x")
-    assert page_identity([{"file": "/moved/a.jsonl", "sha256": "1"}], tmp_path / "y") == same
-    assert page_identity([{"file": "/day/a.jsonl", "sha256": "2"}], tmp_path / "x") != same
+    assert page_identity([{"file": "/day/a.jsonl", "sha256": "2"}], tmp_path / "x") == same
+    assert page_identity([{"file": "/day/a.jsonl", "sha256": "1"}], tmp_path / "y") != same
+    assert page_identity([{"file": "/day2/a.jsonl", "sha256": "1"}], tmp_path / "x") != same
 
 
 def test_a_sibling_folder_with_the_same_prefix_is_outside_the_input_folder(tmp_path):

@@ -92,7 +92,8 @@
     if (kv.length !== 2 || !(kv[0] in state)) return;
     try { state[kv[0]] = decodeURIComponent(kv[1]); } catch (e) { /* a malformed address: that filter stays off */ }
   });
-  var at = /(?:^#|&)at=(first|last)/.exec(location.hash);   // arriving from the previous or next page by j/k
+  // arriving from another page: by j/k (first, last) or at a given card (the next undecided one, an undone one)
+  var at = /(?:^#|&)at=(first|last|card-[0-9]+)/.exec(location.hash);
   function hashOf(extra) {
     var parts = [];
     Object.keys(state).forEach(function (k) { if (state[k]) parts.push(k + "=" + encodeURIComponent(state[k])); });
@@ -106,15 +107,23 @@
   function text(id, value) { var el = document.getElementById(id); if (el) el.textContent = value; }
 
   function counters() {
-    var decided = 0, left = 0;
+    var decided = 0, left = 0, perMission = {}, times = [];
     DATA.groups.forEach(function (g) {
       var d = decisions[g.key];
-      if (d && d.decision) decided++;
-      else if (forPerson(g)) left++;
+      var m = perMission[g.mission] = perMission[g.mission] || {decided: 0, left: 0};
+      if (d && d.decision) { decided++; m.decided++; times.push(Date.parse(d.decided_at)); }
+      else if (forPerson(g)) { left++; m.left++; }
     });
     text("decided-count", decided);
     text("total-count", DATA.groups.length);
     text("to-review-count", left);
+    text("mission-left", Object.keys(perMission).sort().map(function (m) {
+      return m + " " + perMission[m].decided + " decided, " + perMission[m].left + " left";
+    }).join("; "));
+    // the reviewer's pace, by the page's own clock: the latest 50 decisions, first to last
+    times = times.filter(function (t) { return !isNaN(t); }).sort(function (a, b) { return a - b; }).slice(-50);
+    var hours = times.length > 1 ? (times[times.length - 1] - times[0]) / 3600000 : 0;
+    text("pace", hours > 0 ? Math.round((times.length - 1) / hours) + " groups/hour" : "…");
   }
 
   function apply() {
@@ -221,6 +230,30 @@
   }
   // A card without a source file (a Stage-A error) takes no decision: its label could come from nowhere.
   function decidable(card) { return Boolean(card && card.querySelector("[data-decision]")); }
+  // Every change is kept: each group's `history` ({from, to, at, by, on_screen_ms}) goes into the export, and the
+  // undo stack (z) lives beside the decisions, so an undo works after a reload or from another page.
+  var UNDO_KEY = STORE_KEY + ":undo", MAX_UNDO = 500, undoStack = [];
+  if (storage) { try { undoStack = JSON.parse(storage.getItem(UNDO_KEY) || "[]") || []; } catch (e) { undoStack = []; } }
+  function saveUndo() {
+    if (!storage) return;
+    try { storage.setItem(UNDO_KEY, JSON.stringify(undoStack.slice(-MAX_UNDO))); } catch (e) { /* memory keeps it */ }
+  }
+  var currentSince = Date.now();
+  function change(k, next, withUndo) {   // next: the decision object, or null for none (a note stays)
+    var before = decisions[k] || {};
+    var entry = {from: before.decision || null, to: next ? next.decision : null, at: new Date().toISOString(),
+                 by: reviewer.value.trim(), on_screen_ms: Math.max(0, Date.now() - currentSince)};
+    if (withUndo) {
+      undoStack.push({key: k, before: before.decision ? {decision: before.decision, reviewer: before.reviewer,
+                                                         decided_at: before.decided_at} : null});
+      saveUndo();
+    }
+    var after = next ? next : {};
+    after.note = before.note || "";
+    after.history = (before.history || []).concat([entry]).slice(-100);
+    if (!after.decision && !after.note && !after.history.length) delete decisions[k]; else decisions[k] = after;
+    save();
+  }
   function decide(card, decision) {
     if (!decidable(card)) return;
     if (!reviewer.value.trim()) {   // two nameless reviewers could not be told apart: the later would silently win
@@ -228,20 +261,59 @@
       reviewer.focus();
       return;
     }
-    var k = keyOf(card), d = decisions[k] || {};
-    decisions[k] = {decision: decision, note: d.note || "", reviewer: reviewer.value.trim(),
-                    decided_at: new Date().toISOString()};
-    save();
+    change(keyOf(card), {decision: decision, reviewer: reviewer.value.trim(), decided_at: new Date().toISOString()},
+           true);
+    show(card);
+    counters();
+    if (card === current) nextUndecided();   // one key per decision: on to the next group to decide
+  }
+  function undecide(card) {
+    var k = keyOf(card);
+    if (!decisions[k] || !decisions[k].decision) return;
+    change(k, null, true);
     show(card);
     counters();
   }
-  function undecide(card) {
-    var k = keyOf(card), d = decisions[k];
-    if (!d) return;
-    if (d.note) decisions[k] = {note: d.note}; else delete decisions[k];
-    save();
-    show(card);
-    counters();
+  function undo() {   // the last change comes back: undecided, or the decision it replaced
+    var last = undoStack.pop();
+    if (!last) { flash("nothing to undo"); return; }
+    saveUndo();
+    change(last.key, last.before ? {decision: last.before.decision, reviewer: last.before.reviewer,
+                                    decided_at: last.before.decided_at} : null, false);
+    goTo(byKey[last.key]);
+    flash("undone: " + (byKey[last.key] ? byKey[last.key].id : last.key));
+  }
+  function flash(message) {
+    var el = document.getElementById("flash");
+    if (!el) return;
+    el.textContent = message;
+    el.hidden = false;
+    clearTimeout(flash.timer);
+    flash.timer = setTimeout(function () { el.hidden = true; }, 2500);
+  }
+  function cardOf(g) { return g ? document.getElementById(g.anchor) : null; }
+  function goTo(g) {   // the group's card: here, or on its page
+    if (!g) return;
+    var card = cardOf(g);
+    if (card) {
+      if (card.style.display === "none") { state.outcome = ""; state.mission = ""; apply(); }
+      show(card);
+      setCurrent(card, true);
+      return;
+    }
+    location.href = DATA.pages[g.page - 1] + hashOf("at=" + g.anchor);
+  }
+  function nextUndecided() {   // after the current group, in page order across pages, wrapping round; filters hold
+    var start = current ? DATA.groups.indexOf(byKey[keyOf(current)]) : -1;
+    for (var step = 1; step <= DATA.groups.length; step++) {
+      var g = DATA.groups[(start + step) % DATA.groups.length];
+      var d = decisions[g.key];
+      if (matches(g) && forPerson(g) && g.source !== null && g.source !== undefined && !(d && d.decision)) {
+        goTo(g);
+        return;
+      }
+    }
+    flash("every group to review is decided: export your decisions");
   }
   function openNote(card) {
     if (!decidable(card)) return;
@@ -255,6 +327,7 @@
   function visible() { return cards.filter(function (c) { return c.style.display !== "none"; }); }
   function setCurrent(card, scroll) {
     if (current) current.classList.remove("current");
+    if (card !== current) currentSince = Date.now();
     current = card;
     if (!card) return;
     card.classList.add("current");
@@ -286,10 +359,12 @@
     }
     var actions = {j: function () { move(1); }, k: function () { move(-1); },
                    p: function () { decide(current, "通过"); }, f: function () { decide(current, "不通过"); },
-                   u: function () { decide(current, "unsure"); }, n: function () { openNote(current); }};
+                   u: function () { decide(current, "unsure"); }, n: function () { openNote(current); },
+                   z: undo, g: nextUndecided,
+                   "?": function () { var h = document.getElementById("keys-help"); if (h) h.hidden = !h.hidden; }};
     if (!(e.key in actions)) return;
     e.preventDefault();
-    if (!current && e.key !== "j" && e.key !== "k") setCurrent(visible()[0] || null, true);
+    if (!current && "pfun".indexOf(e.key) >= 0) setCurrent(visible()[0] || null, true);
     actions[e.key]();
   });
 
@@ -334,10 +409,12 @@
     DATA.groups.forEach(function (g) {
       var d = decisions[g.key];
       if (!d || !d.decision) return;
+      var source = g.source === null || g.source === undefined ? null : DATA.sources[g.source];
+      if (source) source = {file: source.file, sha256: source.sha256, relative: source.relative, line_sha256: g.seen};
       lines.push(JSON.stringify({group_id: g.id, mission: g.mission, decision: d.decision, note: d.note || "",
                                  reviewer: d.reviewer || reviewer.value.trim(), decided_at: d.decided_at,
-                                 verdict: g.verdict, p_fail: g.p_fail, route: g.route || null,
-                                 source: g.source === null || g.source === undefined ? null : DATA.sources[g.source]}));
+                                 verdict: g.verdict, p_fail: g.p_fail, route: g.route || null, source: source,
+                                 page: location.href.split("#")[0], history: d.history || []}));
     });
     return lines.length ? lines.join("\n") + "\n" : "";
   }
@@ -354,6 +431,7 @@
   });
 
   apply();
-  var vis = visible();
-  setCurrent(at && at[1] === "last" ? vis[vis.length - 1] : vis[0] || null, Boolean(at));
+  var vis = visible(), arrived = at && at[1].indexOf("card-") === 0 ? document.getElementById(at[1]) : null;
+  if (arrived && arrived.style.display === "none") arrived = null;
+  setCurrent(arrived || (at && at[1] === "last" ? vis[vis.length - 1] : vis[0] || null), Boolean(at));
 })();

@@ -1,0 +1,174 @@
+"""The reviewer's day (issue 35): one key per decision, undo across pages, the next undecided group, where the day
+stands; decisions that survive the day's files growing and the day folder moving; every change kept. In headless
+Chromium over real judge pages, and through stage_b.decisions."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from stage_a.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
+from stage_b import judge
+from stage_b.decisions import DecisionsError, decision_line, import_decisions
+from tests.test_review_decisions import MISSIONS, _judged, _keys, _wait_for_page
+from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
+
+
+def _paged(tmp_path, synthetic, per_page: int = 3):
+    """A judge's day over two missions, re-rendered three cards a page (every group goes to review)."""
+    from review.page import render_review
+    from review.cards import JUDGE_OUTCOMES, judge_cards
+    out, verdicts = _judged(tmp_path, synthetic)
+    files = [judge.verdicts_path(out, m) for m in MISSIONS]
+    sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
+    result = render_review(out, title="day", cards=judge_cards(verdicts, {m: k for k, m in enumerate(MISSIONS)}),
+                           outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path / "photos"], sources=sources,
+                           per_page=per_page)
+    return out, verdicts, result
+
+
+def _current(browser) -> str:
+    return browser.execute_script("var c = document.querySelector('.card.current'); return c ? c.id : null")
+
+
+def _state(browser) -> dict:
+    return json.loads(browser.execute_script("return JSON.stringify(JSON.parse(localStorage.getItem("
+                                             "'group-qc:decisions:' + window.GROUP_QC_REVIEW.page_id) || '{}'))"))
+
+
+def test_one_key_decides_and_moves_on_across_pages_and_z_undoes_across_them(browser, tmp_path, synthetic):
+    out, verdicts, result = _paged(tmp_path, synthetic)
+    pages = [p.as_uri() for p in result["pages"]]
+    fresh_page(browser, result["index"])
+    assert _current(browser) == "card-1"
+    _keys(browser, "z")   # nothing to undo yet: said, nothing changes
+    assert browser.find_element("id", "flash").text == "nothing to undo" and _state(browser) == {}
+    _keys(browser, "pf")
+    assert _current(browser) == "card-3"   # each decision moved on by itself
+    _keys(browser, "p")                    # the page's last card: on to the next page's first undecided card
+    _wait_for_page(browser, pages[1])
+    assert _current(browser) == "card-4"
+    assert browser.find_element("id", "decided-count").text == "3"
+    assert "groups/hour" in browser.find_element("id", "pace").text
+    assert all(m in browser.find_element("id", "mission-left").text for m in MISSIONS if m in json.dumps(
+        [v["mission"] for v in verdicts[:3]], ensure_ascii=False))
+    _keys(browser, "z")                    # undo across the page boundary: back to card 3, undecided again
+    _wait_for_page(browser, pages[0])
+    assert _current(browser) == "card-3" and browser.find_element("id", "decided-count").text == "2"
+    card3 = browser.find_element("id", "card-3")
+    assert card3.get_attribute("data-decided") == "0"
+    key3 = verdicts_key(card3)
+    _keys(browser, "f")                    # decided again, another way: the history keeps both changes
+    _wait_for_page(browser, pages[1])
+    third = _state(browser)[key3]
+    assert [(h["from"], h["to"]) for h in third["history"]] == [(None, "通过"), ("通过", None), (None, "不通过")]
+    assert all(h["by"] == "王工" and h["on_screen_ms"] >= 0 for h in third["history"])
+    _keys(browser, "g")                    # the next undecided group: card 5 (card 4 is current and undecided)
+    assert _current(browser) == "card-5"
+    _keys(browser, "?")
+    assert browser.find_element("id", "keys-help").is_displayed()
+    lines = [json.loads(x) for x in browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()]
+    assert len(lines) == 3 and all(x["history"] and x["source"]["line_sha256"] for x in lines)
+
+
+def verdicts_key(card) -> str:
+    return f"{card.get_attribute('data-mission')}\u241f{card.get_attribute('data-group-id')}"
+
+
+def test_undo_restores_the_decision_it_replaced(browser, tmp_path, synthetic):
+    out, _, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"])
+    _keys(browser, "p")
+    _keys(browser, "k")   # back to the first card, decided 通过
+    _keys(browser, "f")   # changed to 不通过
+    _keys(browser, "z")   # undo: 通过 again, not undecided
+    assert _current(browser) == "card-1"
+    assert browser.find_element("id", "card-1").find_element("css selector", ".decision-badge").text == "decided: 通过"
+
+
+def test_a_name_typed_with_decision_letters_stays_in_the_name(browser, tmp_path, synthetic):
+    out, _, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"], reviewer="")
+    name = browser.find_element("id", "reviewer")
+    name.click()
+    name.send_keys("fpz 陈工\ue00c")   # f, p and z go into the name; Escape leaves the field
+    assert name.get_attribute("value") == "fpz 陈工" and _state(browser) == {}
+    _keys(browser, "f")
+    assert browser.find_element("id", "decided-count").text == "1"
+
+
+def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused_by_name(browser, tmp_path, synthetic):
+    out, verdicts, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"])
+    _keys(browser, "ff")
+    morning = browser.execute_script("return window.groupQcDecisionsJsonl()")
+    mission = MISSIONS[0]
+    path = judge.verdicts_path(out, mission)
+    new = {**next(v for v in verdicts if v["mission"] == mission), "group_id": "QC-AFTERNOON-1"}
+    with JsonlAppender(path) as f:   # the afternoon's work orders appended to the day's file
+        f.write(new)
+    judge.write_review(out, list(MISSIONS), [tmp_path / "photos"])
+    browser.refresh()                # the re-rendered page keeps the morning's decisions
+    assert browser.find_element("id", "decided-count").text == "2"
+    (tmp_path / "m.jsonl").write_text(morning, encoding="utf-8")
+    assert import_decisions([tmp_path / "m.jsonl"], tmp_path / "labels")["added"] == 2   # the old export imports
+    # one decided group re-judged since: its decision is refused by name, not applied to what it did not see
+    decided = json.loads(morning.splitlines()[0])
+    rows = [r for _, r in iter_jsonl(judge.verdicts_path(out, decided["mission"]))]
+    rows = [{**r, "p_fail": 0.77} if r["group_id"] == decided["group_id"] else r for r in rows]
+    write_jsonl_atomic(judge.verdicts_path(out, decided["mission"]), rows)
+    with pytest.raises(DecisionsError, match=f"group {decided['group_id']} of .* has changed in") as err:
+        import_decisions([tmp_path / "m.jsonl"], tmp_path / "labels2")
+    assert "m.jsonl:1" in str(err.value) and "render the page again" in str(err.value)
+
+
+def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, synthetic):
+    out, verdicts = _judged(tmp_path, synthetic)
+    v = verdicts[0]
+    path = judge.verdicts_path(out, v["mission"])
+    source = {"file": str(path.resolve()), "sha256": file_sha256(path), "relative": f"../{path.name}"}
+    moved = tmp_path / "archive" / "day1"
+    shutil.copytree(out, moved)
+    shutil.rmtree(out)
+    line = decision_line(v, "不通过", "王工", source, seen=record_digest(v))
+    write_jsonl_atomic(tmp_path / "d.jsonl", [line])
+    with pytest.raises(DecisionsError, match="does not exist"):   # no page named: nowhere else to look
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    write_jsonl_atomic(tmp_path / "d.jsonl", [{**line, "page": (moved / "review" / "index.html").as_uri()}])
+    result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert result["added"] == 1 and result["groups"][(v["mission"], v["group_id"])]["status"] == "fail"
+
+
+@pytest.mark.parametrize("history, problem", [
+    ("x", "must be a list"),
+    ([{"from": None, "to": "maybe", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": 5}], "from/to"),
+    ([{"from": None, "to": "通过", "at": "yesterday", "by": "王工", "on_screen_ms": 5}], "ISO time"),
+    ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": -1}], "milliseconds"),
+    ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "extra": 1}], "only"),
+])
+def test_a_history_that_is_not_the_pages_is_refused_naming_the_line(tmp_path, synthetic, history, problem):
+    out, verdicts = _judged(tmp_path, synthetic)
+    v = verdicts[0]
+    path = judge.verdicts_path(out, v["mission"])
+    line = decision_line(v, "通过", "王工", {"file": str(path.resolve()), "sha256": file_sha256(path)},
+                         seen=record_digest(v), history=history)
+    write_jsonl_atomic(tmp_path / "d.jsonl", [line])
+    with pytest.raises(DecisionsError, match=problem) as err:
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert "d.jsonl:1: history" in str(err.value) and not (tmp_path / "labels").exists()
+
+
+def test_a_thousand_decisions_imported_twice_add_nothing_the_second_time(tmp_path):
+    from stage_a.missions import load_registry
+    mission = load_registry().select("all")[0].name
+    records = [{"group_id": f"QC-K-{k}", "mission": mission, "label": None, "images": ["1.jpg"],
+                "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00"}
+               for k in range(1000)]
+    write_jsonl_atomic(tmp_path / "sa.jsonl", records)
+    source = {"file": str(tmp_path / "sa.jsonl"), "sha256": file_sha256(tmp_path / "sa.jsonl")}
+    write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line(r, "通过", "王工", source, seen=record_digest(r),
+                                                            decided_at="2026-11-27T10:00:00+00:00") for r in records])
+    assert import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")["added"] == 1000
+    again = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert (again["added"], again["already"]) == (0, 1000)
