@@ -112,7 +112,7 @@ def judge_cards(verdicts: list[dict], sources: dict[str, int] | None = None) -> 
               "error": None, "images": v["images"], "summaries": v["summaries"],
               **_marks(ground(v["reply"], v["summaries"], v["mission"])), "tags": judge_tags(v),
               "verdict": v["verdict"], "p_fail": v["p_fail"], "source": (sources or {}).get(v["mission"]),
-              "route": route_of_record(v), "seen": record_digest(v)}
+              "route": route_of_record(v), "seen": record_digest(v), "assigned_to": v.get("assigned_to") or []}
              for v in verdicts]
     cards = [seal(c) if c["route"] == AUDIT else c for c in cards]
     cards.sort(key=lambda c: order[c["outcome"]])

@@ -158,7 +158,7 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
              "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],
                          "outcome": c["outcome"], "tags": c["tags"], "page": c["page"], "anchor": c["anchor"],
                          "verdict": c.get("verdict"), "p_fail": c.get("p_fail"), "source": c.get("source"),
-                         "route": c.get("route"), "seen": c.get("seen")}
+                         "route": c.get("route"), "seen": c.get("seen"), "assigned": c.get("assigned_to") or []}
                         for c in views]}
     _write(review / "groups.js", "window.GROUP_QC_REVIEW = " + _script_json(index) + ";\n")
     _write(review / "review.js", (Path(__file__).parent / "templates" / "review.js").read_text(encoding="utf-8"))

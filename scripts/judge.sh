@@ -5,6 +5,7 @@
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
 #        [batch_size=16] [audit_share=0.05] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
+#        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #
 # Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
@@ -12,7 +13,8 @@
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
 # of a mission whose promise it withdrew to review. audit_share= of the groups decided without review are drawn for a
-# blind audit (stage_b.routes).
+# blind audit (stage_b.routes). reviewers= splits the groups sent to people among them, overlap_share= of them
+# decided by two, blind to each other (stage_b.assign; the import measures their agreement).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
 # <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
@@ -28,9 +30,9 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""
+labels=""; monitor=""; reviewers=""; overlap_share=""
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size audit_share audit_seed labels monitor stage_a_extra:words judge_extra:words" \
+          batch_size audit_share audit_seed labels monitor reviewers overlap_share stage_a_extra:words judge_extra:words" \
          "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
@@ -42,13 +44,17 @@ monitor_dir="$days_parent/monitor"
 
 # Settings a day cannot run without are checked before Stage-A reads a single photo: the operating point file, the
 # audit share, the labels folder.
-"$PY" - "$operating_point" "$audit_share" "$labels" <<'PY' || exit 2
+"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" <<'PY' || exit 2
 import sys
 from stage_a.exits import run_cli
 def check():
-    op, share, labels = sys.argv[1:]
+    op, share, labels, reviewers, overlap = sys.argv[1:]
     from stage_b.routes import check_audit_share
     check_audit_share(share, "audit_share=")
+    from stage_b.assign import check_overlap_share, check_reviewers
+    names = check_reviewers(reviewers, "reviewers=")
+    if overlap:
+        check_overlap_share(overlap, names, "overlap_share=")
     if op:
         from stage_b.operating_point import load_operating_point
         load_operating_point(op)
@@ -72,6 +78,8 @@ if [ -z "$monitor" ] && [ -f "$monitor_dir/monitor.json" ]; then monitor="$monit
 
 judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size" --audit_share "$audit_share")
 [ -n "$audit_seed" ] && judge_args+=(--audit_seed "$audit_seed")
+[ -n "$reviewers" ] && judge_args+=(--reviewers "$reviewers")
+[ -n "$overlap_share" ] && judge_args+=(--overlap_share "$overlap_share")
 if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then
   echo "== promises checked against $monitor"
   judge_args+=(--monitor "$monitor")

@@ -43,6 +43,7 @@ from stage_a.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, o
 from stage_a.missions import MissionError, load_registry
 from stage_a.records import image_key, summaries_of, utc_now
 
+from .agreement import DEFAULT_MIN_KAPPA, check_min_kappa, pairwise, quality
 from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
@@ -98,16 +99,25 @@ def _order(d: dict) -> datetime:
     return _when(d.get("decided_at")) or OLDEST
 
 
-def review_of(source_record: dict, decisions: list[dict]) -> dict:
+def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None) -> dict:
     """The `review` record a label carries (stage_b.routes): how the group reached a person, read from the verdict
-    line the decision's source file holds (never from the export), and when and by whom it was decided. A Stage-A or
-    prediction source, or a verdict line written before routes, has no route: not a fair sample."""
+    line the decision's source file holds (never from the export), when and by whom it was decided, and whether it
+    may certify: not when the reviewers who gave the label are all below the agreement bar for its mission (`below`:
+    stage_b.agreement.quality's, for the mission) and no two of them agree on it. A Stage-A or prediction source, or a
+    verdict line written before routes, has no route: not a fair sample."""
     is_verdict = "p_fail" in source_record and "verdict" in source_record
     route = source_record.get("route") if is_verdict else None
-    return {"route": route, "review_scope": source_record.get("review_scope") if route else None,
-            "audit_probability": source_record.get("audit_probability") if route else None,
-            "decided_at": max((d["decided_at"] for d in decisions), default=None),
-            "reviewers": sorted({d["reviewer"] for d in decisions})}
+    out = {"route": route, "review_scope": source_record.get("review_scope") if route else None,
+           "audit_probability": source_record.get("audit_probability") if route else None,
+           "decided_at": max((d["decided_at"] for d in decisions), default=None),
+           "reviewers": sorted({d["reviewer"] for d in decisions})}
+    definite = [d for d in decisions if d["decision"] in LABEL_OF]
+    weak = [d["reviewer"] for d in definite if (below or {}).get(d["reviewer"], {}).get("status") == "below the bar"]
+    if definite and len(weak) == len(definite) and len(definite) < 2:
+        q = below[weak[0]]
+        out.update({"certifies": False, "quality": f"{weak[0]}, whose kappa with {q['with']} is {q['kappa']:.2f} on "
+                                                   f"{q['n']} groups decided by both"})
+    return out
 
 
 def stage_a_record(source_record: dict, label: str, review: dict | None = None) -> dict:
@@ -431,7 +441,7 @@ def check_labels_folder(output_dir: Path) -> None:
                              f"only). Give a labels folder of its own, new or empty")
 
 
-def import_decisions(files, output_dir, registry=None, unnamed: str = "") -> dict:
+def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_kappa: float = DEFAULT_MIN_KAPPA) -> dict:
     """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}.
     `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
     registry = registry or load_registry()
@@ -460,16 +470,44 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "") -> dic
                 out.write(d)
         log += added
         groups = resolve(log)
+        agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}
+                              for key, g in groups.items()})
+        bar = quality(agreement, min_kappa)
         written = {}
         for mission in sorted({m for m, _ in groups}):
-            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"]))
+            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"], bar.get(mission)))
                     for (m, _), g in sorted(groups.items()) if m == mission and g["status"] in ("pass", "fail")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
             write_jsonl_atomic(path, rows)
             written[mission] = (path, len(rows))
     without_route = sum(1 for d in incoming if (d["record"].get("route") is None))
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
-            "summary": summary(groups), "written": written, "without_route": without_route}
+            "summary": summary(groups), "written": written, "without_route": without_route,
+            "agreement": agreement, "quality": bar}
+
+
+def print_agreement(agreement: dict, bar: dict) -> None:
+    """Per mission and pair of reviewers, Cohen's kappa with its interval; per reviewer, agreement with the others;
+    the reviewers below the bar, named (stage_b.agreement)."""
+    for mission, by_pair in sorted(agreement.items()):
+        mine: dict[str, list[int]] = {}
+        for (a, b), k in sorted(by_pair.items()):
+            shown = "n/a (one answer only)" if k["kappa"] is None else \
+                f"{k['kappa']:.2f} [{k['ci95'][0]:.2f}, {k['ci95'][1]:.2f}]"
+            print(f"{mission}: {printable(a)} and {printable(b)} both decided {k['n']} group(s) ({k['unsure']} more "
+                  f"with an unsure): agreed on {k['agreed']}, Cohen's kappa {shown}")
+            for r in (a, b):
+                mine.setdefault(r, [0, 0])
+                mine[r][0] += k["agreed"]
+                mine[r][1] += k["n"]
+        for r, (agreed, n) in sorted(mine.items()):
+            if n:
+                print(f"{mission}: {printable(r)} agreed with the others on {agreed} of {n} ({_pct(agreed / n)})")
+        for r, q in sorted((bar.get(mission) or {}).items()):
+            if q["status"] == "below the bar":
+                print(f"{mission}: {printable(r)} is below the agreement bar (kappa {q['kappa']:.2f} with "
+                      f"{printable(q['with'])} on {q['n']} groups): their labels train but certify nothing until a "
+                      f"second reviewer confirms them", file=sys.stderr)
 
 
 def printable(text: str) -> str:
@@ -486,12 +524,17 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--decisions", nargs="+", required=True, help="decisions.jsonl files exported from review pages")
     p.add_argument("--output_dir", required=True, help="where decisions.jsonl (the log) and <mission>_stage_a.jsonl go")
+    p.add_argument("--min_kappa", default=str(DEFAULT_MIN_KAPPA),
+                   help="the agreement bar (stage_b.agreement): a reviewer whose Cohen's kappa with another, on 10 or "
+                        "more groups both decided, is below it gives labels that train but certify nothing until a "
+                        "second reviewer confirms them (default %(default)s)")
     p.add_argument("--reviewer", default="", help="the reviewer of lines that name none (a page exported without a "
                                                  "name); without it such lines are refused")
     args = p.parse_args(argv)
 
     def body() -> int:
-        result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer)
+        result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer,
+                                  min_kappa=check_min_kappa(args.min_kappa))
         print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
         if result["without_route"]:
             print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "
@@ -510,6 +553,7 @@ def main(argv=None) -> int:
                 print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                       f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
                       f"live check: python -m stage_b.monitor)")
+        print_agreement(result["agreement"], result["quality"])
         conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
         for (mission, gid), g in conflicts:
             who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])

@@ -39,6 +39,7 @@ from stage_a.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .grounding import REASON_CITATIONS, ground, guided_reply
+from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, check_audit_share, route_of, route_of_record
 from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
                               file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
@@ -49,10 +50,10 @@ from .verdict import FAIL, parse
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
               "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
-              "withdrawn": None}
+              "withdrawn": None, "reviewers": None, "overlap_share": None}
 # what a verdict line's decision is, recomputed on resume and compared (a line edited by hand is refused)
 DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
-                   "review_why", "route", "review_scope", "audit_probability")
+                   "review_why", "route", "review_scope", "audit_probability", "assigned_to")
 
 
 class JudgeError(ValueError):
@@ -84,6 +85,9 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
         group_why += ground(completion, summaries, record["mission"]).review_why()
     route = route_of(mission_why, group_why, provenance.get("audit_share") or 0.0, provenance.get("audit_seed") or 0,
                      record["mission"], record["group_id"])
+    assigned = assignees(provenance.get("reviewers") or [], provenance.get("overlap_share") or 0.0,
+                         provenance.get("audit_seed") or 0, record["mission"], record["group_id"]) \
+        if route["route"] in (REVIEW, AUDIT) else []
     reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
     certified = bool(point.get("certified"))
     promise = point.get("promise")
@@ -94,7 +98,7 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
             "review_margin": point.get("review_margin", 0.0), "certified": certified, "promise": promise,
             "reason": reason, "needs_review": route["route"] == REVIEW, "review_why": route["why"],
             "route": route["route"], "review_scope": route["review_scope"],
-            "audit_probability": route["audit_probability"], "reply": completion,
+            "audit_probability": route["audit_probability"], "assigned_to": assigned, "reply": completion,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
             "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, "created_at": utc_now()}
 
@@ -198,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--audit_seed", type=int, default=None,
                    help="the audit draw's seed (default: the one the output folder's verdict files recorded, else a "
                         "new random one, recorded in every verdict line)")
+    p.add_argument("--reviewers", default="",
+                   help="the day's reviewers, comma-separated (stage_b.assign): each group sent to a person is "
+                        "assigned to one of them, and --overlap_share of them to two, blind to each other")
+    p.add_argument("--overlap_share", default=None,
+                   help=f"share (0 to 1) of the groups sent to people that two reviewers decide (default "
+                        f"{DEFAULT_OVERLAP_SHARE} with two reviewers or more; stage_b.agreement measures them)")
     p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
                                      "promise it withdrew goes to review, saying why")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
@@ -248,6 +258,9 @@ def _judge(args) -> int:
     if args.batch_size < 1:
         raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
     audit_share = check_audit_share(args.audit_share)
+    reviewers = check_reviewers(args.reviewers)
+    overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
+                                        DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, reviewers)
     output_dir = Path(args.output_dir)
     registry = load_registry()
     op = load_operating_point(args.operating_point) if args.operating_point else None
@@ -282,7 +295,8 @@ def _judge(args) -> int:
                                        "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
                       "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
                       "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations,
-                      "audit_share": audit_share, "audit_seed": seed, "withdrawn": withdrawn.get(mission)}
+                      "audit_share": audit_share, "audit_seed": seed, "withdrawn": withdrawn.get(mission),
+                      "reviewers": reviewers or None, "overlap_share": overlap_share if reviewers else None}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)

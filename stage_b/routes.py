@@ -23,7 +23,9 @@ Fair evidence (what may enter a promise's bound, stage_b.operating_point): a lab
     route review, review_scope mission (every group of the mission reviewed)     weight 1
     route audit (drawn with probability a)                                       weight 1 / a
     route review, review_scope group; route auto decided by a reviewer anyway;
-    a decision from a page or verdict file without routes                        not fair: left out of bounds
+    a decision from a page or verdict file without routes;
+    a label of a reviewer below the agreement bar not confirmed by a second
+    (`certifies: false`, stage_b.agreement)                                      not fair: left out of bounds
 
 Groups left out still become training labels; they never count in a bound as if they were random.
 """
@@ -87,6 +89,8 @@ def evidence_weight(review: dict | None) -> float | None:
     on it; None: not a fair sample, left out."""
     if review is None:
         return 1.0
+    if review.get("certifies") is False:   # a reviewer below the agreement bar, not confirmed (stage_b.agreement)
+        return None
     route, probability = review.get("route"), review.get("audit_probability")
     if route == REVIEW and review.get("review_scope") == MISSION:
         return 1.0
@@ -101,6 +105,8 @@ def why_not_fair(review: dict | None) -> str | None:
     if evidence_weight(review) is not None:
         return None
     route = (review or {}).get("route")
+    if (review or {}).get("certifies") is False:
+        return f"labelled by {review.get('quality') or 'a reviewer below the agreement bar'}, not confirmed by a second"
     if route == REVIEW:
         return "reviewed because of its own p_fail or reply"
     if route == AUTO:

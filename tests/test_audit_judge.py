@@ -13,6 +13,7 @@ from stage_b.operating_point import checkpoint_identities
 from stage_b.routes import AUDIT, AUTO, REVIEW, audit_draw
 from tests.test_evaluate import M, _stage_a
 from tests.test_judge import _judge, _lines
+from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
 
 SEED = 11
 
@@ -150,3 +151,43 @@ def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(ti
                     timeout=120)
     assert result.returncode == 2 and "status 'holds' does not follow from its counts" in result.stderr
     assert "Loading" not in result.stderr
+
+
+@pytest.mark.slow
+def test_named_reviewers_split_the_groups_sent_to_people_and_each_page_queue_is_its_reviewers(
+        browser, tiny_qwen2_5_vl, tmp_path):
+    """Issue 35 item 4: --reviewers 王工,李工 --overlap_share 0.5: each review or audit line is assigned by the seed's
+    draw (stage_b.assign), automatic lines to nobody; on the page, each reviewer's queue (left to review, the next
+    undecided group) holds only their groups."""
+    from stage_b.assign import assignees
+    from tests.test_review_page import fresh_page
+    stage_a = _stage_a(tmp_path / "sa", n=16)
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed",
+                                str(SEED), "--reviewers", "王工,李工", "--overlap_share", "0.5", review=True))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    for r in lines:
+        expected = assignees(["王工", "李工"], 0.5, SEED, M, r["group_id"]) if r["route"] != AUTO else []
+        assert r["assigned_to"] == expected and r["reviewers"] == ["王工", "李工"] and r["overlap_share"] == 0.5
+    who, other = sorted(["王工", "李工"], key=lambda name: sum(name in r["assigned_to"] for r in lines))
+    mine = [r for r in lines if who in r["assigned_to"]]
+    assert 0 < len(mine) < sum(r["route"] != AUTO for r in lines)   # the seed fixes it: some groups are not theirs
+    fresh_page(browser, tmp_path / "v" / "review" / "index.html", reviewer=who)
+    assert browser.find_element("id", "to-review-count").text == str(len(mine))
+    page = browser.execute_script("return document.body.innerText")
+    assert other not in page   # who else decides a group is not shown on its card
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--reviewers", "a,b", "--overlap_share", "x"], "--overlap_share 'x' is not a number"),
+    (["--reviewers", "a,b", "--overlap_share", "-1"], "--overlap_share '-1' is out of range"),
+    (["--reviewers", "a", "--overlap_share", "0.1"], "needs two reviewers at least"),
+    (["--reviewers", "a,a"], "names a twice"),
+])
+def test_a_reviewers_setting_that_cannot_work_is_refused_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, flags,
+                                                                                message):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", *flags), timeout=120)
+    assert result.returncode == 2 and message in result.stderr and "Loading" not in result.stderr, result.stderr[-2000:]

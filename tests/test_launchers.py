@@ -235,6 +235,10 @@ def test_a_relative_stage_a_run_writes_under_the_callers_folder(tmp_path):
      "operating point file typo.json does not exist"),
     ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "labels=nowhere"],
      "labels=nowhere does not exist"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "reviewers=a,b",
+                  "overlap_share=x"], "overlap_share= 'x' is not a number"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "reviewers=a",
+                  "overlap_share=0.5"], "needs two reviewers at least"),
 ])
 def test_a_setting_of_the_wrong_kind_is_refused_before_anything_runs(tmp_path, script, args, message):
     """num_shards=abc used to run no shard, then merge stale shard parts and report success."""

@@ -12,7 +12,10 @@
   var cards = Array.prototype.slice.call(document.querySelectorAll(".card"));
   // A person looks at the groups the judge routed to review and the blind audits; pages without routes (evaluation,
   // Stage-A) at every group, or the flagged ones.
+  // With named reviewers (judge --reviewers), each reviewer's queue holds the groups assigned to them.
   function forPerson(g) {
+    var me = reviewer ? reviewer.value.trim() : "";
+    if (g.assigned && g.assigned.length && me && g.assigned.indexOf(me) < 0) return false;
     if (g.route) return g.route === "review" || g.route === "audit";
     return !flagged || g.tags.indexOf("needs_review") >= 0;
   }
@@ -83,6 +86,7 @@
   reviewer.addEventListener("input", function () {
     if (storage) { try { storage.setItem(NAME_KEY, reviewer.value); } catch (e) { /* kept in the field */ } }
     if (nameNeeded && reviewer.value.trim()) nameNeeded.hidden = true;
+    counters();   // the queue is this reviewer's
   });
 
   // Filters live in the address (#outcome=…&mission=…), so they carry over from page to page.
