@@ -10,9 +10,10 @@ Kappa is undefined (None) when p_e = 1 (both reviewers gave one answer only).
 
 The quality bar (`quality`): a reviewer whose kappa with another reviewer, on at least MIN_PAIRED groups of a mission,
 is below `min_kappa` (default 0.6, the lower end of "substantial" in Landis and Koch 1977), is `below the bar` for
-that mission. Their labels are kept (they train) but certify nothing (stage_b.routes.evidence_weight) unless a second
-reviewer decided the group the same way. A reviewer with fewer paired groups is `unmeasured`, and certifies as
-before: a day with one reviewer has nobody to compare with.
+that mission; so is one right on fewer than `min_gold_accuracy` (default 0.8) of MIN_GOLD or more known-answer
+groups (stage_b.gold). Their labels are kept (they train) but certify nothing (stage_b.routes.evidence_weight) unless a
+second reviewer decided the group the same way. A reviewer with fewer paired and known-answer groups is `unmeasured`,
+and certifies as before: a day with one reviewer and no gold has nothing to compare with.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from itertools import combinations
 PASS, FAIL = "通过", "不通过"
 DEFAULT_MIN_KAPPA = 0.6
 MIN_PAIRED = 10
+DEFAULT_MIN_GOLD_ACCURACY = 0.8
+MIN_GOLD = 5
 Z95 = 1.959963984540054
 
 
@@ -64,21 +67,63 @@ def pairwise(decided: dict[tuple[str, str], dict[str, str]]) -> dict[str, dict[t
             for m, by_pair in pairs.items()}
 
 
-def quality(agreement: dict[str, dict[tuple[str, str], dict]], min_kappa: float = DEFAULT_MIN_KAPPA
+def quality(agreement: dict[str, dict[tuple[str, str], dict]], min_kappa: float = DEFAULT_MIN_KAPPA,
+            gold: dict[str, dict[str, dict]] | None = None, min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY
             ) -> dict[str, dict[str, dict]]:
-    """{mission: {reviewer: {"status": "ok" | "below the bar", "kappa": the lowest measured, "with": partner}}} for
-    every reviewer measured on MIN_PAIRED groups or more (module doc); reviewers not listed are unmeasured."""
+    """{mission: {reviewer: {"status": "ok" | "below the bar", "why"}}} for every reviewer measured on MIN_PAIRED
+    paired groups or MIN_GOLD known-answer groups or more (module doc); reviewers not listed are unmeasured. Below
+    either bar is below the bar."""
     out: dict[str, dict[str, dict]] = {}
+    lowest: dict[tuple[str, str], dict] = {}
     for mission, by_pair in agreement.items():
         for (a, b), k in by_pair.items():
             if k["n"] < MIN_PAIRED or k["kappa"] is None:
                 continue
             for me, other in ((a, b), (b, a)):
-                mine = out.setdefault(mission, {}).get(me)
-                if mine is None or k["kappa"] < mine["kappa"]:
-                    out[mission][me] = {"kappa": k["kappa"], "with": other, "n": k["n"],
-                                        "status": "below the bar" if k["kappa"] < min_kappa else "ok"}
+                if (mission, me) not in lowest or k["kappa"] < lowest[(mission, me)]["kappa"]:
+                    lowest[(mission, me)] = {"kappa": k["kappa"], "with": other, "n": k["n"]}
+    for (mission, me), k in lowest.items():
+        out.setdefault(mission, {})[me] = {
+            "status": "below the bar" if k["kappa"] < min_kappa else "ok",
+            "why": f"{me}, whose kappa with {k['with']} is {k['kappa']:.2f} on {k['n']} groups decided by both"}
+    for mission, by_reviewer in (gold or {}).items():
+        for me, g in by_reviewer.items():
+            if g["n"] < MIN_GOLD:
+                continue
+            accuracy = g["correct"] / g["n"]
+            if accuracy < min_gold_accuracy or me not in out.get(mission, {}):
+                out.setdefault(mission, {})[me] = {
+                    "status": "below the bar" if accuracy < min_gold_accuracy else "ok",
+                    "why": f"{me}, right on {g['correct']} of {g['n']} known-answer groups"}
     return out
+
+
+def gold_scores(groups: dict[tuple[str, str], dict]) -> dict[str, dict[str, dict]]:
+    """{mission: {reviewer: {"n", "correct", "unsure"}}}: each reviewer's latest decision on the known-answer groups
+    (stage_b.gold) against the answer; an unsure is counted apart, not as right or wrong."""
+    out: dict[str, dict[str, dict]] = {}
+    for (mission, _), g in groups.items():
+        answer = (g["record"].get("gold") or {}).get("label")
+        if answer not in ("pass", "fail"):
+            continue
+        for d in g["decisions"]:
+            s = out.setdefault(mission, {}).setdefault(d["reviewer"], {"n": 0, "correct": 0, "unsure": 0})
+            if d["decision"] not in (PASS, FAIL):
+                s["unsure"] += 1
+                continue
+            s["n"] += 1
+            s["correct"] += (d["decision"] == FAIL) == (answer == "fail")
+    return out
+
+
+def check_min_gold_accuracy(value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--min_gold_accuracy {value!r} is not a number; use a share from 0 to 1, e.g. 0.8") from None
+    if math.isnan(x) or not 0.0 <= x <= 1.0:
+        raise ValueError(f"--min_gold_accuracy {value!r} is out of range: use a share from 0 to 1, e.g. 0.8")
+    return x
 
 
 def check_min_kappa(value) -> float:

@@ -43,7 +43,8 @@ from stage_a.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, o
 from stage_a.missions import MissionError, load_registry
 from stage_a.records import image_key, summaries_of, utc_now
 
-from .agreement import DEFAULT_MIN_KAPPA, check_min_kappa, pairwise, quality
+from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
+                        gold_scores, pairwise, quality)
 from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
@@ -114,9 +115,7 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
     definite = [d for d in decisions if d["decision"] in LABEL_OF]
     weak = [d["reviewer"] for d in definite if (below or {}).get(d["reviewer"], {}).get("status") == "below the bar"]
     if definite and len(weak) == len(definite) and len(definite) < 2:
-        q = below[weak[0]]
-        out.update({"certifies": False, "quality": f"{weak[0]}, whose kappa with {q['with']} is {q['kappa']:.2f} on "
-                                                   f"{q['n']} groups decided by both"})
+        out.update({"certifies": False, "quality": below[weak[0]]["why"]})
     return out
 
 
@@ -383,6 +382,8 @@ def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
     reviewer failed, are what stage_b.monitor bounds)."""
     out: dict[str, dict] = {}
     for (mission, _), g in sorted(groups.items()):
+        if g["record"].get("gold"):   # a known-answer check: scored apart (stage_b.agreement.gold_scores)
+            continue
         s = out.setdefault(mission, {"decided": 0, "labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
                                      "overkilled": 0, "unsure": 0, "conflicts": 0,
                                      "reviewed": {"labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
@@ -441,7 +442,8 @@ def check_labels_folder(output_dir: Path) -> None:
                              f"only). Give a labels folder of its own, new or empty")
 
 
-def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_kappa: float = DEFAULT_MIN_KAPPA) -> dict:
+def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_kappa: float = DEFAULT_MIN_KAPPA,
+                     min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> dict:
     """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}.
     `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
     registry = registry or load_registry()
@@ -472,23 +474,34 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         groups = resolve(log)
         agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}
                               for key, g in groups.items()})
-        bar = quality(agreement, min_kappa)
+        gold = gold_scores(groups)
+        bar = quality(agreement, min_kappa, gold, min_gold_accuracy)
         written = {}
-        for mission in sorted({m for m, _ in groups}):
+        for mission in sorted({m for m, _ in groups}):   # a known-answer check scores its reviewers, labels nothing
             rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"], bar.get(mission)))
-                    for (m, _), g in sorted(groups.items()) if m == mission and g["status"] in ("pass", "fail")]
+                    for (m, _), g in sorted(groups.items())
+                    if m == mission and g["status"] in ("pass", "fail") and not g["record"].get("gold")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
             write_jsonl_atomic(path, rows)
             written[mission] = (path, len(rows))
     without_route = sum(1 for d in incoming if (d["record"].get("route") is None))
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
             "summary": summary(groups), "written": written, "without_route": without_route,
-            "agreement": agreement, "quality": bar}
+            "agreement": agreement, "quality": bar, "gold": gold}
 
 
-def print_agreement(agreement: dict, bar: dict) -> None:
-    """Per mission and pair of reviewers, Cohen's kappa with its interval; per reviewer, agreement with the others;
-    the reviewers below the bar, named (stage_b.agreement)."""
+def print_agreement(agreement: dict, bar: dict, gold: dict | None = None) -> None:
+    """Per mission and pair of reviewers, Cohen's kappa with its interval; per reviewer, agreement with the others
+    and accuracy on known-answer groups; the reviewers below the bar, named (stage_b.agreement)."""
+    for mission, by_reviewer in sorted((gold or {}).items()):
+        for r, g in sorted(by_reviewer.items()):
+            print(f"{mission}: {printable(r)} on known-answer groups: right on {g['correct']} of {g['n']}"
+                  + (f" ({_pct(g['correct'] / g['n'])})" if g["n"] else "") + f", {g['unsure']} unsure")
+    for mission in sorted(set(bar) - set(agreement)):
+        for r, q in sorted(bar[mission].items()):
+            if q["status"] == "below the bar":
+                print(f"{mission}: {printable(q['why'])} is below the bar: their labels train but certify nothing "
+                      f"until a second reviewer confirms them", file=sys.stderr)
     for mission, by_pair in sorted(agreement.items()):
         mine: dict[str, list[int]] = {}
         for (a, b), k in sorted(by_pair.items()):
@@ -505,9 +518,8 @@ def print_agreement(agreement: dict, bar: dict) -> None:
                 print(f"{mission}: {printable(r)} agreed with the others on {agreed} of {n} ({_pct(agreed / n)})")
         for r, q in sorted((bar.get(mission) or {}).items()):
             if q["status"] == "below the bar":
-                print(f"{mission}: {printable(r)} is below the agreement bar (kappa {q['kappa']:.2f} with "
-                      f"{printable(q['with'])} on {q['n']} groups): their labels train but certify nothing until a "
-                      f"second reviewer confirms them", file=sys.stderr)
+                print(f"{mission}: {printable(r)} is below the bar ({printable(q['why'])}): their labels "
+                      f"train but certify nothing until a second reviewer confirms them", file=sys.stderr)
 
 
 def printable(text: str) -> str:
@@ -528,13 +540,17 @@ def main(argv=None) -> int:
                    help="the agreement bar (stage_b.agreement): a reviewer whose Cohen's kappa with another, on 10 or "
                         "more groups both decided, is below it gives labels that train but certify nothing until a "
                         "second reviewer confirms them (default %(default)s)")
+    p.add_argument("--min_gold_accuracy", default=str(DEFAULT_MIN_GOLD_ACCURACY),
+                   help="the known-answer bar: a reviewer right on fewer than this share of 5 or more gold groups "
+                        "(judge --gold) gives labels that certify nothing until confirmed (default %(default)s)")
     p.add_argument("--reviewer", default="", help="the reviewer of lines that name none (a page exported without a "
                                                  "name); without it such lines are refused")
     args = p.parse_args(argv)
 
     def body() -> int:
         result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer,
-                                  min_kappa=check_min_kappa(args.min_kappa))
+                                  min_kappa=check_min_kappa(args.min_kappa),
+                                  min_gold_accuracy=check_min_gold_accuracy(args.min_gold_accuracy))
         print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
         if result["without_route"]:
             print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "
@@ -553,7 +569,7 @@ def main(argv=None) -> int:
                 print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                       f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
                       f"live check: python -m stage_b.monitor)")
-        print_agreement(result["agreement"], result["quality"])
+        print_agreement(result["agreement"], result["quality"], result["gold"])
         conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
         for (mission, gid), g in conflicts:
             who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])

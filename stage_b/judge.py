@@ -40,7 +40,8 @@ from stage_a.records import summaries_of, utc_now
 from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .grounding import REASON_CITATIONS, ground, guided_reply
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
-from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, check_audit_share, route_of, route_of_record
+from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
+from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
 from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
                               file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
                               verdict_at)
@@ -50,10 +51,10 @@ from .verdict import FAIL, parse
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
               "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
-              "withdrawn": None, "reviewers": None, "overlap_share": None}
+              "withdrawn": None, "reviewers": None, "overlap_share": None, "gold_share": None}
 # what a verdict line's decision is, recomputed on resume and compared (a line edited by hand is refused)
 DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
-                   "review_why", "route", "review_scope", "audit_probability", "assigned_to")
+                   "review_why", "route", "review_scope", "audit_probability", "assigned_to", "gold")
 
 
 class JudgeError(ValueError):
@@ -85,6 +86,8 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
         group_why += ground(completion, summaries, record["mission"]).review_why()
     route = route_of(mission_why, group_why, provenance.get("audit_share") or 0.0, provenance.get("audit_seed") or 0,
                      record["mission"], record["group_id"])
+    if "gold_label" in record and not mission_why:   # a known-answer check looks like the day's blind audits
+        route = audit_route(provenance.get("audit_share") or 0.0)
     assigned = assignees(provenance.get("reviewers") or [], provenance.get("overlap_share") or 0.0,
                          provenance.get("audit_seed") or 0, record["mission"], record["group_id"]) \
         if route["route"] in (REVIEW, AUDIT) else []
@@ -100,7 +103,10 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
             "route": route["route"], "review_scope": route["review_scope"],
             "audit_probability": route["audit_probability"], "assigned_to": assigned, "reply": completion,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
-            "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, "created_at": utc_now()}
+            "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance,
+            **({"gold": {"label": record["gold_label"], "from": record.get("gold_from")}} if "gold_label" in record
+               else {}),
+            "created_at": utc_now()}
 
 
 def rests_on(record: dict) -> dict:
@@ -208,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap_share", default=None,
                    help=f"share (0 to 1) of the groups sent to people that two reviewers decide (default "
                         f"{DEFAULT_OVERLAP_SHARE} with two reviewers or more; stage_b.agreement measures them)")
+    p.add_argument("--gold", nargs="+", default=[],
+                   help="labelled Stage-A files (earlier days' labels): known-answer groups mixed into the day's "
+                        "review, looking like the day's blind audits; stage_b.decisions scores each reviewer on them "
+                        "(stage_b.gold)")
+    p.add_argument("--gold_share", default=None,
+                   help=f"gold groups per mission, as a share of the mission's groups today (default "
+                        f"{DEFAULT_GOLD_SHARE} with --gold)")
     p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
                                      "promise it withdrew goes to review, saying why")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
@@ -261,8 +274,11 @@ def _judge(args) -> int:
     reviewers = check_reviewers(args.reviewers)
     overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
                                         DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, reviewers)
+    gold_share = check_gold_share(args.gold_share if args.gold_share is not None else
+                                  DEFAULT_GOLD_SHARE if args.gold else 0.0)
     output_dir = Path(args.output_dir)
     registry = load_registry()
+    gold = load_gold(args.gold, registry) if args.gold else {}
     op = load_operating_point(args.operating_point) if args.operating_point else None
     monitor = None
     if args.monitor:
@@ -281,6 +297,9 @@ def _judge(args) -> int:
     points, op_digest = _thresholds(args, op, missions, checkpoints)
     withdrawn = mission_withdrawals(op, op_digest, monitor, args.monitor, by_mission, missions)
     seed = args.audit_seed if args.audit_seed is not None else recorded_seed(output_dir, missions, args.overwrite)
+    if gold:   # known-answer checks join each mission's day (stage_b.gold)
+        for mission, extra in mix_in(gold, {m: by_mission[m] for m in missions}, gold_share, seed).items():
+            by_mission[mission] = by_mission[mission] + extra
     rows, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not rows:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
@@ -296,7 +315,8 @@ def _judge(args) -> int:
                       "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
                       "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations,
                       "audit_share": audit_share, "audit_seed": seed, "withdrawn": withdrawn.get(mission),
-                      "reviewers": reviewers or None, "overlap_share": overlap_share if reviewers else None}
+                      "reviewers": reviewers or None, "overlap_share": overlap_share if reviewers else None,
+                      "gold_share": gold_share if gold else None}
         with output_lock(path):
             if args.overwrite:
                 path.unlink(missing_ok=True)
@@ -388,6 +408,8 @@ def automation_of(output_dir: Path, missions: list[str], verdicts: list[dict] | 
     with its 95% Wilson interval, and how many went to review for an ungrounded reason."""
     from .metrics import wilson
     verdicts = _verdicts(output_dir, missions) if verdicts is None else verdicts
+
+    verdicts = [v for v in verdicts if not v.get("gold")]   # known-answer checks are not the day's work
 
     def counts(rows: list[dict]) -> dict:
         routes = [route_of_record(v) for v in rows]

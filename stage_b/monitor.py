@@ -267,6 +267,8 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
         day = Day(folder.name, folder)
         for path in files:
             for _, rec in iter_jsonl(path):
+                if rec.get("gold"):   # a known-answer check (stage_b.gold), not the day's work
+                    continue
                 key = (rec.get("mission"), rec.get("group_id"))
                 if key in seen:   # a work order judged again on a later day counts on the first
                     continue

@@ -70,10 +70,15 @@ def route_of(mission_why: list[str], group_why: list[str], audit_share: float, s
         return {"route": REVIEW, "review_scope": MISSION if mission_why else GROUP, "audit_probability": None,
                 "why": [*mission_why, *group_why]}
     if audit_share > 0 and audit_draw(seed, mission, group_id) < audit_share:
-        return {"route": AUDIT, "review_scope": None, "audit_probability": audit_share,
-                "why": [f"drawn for a blind audit ({100 * audit_share:.3g}% of the groups decided without review): "
-                        f"decide it without the model's answer"]}
+        return audit_route(audit_share)
     return {"route": AUTO, "review_scope": None, "audit_probability": audit_share, "why": []}
+
+
+def audit_route(audit_share: float) -> dict:
+    """A blind audit's route, as every audited group has it (stage_b.gold's checks take the same)."""
+    return {"route": AUDIT, "review_scope": None, "audit_probability": audit_share,
+            "why": [f"drawn for a blind audit ({100 * audit_share:.3g}% of the groups decided without review): "
+                    f"decide it without the model's answer"]}
 
 
 def route_of_record(verdict: dict) -> str:

@@ -1,0 +1,160 @@
+"""Known-answer (gold) checks (issue 35 item 5, stage_b.gold): mixed into the day by the judge, indistinguishable on
+the page from the day's blind audits, scored per reviewer by the import instead of becoming labels, left out of the
+day's automation figures and of the monitor."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from stage_a.jsonl import file_sha256, record_digest, write_jsonl_atomic
+from stage_a.missions import load_registry
+from stage_b import judge
+from stage_b.decisions import decision_line, import_decisions
+from stage_b.gold import GoldError, check_gold_share, load_gold, mix_in
+from stage_b.routes import AUDIT
+from tests.test_audit_judge import SEED, certified_op, judge_args
+from tests.test_evaluate import M, _stage_a
+from tests.test_judge import _judge, _lines
+
+
+def _record(k: int, label=None, mission=M) -> dict:
+    return {"group_id": f"QC-OLD-{k}", "mission": mission, "label": label, "images": ["1.jpg"],
+            "per_image": {"图片_1": "接地线×1/已捆扎" if label != "fail" else "接地线×1/未捆扎"}, "model": "/sa",
+            "created_at": "2026-11-20T00:00:00+00:00", "input_dir": "/photos"}
+
+
+def test_the_gold_files_are_checked_line_by_line(tmp_path):
+    write_jsonl_atomic(tmp_path / "g.jsonl", [_record(0, "fail"), _record(1, None), {"group_id": "x"}])
+    with pytest.raises(GoldError) as err:
+        load_gold([tmp_path / "g.jsonl", tmp_path / "nope.jsonl"], load_registry())
+    text = str(err.value)
+    assert "g.jsonl:2: group QC-OLD-1 has no label" in text and "g.jsonl:3" in text and "nope.jsonl does not exist" in text
+    for bad in ("x", "-0.1", "2"):
+        with pytest.raises(GoldError, match="--gold_share"):
+            check_gold_share(bad)
+
+
+def test_the_mix_is_the_seeds_draw_with_the_answer_out_of_sight():
+    gold = {M: [{**_record(k, "fail" if k % 2 else "pass"), "_gold_from": "/g.jsonl"} for k in range(40)]}
+    today = {M: [_record(100 + k) for k in range(30)] + [{**_record(3), "label": None}]}   # QC-OLD-3 is today's too
+    mixed = mix_in(gold, today, 0.1, SEED)[M]
+    assert len(mixed) == math.ceil(0.1 * 31) and mixed == mix_in(gold, today, 0.1, SEED)[M]
+    assert all(g["label"] is None and g["gold_label"] in ("pass", "fail") and g["gold_from"] == "/g.jsonl"
+               for g in mixed)
+    assert "QC-OLD-3" not in {g["group_id"] for g in mixed} and mix_in(gold, today, 0.0, SEED)[M] == []
+
+
+def _day_with_gold(tmp_path, audit_share=0.5):
+    """Verdict lines as the judge writes them: 12 of the day's groups (half audited or reviewed) and 4 gold checks."""
+    from stage_b.operating_point import manual_point
+    point = {**manual_point(0.5), "certified": True, "promise": "a test's", "threshold_fail": 0.5, "review_margin": 0}
+    provenance = {"audit_share": audit_share, "audit_seed": SEED, "gold_share": 0.3}
+    today = [_record(200 + k) for k in range(12)]
+    gold = [{**_record(k), "label": None, "gold_label": "fail" if k % 2 else "pass", "gold_from": "/g.jsonl"}
+            for k in range(4)]
+    lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance) for r in today + gold]
+    out = tmp_path / "day"
+    out.mkdir()
+    write_jsonl_atomic(judge.verdicts_path(out, M), lines)
+    return out, lines
+
+
+def test_a_gold_card_cannot_be_told_from_a_blind_audit_on_the_page(tmp_path):
+    out, lines = _day_with_gold(tmp_path)
+    gold = [v for v in lines if v.get("gold")]
+    audits = [v for v in lines if v["route"] == AUDIT and not v.get("gold")]
+    assert len(gold) == 4 and audits and all(v["route"] == AUDIT and v["label"] is None for v in gold)
+    judge.write_review(out, [M], [tmp_path])
+    html = (out / "review" / "index.html").read_text(encoding="utf-8")
+    index = (out / "review" / "groups.js").read_text(encoding="utf-8")
+    bare = (html + index).replace(str(tmp_path), "TMP").lower()   # the test's own folder is named after it
+    assert "gold" not in bare and "/g.jsonl" not in bare
+    assert "审核不通过" not in html and "审核通过" not in html   # no answer anywhere
+    cards = {m.group(1): m.group(0) for m in re.finditer(r'<div class="card" data-mission="[^"]*" '
+                                                          r'data-group-id="([^"]*)"[^>]*>.*?<div class="decide"',
+                                                          html, re.S)}
+
+    def shape(card_html: str, v: dict) -> str:
+        """The card with what differs between any two groups blanked: id, anchor, seal, summaries, photo names."""
+        text = card_html.replace(v["group_id"], "ID")
+        text = re.sub(r'id="card-\d+"', 'id="card-N"', text)
+        text = re.sub(r'data-sealed="[^"]*"', 'data-sealed="S"', text)
+        for s in v["summaries"]:
+            text = text.replace(s, "SUMMARY")
+        return text
+    assert {shape(cards[v["group_id"]], v) for v in gold} == {shape(cards[v["group_id"]], v) for v in audits}
+    entries = json.loads(index.split("=", 1)[1].rstrip().rstrip(";"))["groups"]
+    keys = {frozenset(g) for g in entries if g["id"] in {v["group_id"] for v in gold + audits}}
+    assert len(keys) == 1   # the same fields in the page's index
+
+
+def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
+    from stage_b.decisions import main
+    out, lines = _day_with_gold(tmp_path)
+    path = judge.verdicts_path(out, M)
+    source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
+    gold = [v for v in lines if v.get("gold")]
+    wrong = {"pass": "不通过", "fail": "通过"}
+    right = {"pass": "通过", "fail": "不通过"}
+    day = next(v for v in lines if not v.get("gold") and v["route"] == AUDIT)
+    decided = [decision_line(v, (wrong if k < 3 else right)[v["gold"]["label"]], "粗心", source, seen=record_digest(v))
+               for k, v in enumerate(gold)]
+    decided.append(decision_line(day, "不通过", "粗心", source, seen=record_digest(day)))
+    write_jsonl_atomic(tmp_path / "d.jsonl", decided)
+    assert main(["--decisions", str(tmp_path / "d.jsonl"), "--output_dir", str(tmp_path / "labels"),
+                 "--min_gold_accuracy", "0.8"]) == 0
+    printed, err = capsys.readouterr()
+    assert f"{M}: 粗心 on known-answer groups: right on 1 of 4 (25.0%), 0 unsure" in printed
+    labels = [json.loads(x) for x in (tmp_path / "labels" / f"{M}_stage_a.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert [r["group_id"] for r in labels] == [day["group_id"]]   # gold groups became no label
+    assert "blind audits of work decided without review: 1 escape(s) in 1 auto-passed" in printed   # not 4 more
+    # 4 known-answer groups are fewer than the 5 that measure a reviewer: unmeasured, the label certifies
+    assert "certifies" not in labels[0]["review"]
+    result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels2", min_gold_accuracy=0.8)
+    assert result["gold"][M]["粗心"] == {"n": 4, "correct": 1, "unsure": 0}
+
+
+def test_a_reviewer_wrong_on_gold_certifies_nothing_alone(tmp_path):
+    from stage_b.agreement import gold_scores, quality
+    groups = {(M, f"g{k}"): {"record": {"gold": {"label": "fail"}}, "decisions": [
+        {"reviewer": "粗心", "decision": "通过" if k < 4 else "不通过"}]} for k in range(6)}
+    bar = quality({}, 0.6, gold_scores(groups), 0.8)
+    assert bar[M]["粗心"]["status"] == "below the bar" and "right on 2 of 6" in bar[M]["粗心"]["why"]
+
+
+def test_gold_lines_are_not_the_days_work(tmp_path):
+    from stage_b.monitor import read_days
+    out, lines = _day_with_gold(tmp_path)
+    automation = judge.automation_of(out, [M])["per_mission"][M]
+    assert automation["judged"] == 12
+    (day,) = read_days([out], None, load_registry())   # the monitor's audits are the day's own
+    assert len(day.verdicts[M]) == 12 and not any(v.get("gold") for v in day.verdicts[M])
+
+
+@pytest.mark.slow
+def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=8)
+    write_jsonl_atomic(tmp_path / "gold.jsonl", [_record(k, "fail" if k % 2 else "pass") for k in range(10)])
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    args = judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed", str(SEED),
+                      "--gold", str(tmp_path / "gold.jsonl"), "--gold_share", "0.25")
+    result = _judge(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    gold = [v for v in lines if v.get("gold")]
+    assert len(gold) == 2 and all(v["label"] is None and v["gold"]["label"] in ("pass", "fail") for v in gold)
+    assert f"{M}: " in result.stdout and "of 8 groups" in result.stdout   # the day's figures leave gold out
+    again = _judge(*args)   # a resume: the same two, nothing judged again
+    assert again.returncode == 0 and "0 to judge" in again.stdout, again.stderr[-2000:]
+
+
+def test_a_gold_file_that_cannot_work_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):
+    stage_a = _stage_a(tmp_path / "sa", n=2)
+    op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
+    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--gold", str(tmp_path / "nope.jsonl")),
+                    timeout=120)
+    assert result.returncode == 2 and "nope.jsonl does not exist" in result.stderr and "Loading" not in result.stderr
