@@ -50,7 +50,7 @@ def test_one_key_decides_and_moves_on_across_pages_and_z_undoes_across_them(brow
     _wait_for_page(browser, pages[1])
     assert _current(browser) == "card-4"
     assert browser.find_element("id", "decided-count").text == "3"
-    assert "groups/hour" in browser.find_element("id", "pace").text
+    assert browser.find_element("id", "pace").text == "… (after a minute)"   # three decisions in a blink
     assert all(m in browser.find_element("id", "mission-left").text for m in MISSIONS if m in json.dumps(
         [v["mission"] for v in verdicts[:3]], ensure_ascii=False))
     _keys(browser, "z")                    # undo across the page boundary: back to card 3, undecided again
@@ -68,6 +68,14 @@ def test_one_key_decides_and_moves_on_across_pages_and_z_undoes_across_them(brow
     assert _current(browser) == "card-5"
     _keys(browser, "?")
     assert browser.find_element("id", "keys-help").is_displayed()
+    # the pace, by the decisions' own times: three decisions a minute apart are 60 groups an hour
+    browser.execute_script("""var key = 'group-qc:decisions:' + window.GROUP_QC_REVIEW.page_id;
+        var d = JSON.parse(localStorage.getItem(key)), t = Date.parse('2026-11-27T09:00:00Z');
+        Object.keys(d).filter(function (k) { return d[k].decision; }).sort().forEach(function (k, i) {
+          d[k].decided_at = new Date(t + 60000 * i).toISOString(); });
+        localStorage.setItem(key, JSON.stringify(d));""")
+    browser.refresh()
+    assert browser.find_element("id", "pace").text == "60 groups/hour"
     lines = [json.loads(x) for x in browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()]
     assert len(lines) == 3 and all(x["history"] and x["source"]["line_sha256"] for x in lines)
 

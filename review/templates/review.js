@@ -124,10 +124,10 @@
     text("mission-left", Object.keys(perMission).sort().map(function (m) {
       return m + " " + perMission[m].decided + " decided, " + perMission[m].left + " left";
     }).join("; "));
-    // the reviewer's pace, by the page's own clock: the latest 50 decisions, first to last
+    // the reviewer's pace, by the page's own clock: the latest 50 decisions, first to last, once they span a minute
     times = times.filter(function (t) { return !isNaN(t); }).sort(function (a, b) { return a - b; }).slice(-50);
     var hours = times.length > 1 ? (times[times.length - 1] - times[0]) / 3600000 : 0;
-    text("pace", hours > 0 ? Math.round((times.length - 1) / hours) + " groups/hour" : "…");
+    text("pace", hours >= 1 / 60 ? Math.round((times.length - 1) / hours) + " groups/hour" : "… (after a minute)");
   }
 
   function apply() {
