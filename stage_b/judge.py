@@ -300,6 +300,10 @@ def _judge(args) -> int:
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
         for mission, extra in mix_in(gold, {m: by_mission[m] for m in missions}, gold_share, seed).items():
             by_mission[mission] = by_mission[mission] + extra
+        elsewhere = {m: len(g) for m, g in gold.items() if m not in missions}
+        if elsewhere:
+            print("note: --gold holds groups of missions not judged today, not mixed in: "
+                  + ", ".join(f"{m} ({n})" for m, n in sorted(elsewhere.items())), file=sys.stderr)
     rows, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not rows:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")

@@ -138,7 +138,9 @@ def test_gold_lines_are_not_the_days_work(tmp_path):
 @pytest.mark.slow
 def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_path):
     stage_a = _stage_a(tmp_path / "sa", n=8)
-    write_jsonl_atomic(tmp_path / "gold.jsonl", [_record(k, "fail" if k % 2 else "pass") for k in range(10)])
+    other = "挡风板安装检查"   # a mission not judged today: said, not mixed in
+    write_jsonl_atomic(tmp_path / "gold.jsonl", [_record(k, "fail" if k % 2 else "pass") for k in range(10)]
+                       + [_record(50, "pass", mission=other)])
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
     args = judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed", str(SEED),
                       "--gold", str(tmp_path / "gold.jsonl"), "--gold_share", "0.25")
@@ -148,6 +150,7 @@ def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_pa
     gold = [v for v in lines if v.get("gold")]
     assert len(gold) == 2 and all(v["label"] is None and v["gold"]["label"] in ("pass", "fail") for v in gold)
     assert f"{M}: " in result.stdout and "of 8 groups" in result.stdout   # the day's figures leave gold out
+    assert f"not judged today, not mixed in: {other} (1)" in result.stderr
     again = _judge(*args)   # a resume: the same two, nothing judged again
     assert again.returncode == 0 and "0 to judge" in again.stdout, again.stderr[-2000:]
 

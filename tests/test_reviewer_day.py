@@ -180,3 +180,34 @@ def test_a_thousand_decisions_imported_twice_add_nothing_the_second_time(tmp_pat
     assert import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")["added"] == 1000
     again = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
     assert (again["added"], again["already"]) == (0, 1000)
+
+
+def test_two_exports_of_one_reviewer_with_a_decision_changed_between_them(tmp_path, synthetic):
+    """The morning's export says 通过, the afternoon's 不通过 for the same group: both are kept in the log, the later
+    one labels the group, and importing the morning's again changes nothing."""
+    out, verdicts = _judged(tmp_path, synthetic)
+    v = verdicts[0]
+    path = judge.verdicts_path(out, v["mission"])
+    source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
+    for name, decision, at in [("am", "通过", "2026-11-27T09:00:00+00:00"), ("pm", "不通过", "2026-11-27T15:00:00+00:00")]:
+        write_jsonl_atomic(tmp_path / f"{name}.jsonl", [decision_line(v, decision, "王工", source, seen=record_digest(v),
+                                                                      decided_at=at)])
+    import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")
+    import_decisions([tmp_path / "pm.jsonl"], tmp_path / "labels")
+    again = import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")
+    assert again["added"] == 0 and again["groups"][(v["mission"], v["group_id"])]["status"] == "fail"
+    log = [r for _, r in iter_jsonl(tmp_path / "labels" / "decisions.jsonl")]
+    assert [r["decision"] for r in log] == ["通过", "不通过"]
+
+
+def test_a_name_of_markup_is_a_name_not_markup(browser, tmp_path, synthetic):
+    out, _, result = _paged(tmp_path, synthetic, per_page=200)
+    name = '<img src=x onerror="window.ran=1">'
+    fresh_page(browser, result["index"], reviewer=name)
+    _keys(browser, "f")
+    (line,) = [json.loads(x) for x in browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()]
+    assert line["reviewer"] == name and browser.execute_script("return window.ran === undefined")
+    assert browser.find_element("id", "reviewer").get_attribute("value") == name
+    write_jsonl_atomic(tmp_path / "d.jsonl", [line])
+    result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")   # printable: a name like any other
+    assert result["added"] == 1
