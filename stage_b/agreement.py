@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
+from .bounds import in_range
+
 PASS, FAIL = "通过", "不通过"
 DEFAULT_MIN_KAPPA = 0.6
 MIN_PAIRED = 10
@@ -117,20 +119,8 @@ def gold_scores(groups: dict[tuple[str, str], dict]) -> dict[str, dict[str, dict
 
 
 def check_min_gold_accuracy(value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"--min_gold_accuracy {value!r} is not a number; use a share from 0 to 1, e.g. 0.8") from None
-    if math.isnan(x) or not 0.0 <= x <= 1.0:
-        raise ValueError(f"--min_gold_accuracy {value!r} is out of range: use a share from 0 to 1, e.g. 0.8")
-    return x
+    return in_range(value, "--min_gold_accuracy", 0.0, 1.0, "a share from 0 to 1, e.g. 0.8")
 
 
 def check_min_kappa(value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"--min_kappa {value!r} is not a number; use a kappa from -1 to 1, e.g. 0.6") from None
-    if math.isnan(x) or not -1.0 <= x <= 1.0:
-        raise ValueError(f"--min_kappa {value!r} is out of range: use a kappa from -1 to 1, e.g. 0.6")
-    return x
+    return in_range(value, "--min_kappa", -1.0, 1.0, "a kappa from -1 to 1, e.g. 0.6")

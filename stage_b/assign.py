@@ -11,7 +11,8 @@ other's decision (each decides in their own browser, and the import pairs them).
 from __future__ import annotations
 
 import hashlib
-import math
+
+from .bounds import in_range
 
 DEFAULT_OVERLAP_SHARE = 0.1
 MAX_NAME = 80
@@ -38,13 +39,8 @@ def check_reviewers(value, what: str = "--reviewers") -> list[str]:
 
 def check_overlap_share(value, reviewers: list[str], what: str = "--overlap_share") -> float:
     """A share from 0 (no group decided twice) to 1 (every group by two reviewers); two reviewers at least when > 0."""
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        raise AssignError(f"{what} {value!r} is not a number; use a share from 0 to 1, e.g. 0.1 (a tenth of "
-                          f"the groups decided by two reviewers)") from None
-    if math.isnan(share) or not 0.0 <= share <= 1.0:
-        raise AssignError(f"{what} {value!r} is out of range: use a share from 0 to 1")
+    share = in_range(value, what, 0.0, 1.0, "a share from 0 to 1, e.g. 0.1 (a tenth of the groups decided by two "
+                                            "reviewers)", AssignError)
     if share > 0 and len(reviewers) < 2:
         raise AssignError(f"{what} {share:g} needs two reviewers at least (a,b); "
                           f"{'one is' if reviewers else 'none is'} named")

@@ -22,6 +22,8 @@ from stage_a.jsonl import JsonlError, iter_jsonl
 from stage_a.missions import MissionError
 from stage_a.records import RecordError, validate_record
 
+from .bounds import in_range
+
 DEFAULT_GOLD_SHARE = 0.05
 
 
@@ -30,13 +32,7 @@ class GoldError(ValueError):
 
 
 def check_gold_share(value) -> float:
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        raise GoldError(f"--gold_share {value!r} is not a number; use a share from 0 to 1, e.g. 0.05") from None
-    if math.isnan(share) or not 0.0 <= share <= 1.0:
-        raise GoldError(f"--gold_share {value!r} is out of range: use a share from 0 to 1, e.g. 0.05")
-    return share
+    return in_range(value, "--gold_share", 0.0, 1.0, "a share from 0 to 1, e.g. 0.05", GoldError)
 
 
 def load_gold(files, registry) -> dict[str, list[dict]]:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from stage_a.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
 
+from .bounds import in_range
 from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
                       upper_bound, upper_bound_weighted)
 from .metrics import wilson
@@ -74,13 +75,7 @@ def verdict_at(p: float, threshold: float) -> str:
 
 def check_rate(value, what: str) -> float:
     """A rate or threshold in [0, 1], or an error naming `what`."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise OperatingPointError(f"{what} {value!r} is not a number; use a value from 0 to 1") from None
-    if not 0.0 <= x <= 1.0 or math.isnan(x):
-        raise OperatingPointError(f"{what} {value!r} is out of range: use a value from 0 to 1")
-    return x
+    return in_range(value, what, 0.0, 1.0, "a value from 0 to 1", OperatingPointError)
 
 
 P_FAIL_TIE = 2.0 ** -20   # about 1e-6; a power of two, so thresholds and margins built from it are exact in binary

@@ -32,7 +32,8 @@ Groups left out still become training labels; they never count in a bound as if 
 from __future__ import annotations
 
 import hashlib
-import math
+
+from .bounds import in_range
 
 AUTO, REVIEW, AUDIT = "auto", "review", "audit"
 ROUTES = (AUTO, REVIEW, AUDIT)
@@ -46,15 +47,8 @@ class RouteError(ValueError):
 
 def check_audit_share(value, what: str = "--audit_share") -> float:
     """A share from 0 (no audit) to 1 (every automatically decided group audited)."""
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        raise RouteError(f"{what} {value!r} is not a number; use a share from 0 to 1, e.g. 0.05 (5% of the "
-                         f"automatically decided groups audited)") from None
-    if math.isnan(share) or not 0.0 <= share <= 1.0:
-        raise RouteError(f"{what} {value!r} is out of range: use a share from 0 (no audit) to 1 (every automatically "
-                         f"decided group)")
-    return share
+    return in_range(value, what, 0.0, 1.0, "a share from 0 (no audit) to 1 (every automatically decided group), e.g. "
+                                           "0.05", RouteError)
 
 
 def audit_draw(seed: int, mission: str, group_id: str) -> float:
