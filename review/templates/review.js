@@ -26,7 +26,7 @@
   // when the store is full, the decisions of other pages that were exported since they last changed are removed
   // (their export holds them), oldest first; if that is not enough the page says so and keeps this tab's decisions
   // in memory for the export, never blaming a private window.
-  var PAGES_KEY = "group-qc:pages", STORE_PREFIX = "group-qc:decisions:";
+  var PAGES_KEY = "group-qc:pages", STORE_PREFIX = "group-qc:decisions:", UNDO_PREFIX = "group-qc:undo:";
   var storage = null;
   try {
     localStorage.setItem("group-qc:probe", "1");
@@ -58,6 +58,7 @@
       return id !== DATA.page_id && m.exported && (!m.saved || m.exported >= m.saved);
     }).sort(function (a, b) { return (meta[a].saved || "") < (meta[b].saved || "") ? -1 : 1; }).forEach(function (id) {
       if (storage.getItem(STORE_PREFIX + id) !== null) { storage.removeItem(STORE_PREFIX + id); freed++; }
+      storage.removeItem(UNDO_PREFIX + id);
       delete meta[id];
     });
     try { storage.setItem(PAGES_KEY, JSON.stringify(meta)); } catch (e) { /* nothing more to free */ }
@@ -236,7 +237,7 @@
   function decidable(card) { return Boolean(card && card.querySelector("[data-decision]")); }
   // Every change is kept: each group's `history` ({from, to, at, by, on_screen_ms}) goes into the export, and the
   // undo stack (z) lives beside the decisions, so an undo works after a reload or from another page.
-  var UNDO_KEY = STORE_KEY + ":undo", MAX_UNDO = 500, undoStack = [];
+  var UNDO_KEY = UNDO_PREFIX + DATA.page_id, MAX_UNDO = 500, undoStack = [];
   if (storage) { try { undoStack = JSON.parse(storage.getItem(UNDO_KEY) || "[]") || []; } catch (e) { undoStack = []; } }
   function saveUndo() {
     if (!storage) return;
