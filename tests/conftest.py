@@ -120,3 +120,26 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     # a stable sort: the other files keep their order
     items.sort(key=lambda item: rank.get(item.module.__name__.rpartition(".")[2], len(rank)))
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium. Missing here it skips; in CI (.ci/run installs it) it fails instead."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("CI"):
+            pytest.fail("CI needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
+        pytest.skip("no chromium/chromedriver here: apt-get install -y chromium chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
+                 "--allow-file-access-from-files"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()

@@ -93,7 +93,7 @@ def test_the_split_is_even_and_the_overlap_is_a_random_share_of_it(share):
     assert all(v == pytest.approx((1 + share) / 3, abs=0.03) for v in load.values()), load
 
 
-def _decided(k_bad: int):
+def decided_badges(k_bad: int):
     """30 groups decided by a and b (b flips k_bad of them) and by c alone."""
     out = {}
     for g in range(30):
@@ -105,7 +105,7 @@ def _decided(k_bad: int):
 
 
 def test_a_reviewer_below_the_bar_certifies_nothing_unless_confirmed():
-    agreement = pairwise(_decided(k_bad=12))
+    agreement = pairwise(decided_badges(k_bad=12))
     k = agreement["m"][("a", "b")]
     assert k["n"] == 30 >= MIN_PAIRED and k["kappa"] < 0.6
     bar = quality(agreement, 0.6)["m"]
@@ -118,7 +118,7 @@ def test_a_reviewer_below_the_bar_certifies_nothing_unless_confirmed():
     assert "certifies" not in confirmed and evidence_weight(confirmed) == 1.0
     unmeasured = review_of(line, [{"reviewer": "c", "decision": P, "decided_at": "t"}], bar)
     assert "certifies" not in unmeasured
-    assert quality(pairwise(_decided(k_bad=0)), 0.6)["m"]["a"]["status"] == "ok"
+    assert quality(pairwise(decided_badges(k_bad=0)), 0.6)["m"]["a"]["status"] == "ok"
 
 
 def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_promises(tmp_path, capsys):
@@ -133,7 +133,7 @@ def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_
                for k in range(31)]
     write_jsonl_atomic(tmp_path / "sa.jsonl", records)
     source = {"file": str(tmp_path / "sa.jsonl"), "sha256": file_sha256(tmp_path / "sa.jsonl")}
-    decided = _decided(k_bad=12)
+    decided = decided_badges(k_bad=12)
     for who in ("a", "b"):
         lines = [decision_line(r, decided[("m", f"g{k}")][who], who, source, seen=record_digest(r),
                                decided_at="2026-11-27T10:00:00+00:00") for k, r in enumerate(records[:30])]

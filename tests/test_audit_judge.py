@@ -11,9 +11,7 @@ import pytest
 from stage_b import judge
 from stage_b.operating_point import checkpoint_identities
 from stage_b.routes import AUDIT, AUTO, REVIEW, audit_draw
-from tests.test_evaluate import M, _stage_a
-from tests.test_judge import _judge, _lines
-from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
+from tests.helpers import M, read_lines, run_judge, stage_a_folder
 
 SEED = 11
 
@@ -39,12 +37,12 @@ def judge_args(model, stage_a, op, out, *extra, review=False):
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory, tiny_qwen2_5_vl):
     root = tmp_path_factory.mktemp("audit")
-    stage_a = _stage_a(root / "sa", n=16)
+    stage_a = stage_a_folder(root / "sa", n=16)
     op = certified_op(tiny_qwen2_5_vl, root / "op.json")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, root / "v", "--audit_share", "0.5", "--audit_seed",
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, root / "v", "--audit_share", "0.5", "--audit_seed",
                                 str(SEED)))
     assert result.returncode == 0, result.stderr[-3000:]
-    return root, stage_a, op, _lines(judge.verdicts_path(root / "v", M)), result.stdout
+    return root, stage_a, op, read_lines(judge.verdicts_path(root / "v", M)), result.stdout
 
 
 @pytest.mark.slow
@@ -70,9 +68,9 @@ def test_a_resume_without_the_seed_draws_the_same_groups(judged, tiny_qwen2_5_vl
     out.mkdir()
     path = judge.verdicts_path(out, M)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines[:5]), encoding="utf-8")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"))   # no --audit_seed
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"))   # no --audit_seed
     assert result.returncode == 0, result.stderr[-3000:]
-    again = {r["group_id"]: (r["route"], r["audit_seed"]) for r in _lines(path)}
+    again = {r["group_id"]: (r["route"], r["audit_seed"]) for r in read_lines(path)}
     assert again == {r["group_id"]: (r["route"], SEED) for r in lines}
 
 
@@ -87,7 +85,7 @@ def test_a_verdict_line_edited_by_hand_is_refused_on_resume(judged, tiny_qwen2_5
     edited = [dict(r, **edit) if i == target else r for i, r in enumerate(lines)]
     judge.verdicts_path(out, M).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edited),
                                            encoding="utf-8")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"), timeout=300)
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"), timeout=300)
     assert result.returncode == 2 and f":{target + 1}: its " in result.stderr
     assert "do not follow from its p_fail" in result.stderr
 
@@ -95,10 +93,10 @@ def test_a_verdict_line_edited_by_hand_is_refused_on_resume(judged, tiny_qwen2_5
 @pytest.mark.parametrize("value, message", [("-0.1", "is out of range"), ("1.5", "is out of range"),
                                             ("nan", "is out of range"), ("abc", "is not a number")])
 def test_an_audit_share_out_of_range_is_refused_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, value, message):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
     started = time.monotonic()
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--audit_share", value), timeout=120)
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--audit_share", value), timeout=120)
     assert result.returncode == 2 and f"--audit_share {value!r} {message}" in result.stderr, result.stderr[-2000:]
     assert time.monotonic() - started < 30 and "Loading" not in result.stderr
 
@@ -120,7 +118,7 @@ def withdrawing_monitor(tmp_path, op_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["monitor", "stage_a_model"])
 def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwen2_5_vl, tmp_path, how):
-    stage_a = _stage_a(tmp_path / "sa", n=6)
+    stage_a = stage_a_folder(tmp_path / "sa", n=6)
     if how == "monitor":
         op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
         extra = ["--monitor", str(withdrawing_monitor(tmp_path, op))]
@@ -129,25 +127,25 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
         op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json", stage_a={"models": ["another-stage-a"]})
         extra = []
         why = "promise withdrawn: its summaries come from Stage-A model path:m"
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "1", *extra,
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "1", *extra,
                                 review=True))
     assert result.returncode == 0, result.stderr[-3000:]
     page = (tmp_path / "v" / "review" / "index.html").read_text(encoding="utf-8")
     assert f"PROMISE WITHDRAWN for {M}" in page   # never silent: the page's header names it
-    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
     assert all(r["route"] == REVIEW and r["review_scope"] == "mission" and r["review_why"][0].startswith(why)
                for r in lines), lines[0]["review_why"]
     assert "PROMISE WITHDRAWN" in result.stdout and f"{M}: promise withdrawn" in result.stdout
 
 
 def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
     monitor = withdrawing_monitor(tmp_path, op)
     edited = json.loads(monitor.read_text(encoding="utf-8"))
     edited["missions"][M]["status"] = edited["missions"][M]["days"][0]["status"] = "holds"
     monitor.write_text(json.dumps(edited, ensure_ascii=False), encoding="utf-8")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--monitor", str(monitor)),
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--monitor", str(monitor)),
                     timeout=120)
     assert result.returncode == 2 and "status 'holds' does not follow from its counts" in result.stderr
     assert "Loading" not in result.stderr
@@ -160,13 +158,13 @@ def test_named_reviewers_split_the_groups_sent_to_people_and_each_page_queue_is_
     draw (stage_b.assign), automatic lines to nobody; on the page, each reviewer's queue (left to review, the next
     undecided group) holds only their groups."""
     from stage_b.assign import assignees
-    from tests.test_review_page import fresh_page
-    stage_a = _stage_a(tmp_path / "sa", n=16)
+    from tests.helpers import fresh_page
+    stage_a = stage_a_folder(tmp_path / "sa", n=16)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed",
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed",
                                 str(SEED), "--reviewers", "王工,李工", "--overlap_share", "0.5", review=True))
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
     for r in lines:
         expected = assignees(["王工", "李工"], 0.5, SEED, M, r["group_id"]) if r["route"] != AUTO else []
         assert r["assigned_to"] == expected and r["reviewers"] == ["王工", "李工"] and r["overlap_share"] == 0.5
@@ -187,7 +185,7 @@ def test_named_reviewers_split_the_groups_sent_to_people_and_each_page_queue_is_
 ])
 def test_a_reviewers_setting_that_cannot_work_is_refused_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, flags,
                                                                                 message):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", *flags), timeout=120)
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", *flags), timeout=120)
     assert result.returncode == 2 and message in result.stderr and "Loading" not in result.stderr, result.stderr[-2000:]

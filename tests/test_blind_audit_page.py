@@ -12,8 +12,8 @@ from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.operating_point import fmt_p
 from stage_b.settings import Selection
-from tests.test_review_decisions import _export, _judged, _keys
-from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
+from tests.helpers import export_decisions, fresh_page, send_keys
+from tests.test_review_decisions import _judged
 
 POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
 
@@ -50,14 +50,14 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     # decide the first audit by keyboard: its answer shows
     first = audits[0]
     browser.find_element("css selector", f'.card[data-group-id="{first["group_id"]}"]').click()
-    _keys(browser, "f")
+    send_keys(browser, "f")
     card = browser.find_element("css selector", f'.card[data-group-id="{first["group_id"]}"]')
     opened = card.find_element("css selector", ".unsealed").text
     assert f"verdict: {first['verdict']}" in opened and fmt_p(first["p_fail"], first["threshold"]) in opened
     assert first["reason"] in opened
     assert browser.find_element("id", "to-review-count").text == str(len(audits) + len(reviews) - 1)
     # export (the page's own download), then import: the label carries the route and its probability
-    exported = _export(browser, tmp_path / "downloads")
+    exported = export_decisions(browser, tmp_path / "downloads")
     (line,) = [json.loads(x) for x in exported.read_text(encoding="utf-8").splitlines()]
     assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
     source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}

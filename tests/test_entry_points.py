@@ -114,9 +114,9 @@ def _readme_line(start: str) -> str:
 def test_the_readme_by_hand_cpu_command_runs_as_printed(tiny_qwen2_5_vl, tmp_path):
     """The README's `swift rlhf configs/stage_b_grpo_cpu.yaml …` line, run by bash as printed (M = the tiny model;
     one short step appended), trains and records the run. Before: four ms-swift errors in turn on CPU."""
-    from tests.test_evaluate import _stage_a
+    from tests.helpers import stage_a_folder
     command = _readme_line("swift rlhf configs/stage_b_grpo_cpu.yaml")
-    stage_a = _stage_a(tmp_path / "sa", n=60)
+    stage_a = stage_a_folder(tmp_path / "sa", n=60)
     venv_bin = str(Path(sys.executable).parent)
     result = subprocess.run(["bash", "-c", f"M={tiny_qwen2_5_vl}; {command} --max_steps 1 --max_completion_length 16 "
                                            f"--output_dir {tmp_path / 'out'}"],
@@ -132,8 +132,8 @@ def test_the_readme_by_hand_cpu_command_runs_as_printed(tiny_qwen2_5_vl, tmp_pat
 def test_the_readme_sft_infer_and_rescore_commands_run_as_printed(tiny_qwen2_5_vl, tmp_path):
     """From a folder that is not the repository, with the README's relative paths: SFT on group_qc_sft (two steps
     appended), ms-swift's batch inference on group_qc_val, and its result re-scored by our evaluation."""
-    from tests.test_evaluate import _stage_a
-    _stage_a(tmp_path / "output" / "stage_a", n=30)
+    from tests.helpers import stage_a_folder
+    stage_a_folder(tmp_path / "output" / "stage_a", n=30)
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
            "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO)}

@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.discovery import Group
-from stage_a.jsonl import JsonlAppender
-from stage_a.records import make_record
 from stage_b.evaluate import (EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions,
                               render_report)
 from stage_b.metrics import compute_metrics
 from stage_b.settings import Selection
+from tests.helpers import M, random_adapter, stage_a_folder
 
 REPO = Path(__file__).resolve().parent.parent
-M = "BBU接地线检查"
 ROWS = [{"group_id": "g1", "mission": M, "solution": "不通过", "summaries": ["接地线×1/未捆扎"]},
         {"group_id": "g2", "mission": M, "solution": "通过", "summaries": ["接地线×1/已捆扎"]},
         {"group_id": "g3", "mission": M, "solution": "不通过", "summaries": ["接地线×1/散乱"]}]
@@ -99,14 +96,6 @@ def test_compare_and_plot_clis(tmp_path):
     assert out.returncode == 0 and (run / "training.png").stat().st_size > 1000
 
 
-def _stage_a(folder: Path, n=12):
-    folder.mkdir(parents=True, exist_ok=True)
-    with JsonlAppender(folder / f"{M}_stage_a.jsonl") as out:
-        for k in range(n):
-            label = "fail" if k % 2 else "pass"
-            out.write(make_record(Group(f"QC-EV-20250101-{k}", M, label, ("a.jpg", "b.jpg")),
-                                  [f"接地线×1/{'未捆扎' if label == 'fail' else '已捆扎'}", f"接地排×{k}"], "m"))
-    return folder
 
 
 def _evaluate(*args, timeout=600):
@@ -114,27 +103,12 @@ def _evaluate(*args, timeout=600):
                           text=True, timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
-def _random_adapter(tiny_model: Path, out: Path) -> Path:
-    """A real PEFT LoRA checkpoint on the last 2 LLM layers with non-zero B matrices (so it changes outputs)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForImageTextToText
-    from stage_b.lora import target_regex
-    torch.manual_seed(0)
-    model = AutoModelForImageTextToText.from_pretrained(tiny_model, dtype=torch.float32)
-    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=target_regex(tiny_model, 2)))
-    with torch.no_grad():
-        for name, param in peft.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0, 0.2)
-    peft.save_pretrained(out)
-    return out
 
 
 @pytest.mark.slow
 def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa")
-    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    stage_a = stage_a_folder(tmp_path / "sa")
+    adapter = random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
     merged = tmp_path / "merged"
     export = subprocess.run([str(Path(sys.executable).parent / "swift"), "export", "--model", str(tiny_qwen2_5_vl),
                              "--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--adapters", str(adapter),
@@ -161,7 +135,7 @@ def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5
 
 @pytest.mark.slow
 def test_evaluate_bad_inputs(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa")
+    stage_a = stage_a_folder(tmp_path / "sa")
     not_adapter = tmp_path / "ckpt"
     not_adapter.mkdir()
     result = _evaluate("--model", str(tiny_qwen2_5_vl), "--adapters", str(not_adapter), "--stage_a_dir", str(stage_a),
@@ -195,7 +169,7 @@ def test_a_group_the_model_cannot_take_fails_alone_and_is_named(tiny_qwen2_5_vl,
     assert errors[1].startswith("group g2 of BBU接地线检查: ") and "max_length" in errors[1]
     assert errors[2].startswith(f"group g3 of BBU接地线检查: its prompt has {len(rows[2]['messages'][0]['content']):,} "
                                 f"characters")
-    stage_a = _stage_a(tmp_path / "sa", n=4)
+    stage_a = stage_a_folder(tmp_path / "sa", n=4)
     path = stage_a / f"{M}_stage_a.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     big = json.loads(lines[2])
@@ -236,7 +210,7 @@ def _val_rows(tmp_path, n=6):
     """Real group_qc rows, as the plugin's dataset builds them (messages, solution, mission, group_id, summaries)."""
     from stage_b.dataset import build_rows
     from stage_b.settings import Selection
-    return build_rows(Selection(stage_a_dir=str(_stage_a(tmp_path / "sa", n=n))), "all")[0]
+    return build_rows(Selection(stage_a_dir=str(stage_a_folder(tmp_path / "sa", n=n))), "all")[0]
 
 
 def swift_infer_results(rows, completions):
@@ -339,7 +313,7 @@ def test_real_swift_infer_results_are_rescored(tiny_qwen2_5_vl, tmp_path):
     """`swift infer` with the plugin on group_qc_val, as a user runs it, then evaluate --predictions on its file."""
     from stage_b.dataset import build_rows
     from stage_b.settings import Selection
-    stage_a = _stage_a(tmp_path / "sa", n=8)
+    stage_a = stage_a_folder(tmp_path / "sa", n=8)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
            "CUDA_VISIBLE_DEVICES": "", "GROUP_QC_STAGE_A_DIR": str(stage_a), "GROUP_QC_VAL_RATIO": "0.5"}
     result_path = tmp_path / "infer" / "result.jsonl"

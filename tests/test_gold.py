@@ -16,8 +16,7 @@ from stage_b.decisions import decision_line, import_decisions
 from stage_b.gold import GoldError, check_gold_share, load_gold, mix_in
 from stage_b.routes import AUDIT
 from tests.test_audit_judge import SEED, certified_op, judge_args
-from tests.test_evaluate import M, _stage_a
-from tests.test_judge import _judge, _lines
+from tests.helpers import M, read_lines, run_judge, stage_a_folder
 
 
 def _record(k: int, label=None, mission=M) -> dict:
@@ -137,27 +136,27 @@ def test_gold_lines_are_not_the_days_work(tmp_path):
 
 @pytest.mark.slow
 def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=8)
+    stage_a = stage_a_folder(tmp_path / "sa", n=8)
     other = "挡风板安装检查"   # a mission not judged today: said, not mixed in
     write_jsonl_atomic(tmp_path / "gold.jsonl", [_record(k, "fail" if k % 2 else "pass") for k in range(10)]
                        + [_record(50, "pass", mission=other)])
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
     args = judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed", str(SEED),
                       "--gold", str(tmp_path / "gold.jsonl"), "--gold_share", "0.25")
-    result = _judge(*args)
+    result = run_judge(*args)
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = _lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
     gold = [v for v in lines if v.get("gold")]
     assert len(gold) == 2 and all(v["label"] is None and v["gold"]["label"] in ("pass", "fail") for v in gold)
     assert f"{M}: " in result.stdout and "of 8 groups" in result.stdout   # the day's figures leave gold out
     assert f"not judged today, not mixed in: {other} (1)" in result.stderr
-    again = _judge(*args)   # a resume: the same two, nothing judged again
+    again = run_judge(*args)   # a resume: the same two, nothing judged again
     assert again.returncode == 0 and "0 to judge" in again.stdout, again.stderr[-2000:]
 
 
 def test_a_gold_file_that_cannot_work_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
-    result = _judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--gold", str(tmp_path / "nope.jsonl")),
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--gold", str(tmp_path / "nope.jsonl")),
                     timeout=120)
     assert result.returncode == 2 and "nope.jsonl does not exist" in result.stderr and "Loading" not in result.stderr

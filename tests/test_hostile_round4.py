@@ -12,7 +12,6 @@ import pytest
 from stage_a.jsonl import write_jsonl_atomic
 from stage_b.decisions import DecisionsError, import_decisions, resolve
 from stage_b.operating_point import OperatingPointError, build_operating_point, load_operating_point
-from tests.test_review_page import browser  # noqa: F401  (the headless Chromium fixture)
 
 M = "BBU接地线检查"
 

@@ -20,7 +20,7 @@ from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
 from stage_b.grounding import guided_reply
 from stage_b.operating_point import p_fail
-from tests.test_evaluate import M, _random_adapter, _stage_a
+from tests.helpers import M, random_adapter, read_lines, run_judge, stage_a_folder
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -136,7 +136,7 @@ def test_p_fail_equals_a_direct_transformers_computation(tiny_model_factory, tmp
     adapter or a plain (merged) checkpoint: within 1e-4 of the direct computation, group by group."""
     from stage_b.generate import VerdictEngine
     model = tiny_model_factory(arch)
-    adapter = _random_adapter(model, tmp_path / "adapter") if with_adapter else None
+    adapter = random_adapter(model, tmp_path / "adapter") if with_adapter else None
     rows = _rows()
     engine = VerdictEngine(str(model), adapters=[str(adapter)] if adapter else [], batch_size=4)
     scores, errors = engine.verdict_logprobs(rows)
@@ -151,13 +151,8 @@ def test_p_fail_equals_a_direct_transformers_computation(tiny_model_factory, tmp
         assert max(abs(a[v] - b[v]) for a, b in zip(scores, base) for v in VERDICT_LINES) > 1e-2
 
 
-def _judge(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "stage_b.judge", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
 
 
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +173,9 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
     root, groups = unreviewed
     args = ["--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(root / "stage_a"), "--mission", MISSIONS,
             "--output_dir", str(tmp_path / "v"), "--threshold", "0.5", "--max_new_tokens", "8"]
-    first = _judge(*args)
+    first = run_judge(*args)
     assert first.returncode == 0, first.stderr[-3000:]
-    verdicts = {m: _lines(judge.verdicts_path(tmp_path / "v", m)) for m in MISSIONS.split(",")}
+    verdicts = {m: read_lines(judge.verdicts_path(tmp_path / "v", m)) for m in MISSIONS.split(",")}
     got = [r for rs in verdicts.values() for r in rs]
     assert sorted(r["group_id"] for r in got) == sorted(groups)
     for r in got:
@@ -194,18 +189,18 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
         # a random model's reason line is rarely the contract: such replies are kept and flagged, never dropped
         assert r["needs_review"] == bool(r["review_why"])
         assert r["model"] == str(Path(tiny_qwen2_5_vl).resolve()) and r["operating_point"] is None
-    again = _judge(*args)
+    again = run_judge(*args)
     assert again.returncode == 0 and again.stdout.count("0 to judge") == 2
     assert "Loading" not in again.stderr   # nothing left to judge: the model is not even loaded
-    assert {m: _lines(judge.verdicts_path(tmp_path / "v", m)) for m in verdicts} == verdicts
-    other = _judge(*args[:-4], "--threshold", "0.7")   # another threshold into the same files: refused
+    assert {m: read_lines(judge.verdicts_path(tmp_path / "v", m)) for m in verdicts} == verdicts
+    other = run_judge(*args[:-4], "--threshold", "0.7")   # another threshold into the same files: refused
     assert other.returncode == 2 and "judged with another threshold" in other.stderr and "--overwrite" in other.stderr
 
 
 @pytest.mark.slow
 def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=16)
-    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    stage_a = stage_a_folder(tmp_path / "sa", n=16)
+    adapter = random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
     model = ["--model", str(tiny_qwen2_5_vl), "--adapters", str(adapter)]
     ev = subprocess.run([sys.executable, "-m", "stage_b.evaluate", *model, "--stage_a_dir", str(stage_a),
                          "--val_ratio", "0.5", "--max_new_tokens", "4", "--target_miss_rate", "0.25",
@@ -213,7 +208,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
                         env=ENV)
     assert ev.returncode == 0, ev.stderr[-3000:]
     op = json.loads((tmp_path / "ev" / "operating_point.json").read_text(encoding="utf-8"))
-    preds = _lines(tmp_path / "ev" / "predictions.jsonl")
+    preds = read_lines(tmp_path / "ev" / "predictions.jsonl")
     entry = op["missions"][M]
     points = [(p["p_fail"], p["expected"]) for p in preds]
     fails = [p for p, e in points if e == "不通过"]
@@ -248,10 +243,10 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     again = json.loads((tmp_path / "re" / "operating_point.json").read_text(encoding="utf-8"))
     assert again["missions"] == op["missions"] and again["model"] == op["model"]
 
-    ok = _judge(*model, "--stage_a_dir", str(stage_a), "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
+    ok = run_judge(*model, "--stage_a_dir", str(stage_a), "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
                 "--output_dir", str(tmp_path / "j"), "--max_new_tokens", "4")
     assert ok.returncode == 0, ok.stderr[-3000:]
-    judged = _lines(judge.verdicts_path(tmp_path / "j", M))
+    judged = read_lines(judge.verdicts_path(tmp_path / "j", M))
     assert len(judged) == 16 and {r["threshold"] for r in judged} == {entry["threshold"]}
     assert all(r["label"] in ("pass", "fail") for r in judged)   # labelled records may be judged (a dry run)
     page = (tmp_path / "j" / "review" / "index.html").read_text(encoding="utf-8")
@@ -260,7 +255,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     by_id = {p["group_id"]: p["p_fail"] for p in preds}
     assert all(abs(r["p_fail"] - by_id[r["group_id"]]) < 1e-5 for r in judged if r["group_id"] in by_id)
 
-    base = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point",
+    base = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point",
                   str(tmp_path / "ev" / "operating_point.json"), "--output_dir", str(tmp_path / "j2"))
     assert base.returncode == 2 and str(adapter.resolve()) in base.stderr and "these are none" in base.stderr
     assert not (tmp_path / "j2").exists() or not any((tmp_path / "j2").iterdir())   # refused before anything
@@ -273,9 +268,9 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     (["--operating_point", "missing.json"], "missing.json does not exist"),
 ])
 def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, args, message):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     started = time.monotonic()
-    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o"),
+    result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o"),
                     *args, timeout=120)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert time.monotonic() - started < 30 and "Loading" not in result.stderr
@@ -283,11 +278,11 @@ def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tm
 
 def test_an_operating_point_of_format_1_is_refused_not_misread(tiny_qwen2_5_vl, tmp_path):
     from stage_b.operating_point import checkpoint_identities
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = tmp_path / "op.json"
     op.write_text(json.dumps({"format": 1, **checkpoint_identities(str(tiny_qwen2_5_vl), []),
                               "missions": {M: {"threshold": 0.5, "review_margin": 0}}}), encoding="utf-8")
-    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
+    result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
                     "--output_dir", str(tmp_path / "o"), timeout=120)
     assert result.returncode == 2 and "format 1 predates certified promises" in result.stderr
     assert "--confidence" in result.stderr and "Loading" not in result.stderr
@@ -297,16 +292,16 @@ def test_an_operating_point_of_format_1_is_refused_not_misread(tiny_qwen2_5_vl, 
 def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review(tiny_qwen2_5_vl, tmp_path):
     """One mission with no promise must not stop the day: the judge judges it, every group to review, naming why."""
     from stage_b.operating_point import checkpoint_identities
-    stage_a = _stage_a(tmp_path / "sa", n=3)
+    stage_a = stage_a_folder(tmp_path / "sa", n=3)
     op = tmp_path / "op.json"
     op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "missions": {
         "挡风板安装检查": {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
                     "confidence": 0.8, "target_miss_rate": 0.2, "n_fail": 10, "misses": 0,
                     "promise": "miss rate <= 20%"}}}, ensure_ascii=False), encoding="utf-8")
-    result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
+    result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
                     "--output_dir", str(tmp_path / "o"), "--max_new_tokens", "4", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    judged = _lines(judge.verdicts_path(tmp_path / "o", M))
+    judged = read_lines(judge.verdicts_path(tmp_path / "o", M))
     assert len(judged) == 3 and all(r["needs_review"] and r["certified"] is False for r in judged)
     assert all("has no entry for it" in r["review_why"][0] for r in judged)
     assert all(r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过") for r in judged)   # the model's own choice
@@ -314,17 +309,17 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
 
 
 def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=2)
+    stage_a = stage_a_folder(tmp_path / "sa", n=2)
     (tmp_path / "o").mkdir()
     with output_lock(judge.verdicts_path(tmp_path / "o", M)):
-        result = _judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
+        result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
                         "--output_dir", str(tmp_path / "o"), timeout=120)
     assert result.returncode == 3 and "being written by another process" in result.stderr
 
 
 @pytest.mark.slow
 def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5_vl, tmp_path):
-    stage_a = _stage_a(tmp_path / "sa", n=12)
+    stage_a = stage_a_folder(tmp_path / "sa", n=12)
     out = tmp_path / "o"
     args = ["-m", "stage_b.judge", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
             "--output_dir", str(out), "--batch_size", "2", "--max_new_tokens", "24"]
@@ -336,13 +331,13 @@ def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    before = _lines(path)
+    before = read_lines(path)
     assert 2 <= len(before) < 12, "the kill came too late to test a resume"
     with path.open("ab") as f:   # what a kill inside a write leaves behind
         f.write(b'{"group_id": "QC-EV-20250101-99", "mission"')
     resumed = subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    after = _lines(path)
+    after = read_lines(path)
     assert sorted(r["group_id"] for r in after) == sorted(f"QC-EV-20250101-{k}" for k in range(12))
     assert after[:len(before)] == before   # nothing judged before the kill was judged again
     assert math.isfinite(sum(r["p_fail"] for r in after))

@@ -8,7 +8,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 
 from stage_a.jsonl import write_jsonl_atomic
 from stage_b import judge
@@ -16,7 +15,7 @@ from stage_b.dataset import load_records
 from stage_b.decisions import import_decisions
 from stage_b.operating_point import manual_point
 from stage_b.settings import Selection
-from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
+from tests.helpers import decided_badges, export_decisions, fresh_page, send_keys, wait_for_page
 
 MISSIONS = ("BBU接地线检查", "挡风板安装检查")
 
@@ -47,41 +46,14 @@ def _judged(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = 
     return out, verdicts
 
 
-def _chrome_download_to(browser, folder: Path) -> None:
-    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
 
 
-def _export(browser, folder: Path) -> Path:
-    """Clicks the page's export button and waits for Chromium to finish the download into `folder` (it writes a
-    .crdownload file and renames it when done)."""
-    folder.mkdir()
-    _chrome_download_to(browser, folder)
-    browser.find_element("id", "export-decisions").click()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (folder / "decisions.jsonl").exists():
-        time.sleep(0.1)
-    return folder / "decisions.jsonl"
 
 
-def _wait_for_page(browser, url: str, timeout: float = 20) -> None:
-    """Until the browser shows `url` (without its #fragment) with its scripts run: a click on a link returns before the
-    next page has loaded, and reading it sooner reads the old page (3 of 15 runs failed so, before this wait)."""
-    from selenium.webdriver.support.ui import WebDriverWait
-    WebDriverWait(browser, timeout).until(
-        lambda b: b.current_url.split("#")[0] == url and b.execute_script(
-            "return document.readyState === 'complete' && !!document.getElementById('visible-count')"))
 
 
-def _keys(browser, keys: str) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
-    ActionChains(browser).send_keys(keys).perform()
 
 
-def _decided(browser) -> dict[str, str]:
-    return browser.execute_script("""var out = {};
-        document.querySelectorAll('.card[data-decided="1"]').forEach(function (c) {
-          out[c.dataset.groupId] = c.querySelector('.decision-badge').textContent; });
-        return out;""")
 
 
 def test_decide_reload_export_import(browser, tmp_path, synthetic):
@@ -94,21 +66,21 @@ def test_decide_reload_export_import(browser, tmp_path, synthetic):
     browser.find_element("tag name", "h1").click()          # focus back on the page, off the name field
     ids = browser.execute_script("return Array.from(document.querySelectorAll('.card')).map(c => c.dataset.groupId)")
     # three by keyboard, one key each: deciding moves on to the next undecided card; a note before the third
-    _keys(browser, "f")
-    _keys(browser, "p")
-    _keys(browser, "n")
-    _keys(browser, "螺丝看不清\n")
-    _keys(browser, "f")
+    send_keys(browser, "f")
+    send_keys(browser, "p")
+    send_keys(browser, "n")
+    send_keys(browser, "螺丝看不清\n")
+    send_keys(browser, "f")
     # one by mouse, on the fifth card
     browser.find_element("css selector", f'.card[data-group-id="{ids[4]}"] [data-decision="通过"]').click()
     expected = {ids[0]: "不通过", ids[1]: "通过", ids[2]: "不通过", ids[4]: "通过"}
-    assert _decided(browser) == {g: f"decided: {d}" for g, d in expected.items()}
+    assert decided_badges(browser) == {g: f"decided: {d}" for g, d in expected.items()}
     assert browser.find_element("id", "decided-count").text == "4"
     browser.refresh()                                          # kept in the browser across a reload
-    assert _decided(browser) == {g: f"decided: {d}" for g, d in expected.items()}
+    assert decided_badges(browser) == {g: f"decided: {d}" for g, d in expected.items()}
     assert browser.find_element("id", "reviewer").get_attribute("value") == "王工"
     # export: the page's own download
-    exported = _export(browser, tmp_path / "downloads")
+    exported = export_decisions(browser, tmp_path / "downloads")
     lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
     assert {d["group_id"]: d["decision"] for d in lines} == expected
     assert all(d["reviewer"] == "王工" and d["source"]["file"].endswith("_verdicts.jsonl") for d in lines)
@@ -147,7 +119,7 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
     assert links and all("mission=" in a.get_attribute("href") for a in links)
     target = links[0].get_attribute("href").split("#")[0]
     links[0].click()                                           # the filter goes along to the other page
-    _wait_for_page(browser, target)
+    wait_for_page(browser, target)
     assert int(browser.find_element("id", "visible-count").text) > 0
     assert browser.find_element("id", "mission-filter").get_attribute("value") == "挡风板安装检查"
     browser.get(result["index"].as_uri())
@@ -166,12 +138,12 @@ def test_a_browser_that_keeps_nothing_says_so_and_still_exports(browser, tmp_pat
         browser.get((out / "review" / "index.html").as_uri())
         assert browser.find_element("id", "storage-warning").is_displayed()
         assert "private window" in browser.find_element("id", "storage-warning").text
-        _keys(browser, "f")   # no name yet: nothing decided, the page asks for one and puts the cursor there
+        send_keys(browser, "f")   # no name yet: nothing decided, the page asks for one and puts the cursor there
         assert browser.execute_script("return window.groupQcDecisionsJsonl()") == ""
         assert browser.find_element("id", "name-needed").is_displayed()
         assert browser.switch_to.active_element.get_attribute("id") == "reviewer"
         browser.switch_to.active_element.send_keys("李工f\ue00c")   # the name, then Escape back to the cards
-        _keys(browser, "f")
+        send_keys(browser, "f")
         lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
         assert len(lines) == 1 and json.loads(lines[0])["decision"] == "不通过"
         assert json.loads(lines[0])["reviewer"] == "李工f"
@@ -201,7 +173,7 @@ def test_a_full_store_frees_exported_pages_first_then_says_it_is_full(browser, t
           "old": {"saved": "2026-11-01T00:00:00Z", "exported": "2026-11-02T00:00:00Z"},
           "kept": {"saved": "2026-11-03T00:00:00Z", "exported": "2026-11-02T00:00:00Z"}}));""")
     assert browser.execute_script(FILL_STORAGE, "group-qc:decisions:old") > 100_000
-    _keys(browser, "f")
+    send_keys(browser, "f")
     stored = browser.execute_script("return [localStorage.getItem('group-qc:decisions:old'), "
                                     "localStorage.getItem('group-qc:decisions:kept')]")
     assert stored == [None, '{"x": {"decision": "通过"}}']   # the exported page went, the unexported one stayed
@@ -210,7 +182,7 @@ def test_a_full_store_frees_exported_pages_first_then_says_it_is_full(browser, t
     assert len(browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()) == 1
 
     assert browser.execute_script(FILL_STORAGE, "group-qc:decisions:never-exported") > 100_000
-    _keys(browser, "jf")
+    send_keys(browser, "jf")
     warning = browser.find_element("id", "storage-warning")
     assert warning.is_displayed() and "is full" in warning.text and "private window" not in warning.text
     assert "2 other review page(s)" in warning.text
@@ -232,7 +204,7 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     assert len(result["pages"]) == 10
     fresh_page(browser, result["index"])
     started = time.perf_counter()
-    _keys(browser, "jf" * 25)
+    send_keys(browser, "jf" * 25)
     per_key = (time.perf_counter() - started) / 50
     assert browser.find_element("id", "decided-count").text == "25"
     print(f"\n2,000 groups, 10 pages: {1000 * per_key:.1f} ms per key (j, f)")

@@ -2,49 +2,16 @@
 load, the placeholder of a missing photo, the filters, a screenshot that is not blank, no network address."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
-import pytest
 
 from review.page import render_review
 from stage_b.grounding import defect_photos
 from review.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
 from stage_b.verdict import FAIL, PASS
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium. Missing here it skips; in CI (.ci/run installs it) it fails instead."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("CI"):
-            pytest.fail("CI needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
-        pytest.skip("no chromium/chromedriver here: apt-get install -y chromium chromium-driver")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
-                 "--allow-file-access-from-files"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
-
-
-def fresh_page(browser, page: Path, reviewer: str = "王工") -> None:
-    """Opens a review page with nothing decided in this browser and a reviewer's name set (a page takes no decision
-    without one)."""
-    browser.get(page.as_uri())
-    browser.execute_script("localStorage.clear(); if (arguments[0]) localStorage.setItem('group-qc:reviewer', "
-                           "arguments[0]);", reviewer)
-    browser.refresh()
 
 
 def _fixture_report(tmp_path: Path, synthetic) -> tuple[Path, dict, str]:

@@ -11,8 +11,8 @@ import pytest
 from stage_a.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions
-from tests.test_review_decisions import MISSIONS, _judged, _keys, _wait_for_page
-from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
+from tests.helpers import fresh_page, send_keys, wait_for_page
+from tests.test_review_decisions import MISSIONS, _judged
 
 
 def _paged(tmp_path, synthetic, per_page: int = 3):
@@ -42,31 +42,31 @@ def test_one_key_decides_and_moves_on_across_pages_and_z_undoes_across_them(brow
     pages = [p.as_uri() for p in result["pages"]]
     fresh_page(browser, result["index"])
     assert _current(browser) == "card-1"
-    _keys(browser, "z")   # nothing to undo yet: said, nothing changes
+    send_keys(browser, "z")   # nothing to undo yet: said, nothing changes
     assert browser.find_element("id", "flash").text == "nothing to undo" and _state(browser) == {}
-    _keys(browser, "pf")
+    send_keys(browser, "pf")
     assert _current(browser) == "card-3"   # each decision moved on by itself
-    _keys(browser, "p")                    # the page's last card: on to the next page's first undecided card
-    _wait_for_page(browser, pages[1])
+    send_keys(browser, "p")                    # the page's last card: on to the next page's first undecided card
+    wait_for_page(browser, pages[1])
     assert _current(browser) == "card-4"
     assert browser.find_element("id", "decided-count").text == "3"
     assert browser.find_element("id", "pace").text == "… (after a minute)"   # three decisions in a blink
     assert all(m in browser.find_element("id", "mission-left").text for m in MISSIONS if m in json.dumps(
         [v["mission"] for v in verdicts[:3]], ensure_ascii=False))
-    _keys(browser, "z")                    # undo across the page boundary: back to card 3, undecided again
-    _wait_for_page(browser, pages[0])
+    send_keys(browser, "z")                    # undo across the page boundary: back to card 3, undecided again
+    wait_for_page(browser, pages[0])
     assert _current(browser) == "card-3" and browser.find_element("id", "decided-count").text == "2"
     card3 = browser.find_element("id", "card-3")
     assert card3.get_attribute("data-decided") == "0"
     key3 = verdicts_key(card3)
-    _keys(browser, "f")                    # decided again, another way: the history keeps both changes
-    _wait_for_page(browser, pages[1])
+    send_keys(browser, "f")                    # decided again, another way: the history keeps both changes
+    wait_for_page(browser, pages[1])
     third = _state(browser)[key3]
     assert [(h["from"], h["to"]) for h in third["history"]] == [(None, "通过"), ("通过", None), (None, "不通过")]
     assert all(h["by"] == "王工" and h["on_screen_ms"] >= 0 for h in third["history"])
-    _keys(browser, "g")                    # the next undecided group: card 5 (card 4 is current and undecided)
+    send_keys(browser, "g")                    # the next undecided group: card 5 (card 4 is current and undecided)
     assert _current(browser) == "card-5"
-    _keys(browser, "?")
+    send_keys(browser, "?")
     assert browser.find_element("id", "keys-help").is_displayed()
     # the pace, by the decisions' own times: three decisions a minute apart are 60 groups an hour
     browser.execute_script("""var key = 'group-qc:decisions:' + window.GROUP_QC_REVIEW.page_id;
@@ -87,10 +87,10 @@ def verdicts_key(card) -> str:
 def test_undo_restores_the_decision_it_replaced(browser, tmp_path, synthetic):
     out, _, result = _paged(tmp_path, synthetic, per_page=200)
     fresh_page(browser, result["index"])
-    _keys(browser, "p")
-    _keys(browser, "k")   # back to the first card, decided 通过
-    _keys(browser, "f")   # changed to 不通过
-    _keys(browser, "z")   # undo: 通过 again, not undecided
+    send_keys(browser, "p")
+    send_keys(browser, "k")   # back to the first card, decided 通过
+    send_keys(browser, "f")   # changed to 不通过
+    send_keys(browser, "z")   # undo: 通过 again, not undecided
     assert _current(browser) == "card-1"
     assert browser.find_element("id", "card-1").find_element("css selector", ".decision-badge").text == "decided: 通过"
 
@@ -102,14 +102,14 @@ def test_a_name_typed_with_decision_letters_stays_in_the_name(browser, tmp_path,
     name.click()
     name.send_keys("fpz 陈工\ue00c")   # f, p and z go into the name; Escape leaves the field
     assert name.get_attribute("value") == "fpz 陈工" and _state(browser) == {}
-    _keys(browser, "f")
+    send_keys(browser, "f")
     assert browser.find_element("id", "decided-count").text == "1"
 
 
 def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused_by_name(browser, tmp_path, synthetic):
     out, verdicts, result = _paged(tmp_path, synthetic, per_page=200)
     fresh_page(browser, result["index"])
-    _keys(browser, "ff")
+    send_keys(browser, "ff")
     morning = browser.execute_script("return window.groupQcDecisionsJsonl()")
     mission = MISSIONS[0]
     path = judge.verdicts_path(out, mission)
@@ -204,7 +204,7 @@ def test_a_name_of_markup_is_a_name_not_markup(browser, tmp_path, synthetic):
     out, _, result = _paged(tmp_path, synthetic, per_page=200)
     name = '<img src=x onerror="window.ran=1">'
     fresh_page(browser, result["index"], reviewer=name)
-    _keys(browser, "f")
+    send_keys(browser, "f")
     (line,) = [json.loads(x) for x in browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()]
     assert line["reviewer"] == name and browser.execute_script("return window.ran === undefined")
     assert browser.find_element("id", "reviewer").get_attribute("value") == name

@@ -12,7 +12,7 @@ import pytest
 
 from stage_a.missions import load_registry
 from stage_b.sft import NOT_CONFIRMED, grounded_reason, reply_for
-from tests.test_evaluate import M, _stage_a
+from tests.helpers import M, stage_a_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SWIFT = str(Path(sys.executable).parent / "swift")
@@ -52,7 +52,7 @@ def test_a_reviewer_reason_wins_and_stays_on_one_line():
 def test_group_qc_sft_rows_are_the_train_split_with_the_reply(tmp_path, monkeypatch):
     from stage_b.dataset import build_rows, sft_row
     from stage_b.settings import Selection
-    stage_a = _stage_a(tmp_path / "sa", n=12)
+    stage_a = stage_a_folder(tmp_path / "sa", n=12)
     selection = Selection(stage_a_dir=str(stage_a))
     prompts, _ = build_rows(selection, "train")
     sft, _ = build_rows(selection, "train", make_row=sft_row)
@@ -89,7 +89,7 @@ COMMON = ["--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--external_
 def test_a_dataset_or_setting_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, command,
                                                                               dataset, stage_a_name, more, env,
                                                                               message):
-    _stage_a(tmp_path / "sa", n=8)
+    stage_a_folder(tmp_path / "sa", n=8)
     out = tmp_path / "out"
     extra = ["--rlhf_type", "grpo", "--num_generations", "2", *more] if command == "rlhf" else []
     started = time.monotonic()
@@ -104,7 +104,7 @@ def test_a_dataset_or_setting_that_cannot_serve_the_command_stops_before_the_mod
 @pytest.mark.slow
 def test_swift_sft_on_group_qc_sft_trains(tiny_qwen2_5_vl, tmp_path):
     """The rows carry the reply: loss and gradient are not zero (group_qc_train gave 0 and 0, and exited 0)."""
-    _stage_a(tmp_path / "sa", n=8)
+    stage_a_folder(tmp_path / "sa", n=8)
     result = _swift("sft", "--model", str(tiny_qwen2_5_vl), "--dataset", "group_qc_sft:all",
                     "--output_dir", str(tmp_path / "out"), *COMMON, stage_a=tmp_path / "sa")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -13,7 +13,7 @@ from stage_b.calibration import reliability
 from stage_b.grounding import MAX_RANGE, asserted_defects, cited_photos, defect_terms
 from stage_b.operating_point import (OperatingPointError, build_operating_point, certified_fail_threshold,
                                      thresholds_for)
-from tests.test_review_page import browser, fresh_page  # noqa: F401  (the headless Chromium fixture)
+from tests.helpers import fresh_page
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 MODEL = {"path": "/m", "fingerprint": "base"}
@@ -251,11 +251,11 @@ def one_group_page(tmp_path, name, sha, missions=(M,)):
 
 
 def test_decisions_stay_with_their_page_and_their_mission(browser, tmp_path):
-    from tests.test_review_decisions import _keys
+    from tests.test_review_decisions import send_keys
     first = one_group_page(tmp_path, "day1", "aaa", missions=(M, N))
     other = one_group_page(tmp_path, "day2", "bbb")
     fresh_page(browser, first)
-    _keys(browser, "f")   # the first card: QC-SAME of M
+    send_keys(browser, "f")   # the first card: QC-SAME of M
     lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
     assert [(json.loads(x)["mission"], json.loads(x)["decision"]) for x in lines] == [(M, "不通过")]   # not N's too
     browser.get(other.as_uri())   # another page (other sources) with the same group: nothing decided there

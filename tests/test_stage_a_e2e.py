@@ -311,8 +311,8 @@ def test_two_cpu_shard_processes_then_merge_equal_one_process(tiny_qwen2_5_vl, p
 
 
 def test_lora_summary_adapter_is_applied_and_recorded(tiny_qwen2_5_vl, photos, tmp_path):
-    from tests.test_evaluate import _random_adapter
-    adapter = _random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
+    from tests.helpers import random_adapter
+    adapter = random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
     outs = {}
     for name, adapters in [("base", ()), ("lora", (str(adapter),))]:
         run_stage_a(opts(photos, tmp_path / name, tiny_qwen2_5_vl, adapters=adapters, batch_size=8))

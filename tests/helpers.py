@@ -1,0 +1,103 @@
+"""Builders and browser steps the test modules share (one place, not imported from one test module into another).
+Fixtures live in conftest.py (the headless Chromium `browser` among them)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+M = "BBU接地线检查"
+JUDGE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Files and commands
+# ----------------------------------------------------------------------------------------------------------------
+def stage_a_folder(folder: Path, n: int = 12) -> Path:
+    """A Stage-A folder of n labelled groups of mission M (odd ones defective), two photos each."""
+    from stage_a.discovery import Group
+    from stage_a.jsonl import JsonlAppender
+    from stage_a.records import make_record
+    folder.mkdir(parents=True, exist_ok=True)
+    with JsonlAppender(folder / f"{M}_stage_a.jsonl") as out:
+        for k in range(n):
+            label = "fail" if k % 2 else "pass"
+            out.write(make_record(Group(f"QC-EV-20250101-{k}", M, label, ("a.jpg", "b.jpg")),
+                                  [f"接地线×1/{'未捆扎' if label == 'fail' else '已捆扎'}", f"接地排×{k}"], "m"))
+    return folder
+
+
+def run_judge(*args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stage_b.judge", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=JUDGE_ENV)
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def random_adapter(tiny_model: Path, out: Path) -> Path:
+    """A real PEFT LoRA checkpoint on the last 2 LLM layers with non-zero B matrices (so it changes outputs)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+    from stage_b.lora import target_regex
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model, dtype=torch.float32)
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=target_regex(tiny_model, 2)))
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.2)
+    peft.save_pretrained(out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A review page in headless Chromium
+# ----------------------------------------------------------------------------------------------------------------
+def fresh_page(browser, page: Path, reviewer: str = "王工") -> None:
+    """Opens a review page with nothing decided in this browser and a reviewer's name set (a page takes no decision
+    without one)."""
+    browser.get(page.as_uri())
+    browser.execute_script("localStorage.clear(); if (arguments[0]) localStorage.setItem('group-qc:reviewer', "
+                           "arguments[0]);", reviewer)
+    browser.refresh()
+
+
+def send_keys(browser, keys: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(browser).send_keys(keys).perform()
+
+
+def wait_for_page(browser, url: str, timeout: float = 20) -> None:
+    """Until the browser shows `url` (without its #fragment) with its scripts run: a click on a link returns before the
+    next page has loaded, and reading it sooner reads the old page (3 of 15 runs failed so, before this wait)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, timeout).until(
+        lambda b: b.current_url.split("#")[0] == url and b.execute_script(
+            "return document.readyState === 'complete' && !!document.getElementById('visible-count')"))
+
+
+def export_decisions(browser, folder: Path) -> Path:
+    """Clicks the page's export button and waits for Chromium to finish the download into `folder` (it writes a
+    .crdownload file and renames it when done)."""
+    folder.mkdir()
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
+    browser.find_element("id", "export-decisions").click()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (folder / "decisions.jsonl").exists():
+        time.sleep(0.1)
+    return folder / "decisions.jsonl"
+
+
+def decided_badges(browser) -> dict[str, str]:
+    """{group id: its card's decision badge} of every decided card on the page."""
+    return browser.execute_script("""var out = {};
+        document.querySelectorAll('.card[data-decided="1"]').forEach(function (c) {
+          out[c.dataset.groupId] = c.querySelector('.decision-badge').textContent; });
+        return out;""")
