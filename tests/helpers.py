@@ -101,3 +101,70 @@ def decided_badges(browser) -> dict[str, str]:
         document.querySelectorAll('.card[data-decided="1"]').forEach(function (c) {
           out[c.dataset.groupId] = c.querySelector('.decision-badge').textContent; });
         return out;""")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A judged day
+# ----------------------------------------------------------------------------------------------------------------
+MISSIONS = ("BBU接地线检查", "挡风板安装检查")
+SEED = 11
+AUDITED_POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
+                 "promise": "a test's"}
+
+
+def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = None, p_of=None, reply_of=None,
+            provenance: dict | None = None) -> tuple[Path, list[dict]]:
+    """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
+    page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
+    from stage_a.jsonl import write_jsonl_atomic
+    from stage_b import judge
+    from stage_b.operating_point import manual_point
+    point = point or manual_point(0.5)
+    p_of = p_of or (lambda k: 0.9 if k % 2 else 0.1)
+    reply_of = reply_of or (lambda k, verdict: f"{verdict}\n理由: 图片_1 依据")
+    photos = tmp_path / "photos"
+    groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=per_label,
+                                                    missions=",".join(MISSIONS), unlabeled=True))
+    out = tmp_path / "today"
+    out.mkdir()
+    verdicts = []
+    for k, g in enumerate(groups):
+        record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
+                  "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
+                  "input_dir": str(photos), "model": "/models/stage-a"}
+        p = p_of(k)
+        verdict = "不通过" if p >= point["threshold"] else "通过"
+        verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
+    for mission in MISSIONS:
+        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
+    judge.write_review(out, list(MISSIONS), [photos])
+    return out, verdicts
+
+
+def audited_day(tmp_path: Path, synthetic) -> tuple[Path, list[dict]]:
+    """Verdict files over synthetic photos at a certified point with every automatically decided group audited
+    (audit share 1): grounded replies are audits, the others go to review. Every p_fail and reason is its own, to
+    search the page for."""
+    return judged_day(tmp_path, synthetic, point=AUDITED_POINT, p_of=lambda k: (0.61 if k % 2 else 0.101) + 0.037 * k,
+                   reply_of=lambda k, verdict: (f"不通过\n理由: 依据见图片_1（第{k}组）" if verdict == "不通过"
+                                                else f"通过\n理由: 各项检查符合要求（第{k}组）"),
+                   provenance={"audit_share": 1.0, "audit_seed": 1})
+
+
+def certified_op(model, path, **entry):
+    """An operating point for the tiny model that fails every group without review (t = 0, t_fail = 0): grounding still
+    sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
+    routes."""
+    from stage_b.operating_point import checkpoint_identities
+    point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
+             "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
+             "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
+             **entry}
+    path.write_text(json.dumps({"format": 2, **checkpoint_identities(str(model), []), "confidence": 0.8,
+                                "missions": {M: point}}, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def judge_args(model, stage_a, op, out, *extra, review=False):
+    return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
+            str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *extra]

@@ -9,29 +9,13 @@ import time
 import pytest
 
 from stage_b import judge
-from stage_b.operating_point import checkpoint_identities
 from stage_b.routes import AUDIT, AUTO, REVIEW, audit_draw
-from tests.helpers import M, read_lines, run_judge, stage_a_folder
-
-SEED = 11
+from tests.helpers import SEED, M, certified_op, judge_args, read_lines, run_judge, stage_a_folder
 
 
-def certified_op(model, path, **entry):
-    """An operating point for the tiny model that fails every group without review (t = 0, t_fail = 0): grounding still
-    sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
-    routes."""
-    point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
-             "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
-             "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
-             **entry}
-    path.write_text(json.dumps({"format": 2, **checkpoint_identities(str(model), []), "confidence": 0.8,
-                                "missions": {M: point}}, ensure_ascii=False), encoding="utf-8")
-    return path
 
 
-def judge_args(model, stage_a, op, out, *extra, review=False):
-    return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
-            str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *extra]
+
 
 
 @pytest.fixture(scope="module")

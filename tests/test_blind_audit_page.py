@@ -4,7 +4,6 @@ the import onto every label, with its audit probability."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from stage_a.jsonl import record_digest, write_jsonl_atomic
 from stage_b import judge
@@ -12,20 +11,10 @@ from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.operating_point import fmt_p
 from stage_b.settings import Selection
-from tests.helpers import export_decisions, fresh_page, send_keys
-from tests.test_review_decisions import _judged
-
-POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True, "promise": "a test's"}
+from tests.helpers import audited_day, export_decisions, fresh_page, send_keys
 
 
-def audited_day(tmp_path: Path, synthetic) -> tuple[Path, list[dict]]:
-    """Verdict files over synthetic photos at a certified point with every automatically decided group audited
-    (audit share 1): grounded replies are audits, the others go to review. Every p_fail and reason is its own, to
-    search the page for."""
-    return _judged(tmp_path, synthetic, point=POINT, p_of=lambda k: (0.61 if k % 2 else 0.101) + 0.037 * k,
-                   reply_of=lambda k, verdict: (f"不通过\n理由: 依据见图片_1（第{k}组）" if verdict == "不通过"
-                                                else f"通过\n理由: 各项检查符合要求（第{k}组）"),
-                   provenance={"audit_share": 1.0, "audit_seed": 1})
+
 
 
 def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reaches_the_label(browser, tmp_path,

@@ -9,7 +9,7 @@ import pytest
 from stage_a.jsonl import file_sha256, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions, main
-from tests.test_blind_audit_page import audited_day
+from tests.helpers import audited_day
 
 
 def export(tmp_path, out, verdict, decision="不通过", name="d.jsonl"):

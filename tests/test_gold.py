@@ -15,7 +15,7 @@ from stage_b import judge
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.gold import GoldError, check_gold_share, load_gold, mix_in
 from stage_b.routes import AUDIT
-from tests.test_audit_judge import SEED, certified_op, judge_args
+from tests.helpers import SEED, certified_op, judge_args
 from tests.helpers import M, read_lines, run_judge, stage_a_folder
 
 

@@ -59,7 +59,7 @@ def test_a_promise_that_its_own_counts_do_not_support_is_refused(tmp_path, edit,
 # --------------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def day(tmp_path, synthetic):
-    from tests.test_blind_audit_page import audited_day
+    from tests.helpers import audited_day
     return audited_day(tmp_path, synthetic)
 
 
@@ -152,8 +152,8 @@ def test_two_writers_of_one_thumbnail_never_share_a_temp_file(tmp_path, monkeypa
 # Pages, plots, messages
 # --------------------------------------------------------------------------------------------------------------
 def test_a_malformed_filter_address_leaves_the_page_working(browser, tmp_path, synthetic):
-    from tests.test_review_decisions import _judged
-    out, verdicts = _judged(tmp_path, synthetic)
+    from tests.helpers import judged_day
+    out, verdicts = judged_day(tmp_path, synthetic)
     browser.get((out / "review" / "index.html").as_uri() + "#mission=%E4%B8&outcome=fail")
     assert browser.find_element("id", "total-count").text == str(len(verdicts))   # the script ran to the end
     assert browser.find_element("id", "mission-filter").get_attribute("value") == ""   # that filter stays off

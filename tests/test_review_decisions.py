@@ -6,44 +6,16 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 
 from stage_a.jsonl import write_jsonl_atomic
-from stage_b import judge
 from stage_b.dataset import load_records
 from stage_b.decisions import import_decisions
-from stage_b.operating_point import manual_point
 from stage_b.settings import Selection
-from tests.helpers import decided_badges, export_decisions, fresh_page, send_keys, wait_for_page
-
-MISSIONS = ("BBU接地线检查", "挡风板安装检查")
+from tests.helpers import MISSIONS, decided_badges, export_decisions, fresh_page, judged_day, send_keys, wait_for_page
 
 
-def _judged(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = None, p_of=None, reply_of=None,
-            provenance: dict | None = None) -> tuple[Path, list[dict]]:
-    """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
-    page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
-    point = point or manual_point(0.5)
-    p_of = p_of or (lambda k: 0.9 if k % 2 else 0.1)
-    reply_of = reply_of or (lambda k, verdict: f"{verdict}\n理由: 图片_1 依据")
-    photos = tmp_path / "photos"
-    groups = synthetic.groups_of(synthetic.generate(photos, seed=5, groups_per_label=per_label,
-                                                    missions=",".join(MISSIONS), unlabeled=True))
-    out = tmp_path / "today"
-    out.mkdir()
-    verdicts = []
-    for k, g in enumerate(groups):
-        record = {"group_id": g["group_id"], "mission": g["mission"], "label": None, "images": g["images"],
-                  "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
-                  "input_dir": str(photos), "model": "/models/stage-a"}
-        p = p_of(k)
-        verdict = "不通过" if p >= point["threshold"] else "通过"
-        verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
-    for mission in MISSIONS:
-        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
-    judge.write_review(out, list(MISSIONS), [photos])
-    return out, verdicts
+
 
 
 
@@ -57,7 +29,7 @@ def _judged(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = 
 
 
 def test_decide_reload_export_import(browser, tmp_path, synthetic):
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     page = out / "review" / "index.html"
     browser.get(page.as_uri())
     browser.execute_script("localStorage.clear()")
@@ -103,7 +75,7 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
     under 不通过 too; long unbroken text wraps inside its card."""
     from review import page as review_page
     from review.cards import JUDGE_OUTCOMES, judge_cards
-    _, verdicts = _judged(tmp_path, synthetic)
+    _, verdicts = judged_day(tmp_path, synthetic)
     verdicts = sorted(verdicts, key=lambda v: v["mission"] != MISSIONS[0])   # mission 2 only on the last pages
     verdicts[0] = {**verdicts[0], "reason": "x" * 400, "reply": "不通过\n理由: " + "x" * 400, "verdict": "不通过",
                    "needs_review": True}
@@ -130,7 +102,7 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
 
 
 def test_a_browser_that_keeps_nothing_says_so_and_still_exports(browser, tmp_path, synthetic):
-    out, _ = _judged(tmp_path, synthetic, per_label=1)
+    out, _ = judged_day(tmp_path, synthetic, per_label=1)
     script = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
         Object.defineProperty(window, 'localStorage', {get: function () {
           throw new DOMException('The operation is insecure.', 'SecurityError'); }});"""})
@@ -165,7 +137,7 @@ def test_a_full_store_frees_exported_pages_first_then_says_it_is_full(browser, t
     """Every file:// page shares one localStorage. Full of an exported page's decisions: they are removed (the export
     holds them) and the new decision is kept. Full of decisions never exported: nothing is removed, the page says the
     store is full (not "a private window") and the export still has every decision."""
-    out, _ = _judged(tmp_path, synthetic, per_label=1)
+    out, _ = judged_day(tmp_path, synthetic, per_label=1)
     fresh_page(browser, out / "review" / "index.html")
     browser.execute_script("""
         localStorage.setItem("group-qc:decisions:kept", '{"x": {"decision": "通过"}}');
@@ -215,7 +187,7 @@ def test_the_demos_reviewer_writes_what_the_page_exports_and_the_import_labels_t
     """group_qc_dev.play_reviewer writes decisions through stage_b.decisions.decision_line, the line the page's
     export mirrors: imported, every flagged group gets the generator's label."""
     from group_qc_dev.play_reviewer import decide
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     lines = decide(tmp_path / "photos", out)
     assert {d["group_id"] for d in lines} == {v["group_id"] for v in verdicts if v["needs_review"]}
     path = tmp_path / "decisions.jsonl"

@@ -11,15 +11,14 @@ import pytest
 from stage_a.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions
-from tests.helpers import fresh_page, send_keys, wait_for_page
-from tests.test_review_decisions import MISSIONS, _judged
+from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_page
 
 
 def _paged(tmp_path, synthetic, per_page: int = 3):
     """A judge's day over two missions, re-rendered three cards a page (every group goes to review)."""
     from review.page import render_review
     from review.cards import JUDGE_OUTCOMES, judge_cards
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     files = [judge.verdicts_path(out, m) for m in MISSIONS]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
     result = render_review(out, title="day", cards=judge_cards(verdicts, {m: k for k, m in enumerate(MISSIONS)}),
@@ -132,7 +131,7 @@ def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused
 
 
 def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, synthetic):
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
     path = judge.verdicts_path(out, v["mission"])
     source = {"file": str(path.resolve()), "sha256": file_sha256(path), "relative": f"../{path.name}"}
@@ -156,7 +155,7 @@ def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, s
     ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "extra": 1}], "only"),
 ])
 def test_a_history_that_is_not_the_pages_is_refused_naming_the_line(tmp_path, synthetic, history, problem):
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
     path = judge.verdicts_path(out, v["mission"])
     line = decision_line(v, "通过", "王工", {"file": str(path.resolve()), "sha256": file_sha256(path)},
@@ -185,7 +184,7 @@ def test_a_thousand_decisions_imported_twice_add_nothing_the_second_time(tmp_pat
 def test_two_exports_of_one_reviewer_with_a_decision_changed_between_them(tmp_path, synthetic):
     """The morning's export says 通过, the afternoon's 不通过 for the same group: both are kept in the log, the later
     one labels the group, and importing the morning's again changes nothing."""
-    out, verdicts = _judged(tmp_path, synthetic)
+    out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
     path = judge.verdicts_path(out, v["mission"])
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}

@@ -142,7 +142,7 @@ def _certified_mission(overkills: list[float], clean_passes: list[float]) -> lis
 CERTIFY = ("--target_miss_rate", "0.2", "--confidence", "0.8")
 
 
-def _judged(op_path: Path, p: float) -> dict:
+def judged_day(op_path: Path, p: float) -> dict:
     """The judge's verdict record for a group at p_fail p, at the operating point as the judge reads it."""
     op = load_operating_point(op_path)
     point = thresholds_for(op, op_path, [A], model=MODEL, adapters=[])[A]
@@ -178,11 +178,11 @@ def test_a_group_exactly_on_the_review_bands_edge_goes_to_review(tmp_path, share
     assert entry["validation_auto_decided"] == len(points) - len(in_band)
     for p in (T + m, T - m):   # exactly on the edge, above (the farthest covered overkill) and below
         assert abs(p - T) == m
-        judged = _judged(tmp_path / "out" / "operating_point.json", p)
+        judged = judged_day(tmp_path / "out" / "operating_point.json", p)
         assert judged["needs_review"], (p, judged["review_why"])
         assert any("within" in why for why in judged["review_why"]), judged["review_why"]
     # and one step beyond the edge, on the side of a clean pass, is decided without review
-    beyond = _judged(tmp_path / "out" / "operating_point.json", T - m - 1 / 1024)
+    beyond = judged_day(tmp_path / "out" / "operating_point.json", T - m - 1 / 1024)
     assert not beyond["needs_review"], beyond["review_why"]
 
 

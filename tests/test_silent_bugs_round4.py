@@ -133,7 +133,7 @@ def test_each_reviewers_newest_decision_counts_and_unsure_takes_no_side(log, sta
 
 def test_the_same_decision_in_two_files_of_one_import_is_appended_once(tmp_path, synthetic):
     from stage_b.decisions import import_decisions
-    from tests.test_blind_audit_page import audited_day
+    from tests.helpers import audited_day
     from tests.test_decisions_routes import export
     out, verdicts = audited_day(tmp_path, synthetic)
     first = export(tmp_path, out, verdicts[0], name="a.jsonl")
@@ -251,7 +251,7 @@ def one_group_page(tmp_path, name, sha, missions=(M,)):
 
 
 def test_decisions_stay_with_their_page_and_their_mission(browser, tmp_path):
-    from tests.test_review_decisions import send_keys
+    from tests.helpers import send_keys
     first = one_group_page(tmp_path, "day1", "aaa", missions=(M, N))
     other = one_group_page(tmp_path, "day2", "bbb")
     fresh_page(browser, first)
