@@ -5,7 +5,7 @@
     python -m group_qc_dev.bench_prepare [--model DIR] [--photos 64] [--photo_scale 18] [--max_pixels 602112]
                                          [--threads 1 2 4 8] [--gpu_ms_per_photo 60] [--json out.json]
 
-Per photo, on one thread: decoding and resizing (stage_a.images.load_photo: PIL, JPEG draft decoding) and
+Per photo, on one thread: decoding and resizing (qc_core.images.load_photo: PIL, JPEG draft decoding) and
 ms-swift's template encode (the image processor: rescale, normalise, patches; the prompt's tokens), the two steps
 the runner's preparation threads do while the model works on the previous batch. Then a pool like the runner's
 preparing all the photos at each --threads count (the runner uses stage_a.runner.PREPARATION_THREADS), in ms per
@@ -47,10 +47,10 @@ def main(argv=None) -> int:
     from group_qc_dev import tiny_model
     from group_qc_dev.bench_stage_a import M, make_photos, request_order
     from stage_a import runner
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.images import load_photo
-    from stage_a.missions import load_registry
+    from qc_core.images import load_photo
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
 
     with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:

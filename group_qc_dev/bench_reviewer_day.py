@@ -50,7 +50,7 @@ def _pct(values: list[float], q: float) -> float:
 def day(tmp: Path, groups: int):
     """(the judge's output folder, the truth by (mission, group id)) for a day of `groups` unreviewed groups."""
     from group_qc_dev import synthetic
-    from stage_a.jsonl import write_jsonl_atomic
+    from qc_core.jsonl import write_jsonl_atomic
     from stage_b import judge
     from stage_b.operating_point import manual_point
     per_label = max(1, groups // 8)

@@ -31,11 +31,11 @@ from unittest.mock import patch
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from stage_a.checkpoints import resolve_model  # noqa: E402
+from qc_core.checkpoints import resolve_model  # noqa: E402
 from stage_a.engine import SwiftSummaryEngine  # noqa: E402
-from stage_a.images import load_photo  # noqa: E402
-from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
-from stage_a.missions import load_registry  # noqa: E402
+from qc_core.images import load_photo  # noqa: E402
+from qc_core.jsonl import write_jsonl_atomic  # noqa: E402
+from qc_core.missions import load_registry  # noqa: E402
 from stage_a.prompts import stage_a_messages  # noqa: E402
 from stage_a import runner  # noqa: E402
 from stage_a.runner import StageAOptions, run_stage_a  # noqa: E402

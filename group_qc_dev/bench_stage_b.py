@@ -37,9 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from stage_a.discovery import Group  # noqa: E402
-from stage_a.jsonl import write_jsonl_atomic  # noqa: E402
-from stage_a.missions import load_registry  # noqa: E402
-from stage_a.records import make_record  # noqa: E402
+from qc_core.jsonl import write_jsonl_atomic  # noqa: E402
+from qc_core.missions import load_registry  # noqa: E402
+from qc_core.records import make_record  # noqa: E402
 from stage_b.dataset import build_rows
 from stage_b.settings import Selection  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
@@ -144,7 +144,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
 def prompt_tokens(model: str, stage_a_dir: Path) -> dict:
     """Tokens per prompt, text-only and photo-aware, as ms-swift's template encodes the rows (default budget)."""
     from stage_b.generate import VerdictEngine
-    from stage_a.missions import load_registry as registry
+    from qc_core.missions import load_registry as registry
     engine = VerdictEngine(model, batch_size=1)
     pad = engine.engine.template.image_token_id
     out = {}

@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     if args.batch_size < 1 or args.max_new_tokens < 2:
         p.error("--batch_size must be >= 1 and --max_new_tokens >= 2 (one decode step at least)")
     if args.model:
-        from stage_a.checkpoints import ModelPathError, resolve_model
+        from qc_core.checkpoints import ModelPathError, resolve_model
         try:
             resolve_model(args.model)
         except ModelPathError as e:

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
-from stage_a.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
-from stage_a.missions import load_registry
+from qc_core.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
+from qc_core.missions import load_registry
 from stage_b.decisions import decision_line
 from stage_b.judge import verdicts_path
 from stage_b.verdict import FAIL, PASS

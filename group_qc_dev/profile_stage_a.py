@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from group_qc_dev.bench_stage_a import M, make_photos, request_order, stage_a_messages, with_static_cache
-from stage_a.checkpoints import resolve_model
+from qc_core.checkpoints import resolve_model
 from stage_a.engine import SwiftSummaryEngine
-from stage_a.images import load_photo
-from stage_a.missions import load_registry
+from qc_core.images import load_photo
+from qc_core.missions import load_registry
 
 
 def one_batch(model, batch_size: int, photo_scale: int, max_pixels: int, max_new_tokens: int):

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
-from stage_a.jsonl import iter_jsonl
+from qc_core.jsonl import iter_jsonl
 from stage_b.judge import verdicts_path
 from stage_b.verdict import FAIL, PASS
 

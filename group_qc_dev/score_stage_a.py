@@ -17,9 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
-from stage_a.jsonl import iter_jsonl  # noqa: E402
-from stage_a.missions import load_registry  # noqa: E402
-from stage_a.records import normalize_summary, summaries_of  # noqa: E402
+from qc_core.jsonl import iter_jsonl  # noqa: E402
+from qc_core.missions import load_registry  # noqa: E402
+from qc_core.records import normalize_summary, summaries_of  # noqa: E402
 
 
 def score(photos: Path, stage_a_dir: Path) -> dict:

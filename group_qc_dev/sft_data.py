@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth  # the ground truth's writer and reader
-from stage_a.jsonl import write_jsonl_atomic
-from stage_a.missions import load_registry
+from qc_core.jsonl import write_jsonl_atomic
+from qc_core.missions import load_registry
 from stage_a.prompts import stage_a_messages
-from stage_a.records import image_key
+from qc_core.records import image_key
 from stage_b.prompts import stage_b_messages
 from stage_b.sft import every_photo, photo_defects, two_line_reply
 from stage_b.verdict import FAIL, PASS

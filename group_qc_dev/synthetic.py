@@ -23,8 +23,8 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from group_qc_dev import underscored
-from stage_a.jsonl import iter_jsonl, write_jsonl_atomic
-from stage_a.missions import load_registry
+from qc_core.jsonl import iter_jsonl, write_jsonl_atomic
+from qc_core.missions import load_registry
 
 SIZE = (224, 168)
 IRRELEVANT = "无关图片"

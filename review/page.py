@@ -4,7 +4,7 @@
     <out>/review/page-N.html     further pages, CARDS_PER_PAGE cards each (a browser stays responsive at 10,000 groups)
     <out>/review/groups.js       the index of every group on every page (filters, counts and decisions span pages)
     <out>/review/review.js       the page's script: filters, the reviewer's decisions, export
-    <out>/review/thumbs/*.jpg    thumbnails (review.thumbnails), reused on reruns
+    <out>/review/thumbs/*.jpg    thumbnails (qc_core.thumbnails), reused on reruns
 
 A card is a dict: group_id, mission, outcome (a key of the `outcomes` given), facts [(name, value)], reason,
 error, images (paths relative to the input folder), summaries (one per image), and optionally `cited` and `defect`:
@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from stage_a.records import image_key
-from .thumbnails import Thumb, make_thumbnails
+from qc_core.records import image_key
+from qc_core.thumbnails import Thumb, make_thumbnails
 
 CARDS_PER_PAGE = 200
 REVIEW_DIR = "review"

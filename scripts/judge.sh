@@ -46,7 +46,7 @@ monitor_dir="$days_parent/monitor"
 # audit share, the labels folder.
 "$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" <<'PY' || exit 2
 import sys
-from stage_a.exits import run_cli
+from qc_core.exits import run_cli
 def check():
     op, share, labels, reviewers, overlap = sys.argv[1:]
     from stage_b.routes import check_audit_share
@@ -94,7 +94,7 @@ stage_a_words=$(shell_words --no_progress "${stage_a_extra[@]}")   # split back 
 mapfile -t missions < <("$PY" - "$input_dir" "$mission" <<'PY'
 import sys
 from pathlib import Path
-from stage_a.missions import MissionError, is_all, load_registry
+from qc_core.missions import MissionError, is_all, load_registry
 registry = load_registry()
 root, spec = Path(sys.argv[1]), sys.argv[2]
 if not root.is_dir():

@@ -1,7 +1,7 @@
 # Sourced by the launchers in scripts/ (not run on its own): -h/--help prints the launcher's header comment and
 # exits, before anything runs; then the repository root as the working folder ($REPO; the caller's folder is
 # $CALLER_DIR), the Python to use, and key=value settings parsed the one way every launcher parses them
-# (stage_a/key_values.py).
+# (qc_core/key_values.py).
 for arg in "$@"; do
   case "$arg" in -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 0 ;; esac
 done
@@ -15,7 +15,7 @@ case "$PY" in /*) ;; */*) PY=$CALLER_DIR/$PY ;; esac   # PYTHON=relative/path is
 # usage: settings "<known keys, typed as key:words|key:count|key:flag>" "<required keys>" "$@"
 settings() {
   local parsed
-  parsed=$("$PY" -m stage_a.key_values "$@") || exit 2
+  parsed=$("$PY" -m qc_core.key_values "$@") || exit 2
   eval "$parsed"
 }
 
@@ -27,7 +27,7 @@ from_caller_dir() {
   export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
 }
 
-# usage: shell_words "$@": the arguments as one string that stage_a.key_values' words type splits back into them
+# usage: shell_words "$@": the arguments as one string that qc_core.key_values' words type splits back into them
 shell_words() {
   "$PY" -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$@"
 }

@@ -10,10 +10,10 @@ import logging
 import sys
 
 from .batching import CPU_AUTO_BATCH, parse_batch_size
-from .checkpoints import add_model_type_args
-from .exits import run_cli
-from .images import DEFAULT_MAX_IMAGE_PIXELS
-from .jsonl import RESUME
+from qc_core.checkpoints import add_model_type_args
+from qc_core.exits import run_cli
+from qc_core.images import DEFAULT_MAX_IMAGE_PIXELS
+from qc_core.jsonl import RESUME
 from .runner import COMPILED_DECODE_CHOICES, DEFAULT_MAX_PIXELS, StageAOptions, run_stage_a
 
 

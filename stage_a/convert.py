@@ -4,11 +4,11 @@ project's public origin (github Pein2017/Qwen3-VL) rewritten in group-qc's forma
 
 Stage-B reads origin files directly; converting gives files in the form group-qc itself writes, provenance
 included, so every tool (and a Stage-A run resuming into the folder) treats them as its own. Each record goes
-through stage_a.records.from_origin (timestamp -> created_at, image_k -> 图片_k with a count check, the origin's
+through qc_core.records.from_origin (timestamp -> created_at, image_k -> 图片_k with a count check, the origin's
 label spellings -> pass/fail); its mission resolves through the registry (aliases -> canonical name); `model`
 is set to "unknown (converted from FILE)" when absent and `created_at` to now when the record has neither it
 nor a timestamp; the result must pass the writer's check. Image paths are kept as written: an absolute path stays
-absolute when joined onto any input folder, so review pages find those photos (with `stage_a.review`, any
+absolute when joined onto any input folder, so review pages find those photos (with `stage_a.audit`, any
 --input_dir does). Other fields are kept as they are (readers ignore fields they do not know).
 
 All or nothing: a record that cannot be converted (named FILE:LINE, with why: text that is not valid Unicode
@@ -24,11 +24,11 @@ import unicodedata
 from contextlib import ExitStack
 from pathlib import Path
 
-from .exits import run_cli
-from .jsonl import JsonlError, dumps_line, iter_jsonl, output_lock, write_jsonl_atomic
-from .missions import Registry, load_registry
+from qc_core.exits import run_cli
+from qc_core.jsonl import JsonlError, dumps_line, iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.missions import Registry, load_registry
 from .outputs import MissionOutputs
-from .records import PROVENANCE_FIELDS, REQUIRED_FIELDS, from_origin, utc_now, validate_record
+from qc_core.records import PROVENANCE_FIELDS, REQUIRED_FIELDS, from_origin, utc_now, validate_record
 
 MAX_LISTED = 20   # problems listed in one refusal; the count says how many more
 

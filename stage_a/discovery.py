@@ -20,23 +20,12 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .missions import Mission, MissionError, Registry
+from qc_core.missions import Mission, MissionError, Registry
+from qc_core.records import Group  # noqa: F401  (Stage-A names it here too)
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png"})
 GROUP_ID_RE = re.compile(r"^(QC-[A-Za-z]+-\d{8}-\d+)")
 _CHUNKS = re.compile(r"(\d+)")
-
-
-@dataclass(frozen=True)
-class Group:
-    group_id: str
-    mission: str          # canonical name
-    label: str | None     # "pass" | "fail"; None: unreviewed (discovered with --unlabeled)
-    images: tuple[str, ...]  # POSIX paths relative to input_dir, natural order
-
-    @property
-    def folder(self) -> str:
-        return str(PurePosixPath(self.images[0]).parent)
 
 
 @dataclass(frozen=True)

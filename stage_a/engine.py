@@ -1,5 +1,5 @@
 """Thin adapter from Stage-A to ms-swift's inference engines (the only Stage-A module that
-imports torch/swift, and only when an engine is built). Checkpoints are resolved by stage_a.checkpoints.
+imports torch/swift, and only when an engine is built). Checkpoints are resolved by qc_core.checkpoints.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
-from .checkpoints import BACKENDS, ModelPathError, ModelSpec
+from qc_core.checkpoints import BACKENDS, ModelPathError, ModelSpec
 
 log = logging.getLogger("group_qc.stage_a")
 
@@ -134,7 +134,7 @@ class SwiftSummaryEngine:
         self.engine = build_swift_engine(spec, backend, 1 if batch_size == AUTO else batch_size,
                                          **stage_a_vllm_settings(max_pixels or DEFAULT_VLLM_PIXELS, max_new_tokens))
         if max_pixels:
-            # Photos arrive already resized by stage_a.images; this keeps ms-swift's own resize
+            # Photos arrive already resized by qc_core.images; this keeps ms-swift's own resize
             # (qwen_vl_utils.smart_resize) from ever exceeding the same bound.
             self.engine.template.max_pixels = max_pixels
         self.request_config = RequestConfig(max_tokens=max_new_tokens, temperature=temperature, seed=seed)

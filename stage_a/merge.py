@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from .discovery import path_order_key
-from .exits import run_cli
-from .jsonl import iter_jsonl, output_lock, write_jsonl_atomic
-from .missions import load_registry
+from qc_core.exits import run_cli
+from qc_core.jsonl import iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.missions import load_registry
 from .outputs import MissionOutputs
-from .records import RecordError, validate_record
+from qc_core.records import RecordError, validate_record
 
 log = logging.getLogger("group_qc.stage_a.merge")
 

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonl import iter_jsonl
-from .stable_hash import stable_u64
+from qc_core.jsonl import iter_jsonl
+from qc_core.stable_hash import stable_u64
 
 _SHARD_RE = re.compile(r"\.shard-(\d{5})-of-(\d{5})\.jsonl$")
 

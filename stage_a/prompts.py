@@ -5,7 +5,7 @@ mission's prompt differs only where the mission does.
 """
 from __future__ import annotations
 
-from .missions import Mission
+from qc_core.missions import Mission
 
 IRRELEVANT_MARKER = "无关图片"
 

@@ -25,13 +25,13 @@ from pathlib import Path
 
 from .batching import AUTO, CPU_AUTO_BATCH, GroupBatcher
 from .discovery import Group, discover_mission, mission_folders, printable_path, undecodable
-from .checkpoints import BACKENDS, resolve_model, stage_a_fingerprint
-from .images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
-from .jsonl import JsonlAppender, output_lock, write_jsonl_atomic
-from .missions import Mission, is_all, load_registry
+from qc_core.checkpoints import BACKENDS, resolve_model, stage_a_fingerprint
+from qc_core.images import DEFAULT_MAX_IMAGE_PIXELS, PhotoError, load_photo
+from qc_core.jsonl import JsonlAppender, output_lock, write_jsonl_atomic
+from qc_core.missions import Mission, is_all, load_registry
 from .outputs import MissionOutputs, existing_error_keys, existing_group_ids, shard_from_env, shard_of
 from .prompts import stage_a_messages
-from .records import RecordError, error_record, image_key, make_record, normalize_summary
+from qc_core.records import RecordError, error_record, image_key, make_record, normalize_summary
 
 log = logging.getLogger("group_qc.stage_a")
 

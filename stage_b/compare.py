@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from stage_a.exits import run_cli
+from qc_core.exits import run_cli
 
 ROWS = (("accuracy", "accuracy_ci95", True), ("miss_rate", "miss_rate_ci95", False),
         ("overkill_rate", "overkill_rate_ci95", False), ("balanced_accuracy", None, True),

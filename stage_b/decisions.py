@@ -37,11 +37,11 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from stage_a.exits import run_cli
-from stage_a.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
+from qc_core.exits import run_cli
+from qc_core.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
                            write_jsonl_atomic)
-from stage_a.missions import MissionError, load_registry
-from stage_a.records import image_key, summaries_of, utc_now
+from qc_core.missions import MissionError, load_registry
+from qc_core.records import image_key, utc_now
 
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
                         gold_scores, pairwise, quality)
@@ -186,7 +186,7 @@ class _Sources:
 def source_record_problem(record: dict) -> str | None:
     """Why a source file's line cannot become a label: a Stage-A record must pass the Stage-A contract, a verdict line
     must carry the summaries and photos the label is built from."""
-    from stage_a.records import RecordError, validate_record
+    from qc_core.records import RecordError, validate_record
     if "per_image" in record:
         try:
             validate_record({**record, "label": record.get("label")})
@@ -205,7 +205,7 @@ def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note:
                   decided_at: str | None = None, seen: str | None = None, history: list | None = None) -> dict:
     """One exported line, as a review page writes it (review/templates/review.js mirrors this) for a card showing
     `shown` (a verdict record, or a prediction with `verdict`/`p_fail`) made from `source` ({"file", "sha256"}); `seen`:
-    the digest of the group's line in that file (stage_a.jsonl.record_digest), which keeps the decision valid when
+    the digest of the group's line in that file (qc_core.jsonl.record_digest), which keeps the decision valid when
     the file grows. A blind audit's card never showed the model's answer: its line has none."""
     blind = shown.get("route") == "audit"
     return {"group_id": shown["group_id"], "mission": shown["mission"], "decision": decision, "note": note,

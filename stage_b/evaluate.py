@@ -29,11 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-from stage_a.checkpoints import add_model_type_args
-from stage_a.exits import run_cli
+from qc_core.checkpoints import add_model_type_args
+from qc_core.exits import run_cli
 from review.page import REVIEW_DIR
-from stage_a.jsonl import JsonlError, file_sha256, iter_jsonl, write_jsonl_atomic
-from stage_a.records import image_key
+from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl, write_jsonl_atomic
+from qc_core.records import image_key
 
 from .calibration import calibration
 from .certify import DEFAULT_CONFIDENCE, check_confidence
@@ -153,7 +153,7 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
         raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
                               f"evaluate with the model)") from None
     out, seen, first = [], {}, None
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     registry = load_registry()
     for line_no, rec in records:
         fmt = _format_of(rec)
@@ -196,7 +196,7 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
 def _checked_row(rec: dict, where: str, registry) -> str:
     """A prediction row's types and mission (the canonical name of a known mission, so an alias and its name are one
     mission); EvaluationError naming the line and the field otherwise."""
-    from stage_a.missions import MissionError
+    from qc_core.missions import MissionError
     if not isinstance(rec["group_id"], str) or not rec["group_id"]:
         raise EvaluationError(f"{where}: group_id must be a non-empty string, got {rec['group_id']!r}")
     if rec["expected"] not in (PASS, FAIL):
@@ -498,7 +498,7 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
                  input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
-    from review.cards import EVALUATION_OUTCOMES, evaluation_cards
+    from stage_b.cards import EVALUATION_OUTCOMES, evaluation_cards
     from review.page import render_review, report
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
@@ -719,7 +719,7 @@ def main(argv=None) -> int:
 
 
 def _resolver(registry):
-    from stage_a.missions import MissionError
+    from qc_core.missions import MissionError
 
     def resolve(name):
         try:
@@ -761,7 +761,7 @@ def _evaluate(args) -> int:
                               "--target_miss_rate too")
     confidence = check_confidence(args.confidence)
     review_share = check_rate(args.review_share, "--review_share")
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     resolve = _resolver(load_registry())
     data = checkpoints = source = stage_a = None
     if args.predictions:

@@ -7,7 +7,7 @@ verdict lines, from which stage_b.operating_point.p_fail is computed).
 """
 from __future__ import annotations
 
-from stage_a.checkpoints import ModelSpec, resolve_model
+from qc_core.checkpoints import ModelSpec, resolve_model
 from stage_a.engine import build_swift_engine
 
 from .verdict import FAIL, PASS

@@ -18,9 +18,9 @@ import hashlib
 import math
 from pathlib import Path
 
-from stage_a.jsonl import JsonlError, iter_jsonl
-from stage_a.missions import MissionError
-from stage_a.records import RecordError, validate_record
+from qc_core.jsonl import JsonlError, iter_jsonl
+from qc_core.missions import MissionError
+from qc_core.records import RecordError, validate_record
 
 from .bounds import in_range
 

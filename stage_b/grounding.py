@@ -60,7 +60,7 @@ MAX_RANGE = 64   # photos a range may span and cite each of; a longer one (å›¾ç‰
 def defect_terms(mission) -> tuple[str, ...]:
     terms = list(GENERIC_DEFECT_TERMS)
     try:
-        from stage_a.missions import load_registry
+        from qc_core.missions import load_registry
         terms += load_registry().resolve(mission).defect_terms if mission else []
     except Exception:  # noqa: BLE001 - unknown mission: generic terms still apply
         pass

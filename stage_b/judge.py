@@ -32,10 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from stage_a.checkpoints import add_model_type_args
-from stage_a.exits import run_cli
-from stage_a.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
-from stage_a.records import summaries_of, utc_now
+from qc_core.checkpoints import add_model_type_args
+from qc_core.exits import run_cli
+from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
 from .grounding import REASON_CITATIONS, ground, guided_reply
@@ -266,7 +266,7 @@ def _thresholds(args, op: dict | None, missions: list[str], checkpoints: dict) -
 
 
 def _judge(args) -> int:
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
 
     if args.batch_size < 1:
         raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
@@ -438,7 +438,7 @@ def print_automation(automation: dict) -> None:
 
 def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
-    from review.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
     from review.page import render_review, report
     verdicts = _verdicts(output_dir, missions)
     files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]

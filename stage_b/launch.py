@@ -44,10 +44,10 @@ from typing import Callable
 
 import yaml
 
-from stage_a.checkpoints import resolve_model
-from stage_a.exits import run_cli
-from stage_a.key_values import parse_key_values, words
-from stage_a.missions import is_all, load_registry
+from qc_core.checkpoints import resolve_model
+from qc_core.exits import run_cli
+from qc_core.key_values import parse_key_values, words
+from qc_core.missions import is_all, load_registry
 
 from .dataset import build_rows
 from .lora import target_regex

@@ -17,8 +17,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from stage_a.checkpoints import resolve_model
-from stage_a.exits import run_cli
+from qc_core.checkpoints import resolve_model
+from qc_core.exits import run_cli
 
 LLM_LAYER = re.compile(r"(?:^|\.)language_model\.layers\.(\d+)\.")
 FROZEN_PARTS = ("visual.",)  # vision tower and aligner (merger, deepstack mergers) live under it

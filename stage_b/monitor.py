@@ -61,12 +61,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stage_a.exits import run_cli
-from stage_a.jsonl import JsonlError, file_sha256, iter_jsonl
-from stage_a.records import utc_now
+from qc_core.exits import run_cli
+from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
+from qc_core.records import utc_now
 
 from .grounding import defect_photos
-from .operating_point import OperatingPointError, family_text, load_operating_point
+from .operating_point import family_text, load_operating_point
 from .routes import AUDIT, REVIEW, route_of_record
 from .verdict import FAIL, PASS
 
@@ -521,7 +521,7 @@ def main(argv=None) -> int:
 
 
 def _monitor(args) -> int:
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     alpha = check_alpha(args.drift_alpha)
     op = load_operating_point(args.operating_point)
     digest = file_sha256(args.operating_point)

@@ -28,13 +28,12 @@ The rule, stated once here so that anyone can recompute it from predictions.json
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from stage_a.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
+from qc_core.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
 
 from .bounds import in_range
 from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
@@ -457,7 +456,7 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
                           confidence: float = DEFAULT_CONFIDENCE, overkill_targets: dict | None = None,
                           stage_a: dict | None = None, family_wise: bool = False) -> dict:
     """operating_point.json's content. `resolve` maps a mission name or alias in the targets to its canonical
-    name (stage_a.missions). Only fair evidence enters it (fair_points_of); `stage_a` ({mission: {"models": [Stage-A
+    name (qc_core.missions). Only fair evidence enters it (fair_points_of); `stage_a` ({mission: {"models": [Stage-A
     identities], "evidence_through": latest reviewer decision time or None}}) names what the promise rests on;
     `family_wise` certifies each claim at the Bonferroni-adjusted confidence (family)."""
     confidence = check_confidence(confidence)
@@ -514,7 +513,7 @@ def family_text(fam: dict) -> str:
 
 
 def stage_a_identity(record: dict) -> str:
-    """What Stage-A model wrote a record's summaries: its fingerprint (stage_a.checkpoints.stage_a_fingerprint), or
+    """What Stage-A model wrote a record's summaries: its fingerprint (qc_core.checkpoints.stage_a_fingerprint), or
     for a record written before fingerprints its model path and adapters."""
     if record.get("model_fingerprint"):
         return str(record["model_fingerprint"])
@@ -524,14 +523,14 @@ def stage_a_identity(record: dict) -> str:
 
 def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
     """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     spec = resolve_model(model, tuple(adapters), model_type, template)
     return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 
 
 def file_digest(path) -> str:
     """sha256 of a file's bytes (judge records which operating point it used)."""
-    from stage_a.jsonl import file_sha256
+    from qc_core.jsonl import file_sha256
     return file_sha256(path)
 
 

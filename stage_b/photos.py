@@ -3,8 +3,8 @@
 A row's `images` are not the original files: ms-swift's loader neither applies EXIF orientation nor scales 16-bit
 photos (PIL's convert("RGB") clips them), so a phone photo stored sideways would reach the model sideways while
 Stage-A, which summarised it, and the review page both saw it upright. Each photo is therefore decoded once the way
-Stage-A decodes it (stage_a.images.load_photo: upright, 8-bit RGB) within the selection's max_pixels, and saved as
-a JPEG copy under `<Stage-A folder>/stage_b_photos/` (review.thumbnails; reused while the photo is unchanged).
+Stage-A decodes it (qc_core.images.load_photo: upright, 8-bit RGB) within the selection's max_pixels, and saved as
+a JPEG copy under `<Stage-A folder>/stage_b_photos/` (qc_core.thumbnails; reused while the photo is unchanged).
 The copy is already within the budget, so ms-swift only rounds it to the model's patch grid, wherever the row is
 read: `swift rlhf`, evaluation, judging.
 
@@ -17,7 +17,7 @@ import glob
 import os
 from pathlib import Path
 
-from review.thumbnails import CopyRule, make_thumbnails
+from qc_core.thumbnails import CopyRule, make_thumbnails
 
 CACHE_FOLDER = "stage_b_photos"
 COPY_QUALITY = 95

@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from stage_a.exits import run_cli
-from stage_a.jsonl import line_problem
+from qc_core.exits import run_cli
+from qc_core.jsonl import line_problem
 
 from .training_signal import BEST_METRIC, TRAIN_PREFIX, VAL_PREFIX
 

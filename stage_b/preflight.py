@@ -13,8 +13,8 @@ import json
 import sys
 from collections import defaultdict
 
-from stage_a.checkpoints import add_model_type_args
-from stage_a.exits import run_cli
+from qc_core.checkpoints import add_model_type_args
+from qc_core.exits import run_cli
 
 from .dataset import build_rows
 from .rewards import REWARDS

@@ -7,8 +7,8 @@ replaces with that photo's visual tokens (the row's `images` column, in the same
 right before its own summary; the model is told a summary may miss what its photo shows."""
 from __future__ import annotations
 
-from stage_a.missions import Mission
-from stage_a.records import image_key
+from qc_core.missions import Mission
+from qc_core.records import image_key
 
 IMAGE_TAG = "<image>"   # ms-swift's placeholder for the next photo of the row's `images`
 SEEING = {False: "你看不到照片，只能依据每张照片的文字摘要作出判断。",

@@ -149,7 +149,7 @@ def trained_ids(record: dict, path) -> dict[str, set[str] | None]:
     """Per mission of the run, the group ids it trained on: the run's Stage-A input read again, split the run's
     way, and checked against the ids digest the run recorded. None for a mission whose input is gone or has
     changed since (its ids are then unknown)."""
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
 
     from .dataset import load_records
     from .split import in_split

@@ -1,5 +1,5 @@
 """Every `GROUP_QC_*` setting, and the one definition of a Stage-B selection. Pure (no torch/swift).
-GROUP_QC_MISSIONS is defined by the mission registry (stage_a.missions), which Stage-A reads too: the core never
+GROUP_QC_MISSIONS is defined by the mission registry (qc_core.missions), which Stage-A reads too: the core never
 imports a stage above it.
 
 A *selection* is what Stage-B reads and how it splits it: the Stage-A input (a folder or files), the
@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping
 
-from stage_a.missions import ENV_MISSIONS
+from qc_core.missions import ENV_MISSIONS
 
 from .split import DEFAULT_VAL_RATIO
 

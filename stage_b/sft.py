@@ -10,8 +10,8 @@ The reason is grounded in what the summaries say, so the model learns to cite ph
 """
 from __future__ import annotations
 
-from stage_a.missions import Mission
-from stage_a.records import image_key
+from qc_core.missions import Mission
+from qc_core.records import image_key
 
 from .grounding import NOT_CONFIRMED, asserted_defects, defect_photos, defect_terms
 from .verdict import FAIL, PASS

@@ -4,7 +4,7 @@ A group's split depends only on its id, the ratio and the seed (SHA-1, not Pytho
 training, preflight and evaluation agree on every machine and no group ever leaks across."""
 from __future__ import annotations
 
-from stage_a.stable_hash import stable_u64
+from qc_core.stable_hash import stable_u64
 
 DEFAULT_VAL_RATIO = 0.2
 SPLITS = ("train", "val", "all")

@@ -32,7 +32,7 @@ from swift.callbacks import callbacks_map  # noqa: E402
 from swift.dataset import DatasetLoader, DatasetMeta, register_dataset  # noqa: E402
 from swift.rewards import ORM, orms  # noqa: E402
 
-from stage_a.missions import load_registry  # noqa: E402
+from qc_core.missions import load_registry  # noqa: E402
 from stage_b import dataset as qc_dataset  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
 from stage_b.settings import (ENV_BARE_ENGINE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, SettingError, parse_flag,  # noqa: E402

@@ -20,8 +20,8 @@ JUDGE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
 def stage_a_folder(folder: Path, n: int = 12) -> Path:
     """A Stage-A folder of n labelled groups of mission M (odd ones defective), two photos each."""
     from stage_a.discovery import Group
-    from stage_a.jsonl import JsonlAppender
-    from stage_a.records import make_record
+    from qc_core.jsonl import JsonlAppender
+    from qc_core.records import make_record
     folder.mkdir(parents=True, exist_ok=True)
     with JsonlAppender(folder / f"{M}_stage_a.jsonl") as out:
         for k in range(n):
@@ -116,7 +116,7 @@ def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None
             provenance: dict | None = None) -> tuple[Path, list[dict]]:
     """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
     page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
-    from stage_a.jsonl import write_jsonl_atomic
+    from qc_core.jsonl import write_jsonl_atomic
     from stage_b import judge
     from stage_b.operating_point import manual_point
     point = point or manual_point(0.5)

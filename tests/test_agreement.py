@@ -124,8 +124,8 @@ def test_a_reviewer_below_the_bar_certifies_nothing_unless_confirmed():
 def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_promises(tmp_path, capsys):
     import json
 
-    from stage_a.jsonl import file_sha256, record_digest, write_jsonl_atomic
-    from stage_a.missions import load_registry
+    from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
+    from qc_core.missions import load_registry
     from stage_b.decisions import decision_line, main
     mission = load_registry().select("all")[0].name
     records = [{"group_id": f"QC-{k}", "mission": mission, "label": None, "images": ["1.jpg"],

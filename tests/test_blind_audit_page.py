@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from stage_a.jsonl import record_digest, write_jsonl_atomic
+from qc_core.jsonl import record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
@@ -66,7 +66,7 @@ def test_an_edited_export_cannot_change_the_route_or_the_models_answer(tmp_path,
     out, verdicts = audited_day(tmp_path, synthetic)
     review = next(v for v in verdicts if v["route"] == "review")
     path = judge.verdicts_path(out, review["mission"])
-    from stage_a.jsonl import file_sha256
+    from qc_core.jsonl import file_sha256
     line = decision_line(review, "不通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
     forged = {**line, "route": "audit", "verdict": "通过" if review["verdict"] == "不通过" else "不通过"}
     write_jsonl_atomic(tmp_path / "d.jsonl", [forged])

@@ -64,10 +64,10 @@ def test_an_unknown_backend_is_refused_by_name():
 # Through ms-swift's engine: the same summaries, compiled once
 # ---------------------------------------------------------------------------------------------------------
 def _engine_and_pairs(model, synthetic, tmp_path, n_photos):
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.images import load_photo
-    from stage_a.missions import load_registry
+    from qc_core.images import load_photo
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
     synthetic.generate(tmp_path, seed=5, groups_per_label=2, missions=M)
     photos = sorted(tmp_path.rglob("*.jpg"))[:n_photos]

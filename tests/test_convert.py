@@ -1,5 +1,5 @@
 """Stage-A files of the project's public origin (github Pein2017/Qwen3-VL): read directly by Stage-B
-(stage_a.records.from_origin in stage_b.dataset.load_records) and rewritten by `python -m stage_a.convert`.
+(qc_core.records.from_origin in stage_b.dataset.load_records) and rewritten by `python -m stage_a.convert`.
 
 The records below are the origin's own, copied from the file named above each (commit in @).
 """
@@ -13,8 +13,8 @@ import pytest
 
 from stage_a.convert import main, unknown_model
 from stage_a.discovery import Group
-from stage_a.jsonl import iter_jsonl
-from stage_a.records import RecordError, from_origin, make_record, validate_record
+from qc_core.jsonl import iter_jsonl
+from qc_core.records import RecordError, from_origin, make_record, validate_record
 from review.page import find_photo
 from stage_b.dataset import DatasetError, build_rows, load_records
 from stage_b.settings import Selection

@@ -14,17 +14,18 @@ HEAVY = ("torch", "transformers", "swift", "datasets")
 
 
 def core_modules() -> list[str]:
-    """`stage_a.missions`, … from the README's layout rows: `| `stage_a/` | pure core (`missions`, …) …`."""
+    """`qc_core.missions`, … from the README's layout rows: `| `stage_a/` | pure core (`missions`, …) …`."""
     out = []
     for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
-        row = re.match(r"\| `(stage_[ab]|review)/` \| pure core \(([^)]*)\)", line)
+        row = re.match(r"\| `(qc_core|stage_[ab]|review)/` \| pure core \(([^)]*)\)", line)
         if row:
             out += [f"{row.group(1)}.{name}" for name in re.findall(r"`(\w+)`", row.group(2))]
     return out
 
 
 def test_the_readme_lists_the_core():
-    assert {"stage_a.jsonl", "stage_b.rewards", "stage_b.operating_point", "stage_b.sft"} <= set(core_modules())
+    assert {"qc_core.jsonl", "qc_core.missions", "stage_b.rewards", "stage_b.operating_point", "stage_b.sft"} <= \
+        set(core_modules())
 
 
 @pytest.mark.parametrize("module", core_modules())
@@ -36,7 +37,7 @@ def test_a_core_module_imports_nothing_heavy(module):
     assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()[:300]}"
 
 
-@pytest.mark.parametrize("package", ["stage_a", "stage_b", "review"])
+@pytest.mark.parametrize("package", ["qc_core", "stage_a", "stage_b", "review"])
 def test_every_module_is_placed_in_the_readme_layout_table(package):
     """A new module must be classified (pure core, renderer, adapter or command) in the README's row for its
     package, or the core list could silently leave it out."""
@@ -49,7 +50,7 @@ def test_every_module_is_placed_in_the_readme_layout_table(package):
 
 
 def test_stage_a_imports_nothing_from_stage_b():
-    """Stage-B builds on Stage-A, never the other way round: stage_a/missions.py once took GROUP_QC_MISSIONS from
+    """Stage-B builds on Stage-A, never the other way round: qc_core/missions.py once took GROUP_QC_MISSIONS from
     stage_b/settings.py, so importing the mission registry imported Stage-B's settings (issue 26, item 8)."""
     import ast
     found = []
@@ -59,7 +60,35 @@ def test_stage_a_imports_nothing_from_stage_b():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             found += [f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "stage_b"]
     assert found == []
-    result = subprocess.run([sys.executable, "-c", "import sys, stage_a.missions, stage_a.runner, stage_a.cli; "
+    result = subprocess.run([sys.executable, "-c", "import sys, qc_core.missions, stage_a.runner, stage_a.cli; "
                              "print(sorted(m for m in sys.modules if m.startswith('stage_b')))"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr[-2000:]
+
+
+# The layers, lowest first: a module may import its own package and any package before it, never one after it.
+LAYERS = ["qc_core", "review", "stage_a", "stage_b", "swift_plugins", "group_qc_dev"]
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every absolute import in a file, at module level or inside a function."""
+    import ast
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module.split(".")[0]))
+    return out
+
+
+def test_no_import_runs_back_up_a_layer():
+    """qc_core knows no stage, review knows no stage, Stage-A no Stage-B, and none of them the plugin or the dev
+    tools (issue 38: review/ imported stage_b, and stage_b took its JSONL I/O from stage_a)."""
+    back = []
+    for layer, package in enumerate(LAYERS):
+        for path in sorted((REPO / package).rglob("*.py")):
+            for line, imported in imports_of(path):
+                if imported in LAYERS and LAYERS.index(imported) > layer:
+                    back.append(f"{path.relative_to(REPO)}:{line} imports {imported}")
+    assert back == []

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.records import summaries_of
+from qc_core.records import summaries_of
 from stage_b.dataset import load_records
-from stage_a.jsonl import file_sha256
+from qc_core.jsonl import file_sha256
 from stage_b.decisions import DecisionsError, LOG, import_decisions
 from stage_b.settings import Selection
 

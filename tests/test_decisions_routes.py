@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stage_a.jsonl import file_sha256, write_jsonl_atomic
+from qc_core.jsonl import file_sha256, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions, main
 from tests.helpers import audited_day

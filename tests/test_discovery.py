@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from stage_a.discovery import discover_mission, group_id_for, mission_folders, natural_key
-from stage_a.missions import MissionError, load_registry
+from qc_core.missions import MissionError, load_registry
 
 M = "BBU接地线检查"
 
@@ -337,7 +337,7 @@ def btouch(path: bytes, data: bytes = b"x"):
 def _encodable(groups, issues):
     """Every group and issue as the JSONL line Stage-A writes: UTF-8 all the way (the bug: surrogates)."""
     import json
-    from stage_a.records import error_record, make_record
+    from qc_core.records import error_record, make_record
     for g in groups:
         json.dumps(make_record(g, ["ok"] * len(g.images), "m"), ensure_ascii=False).encode("utf-8")
     for i in issues:
@@ -443,8 +443,8 @@ def test_every_photo_of_a_tree_of_byte_names_ends_in_one_written_group_or_an_err
     import tempfile
     from hypothesis import HealthCheck, given, settings
     from stage_a.discovery import printable_path
-    from stage_a.jsonl import JsonlAppender, iter_jsonl
-    from stage_a.records import error_record, make_record
+    from qc_core.jsonl import JsonlAppender, iter_jsonl
+    from qc_core.records import error_record, make_record
 
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_byte_tree())

@@ -55,7 +55,7 @@ def test_a_text_only_checkpoint_gets_no_lora_regex(tmp_path):
 
 @pytest.mark.parametrize("command", ["stage_a.cli", "stage_b.evaluate", "stage_b.judge", "stage_b.preflight"])
 def test_the_unknown_architecture_message_names_flags_each_command_has(command, tmp_path):
-    from stage_a.checkpoints import ModelPathError, resolve_model
+    from qc_core.checkpoints import ModelPathError, resolve_model
     with pytest.raises(ModelPathError) as err:
         resolve_model(_checkpoint(tmp_path, RENAMED_VL))
     assert "--model_type and --template" in str(err.value)

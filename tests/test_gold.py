@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from stage_a.jsonl import file_sha256, record_digest, write_jsonl_atomic
-from stage_a.missions import load_registry
+from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
+from qc_core.missions import load_registry
 from stage_b import judge
 from stage_b.decisions import decision_line, import_decisions
 from stage_b.gold import GoldError, check_gold_share, load_gold, mix_in

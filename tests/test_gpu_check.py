@@ -163,10 +163,10 @@ def test_the_static_kv_cache_generates_the_same_tokens_through_ms_swift(tiny_qwe
     call): static caches are really made, and the summaries are the default dynamic cache's, on CPU. Qwen3-VL here;
     Qwen2.5-VL in tests/test_benchmarks.py, where the variant must give the same tokens as bare ms-swift."""
     from group_qc_dev.bench_stage_a import with_static_cache
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.images import load_photo
-    from stage_a.missions import load_registry
+    from qc_core.images import load_photo
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
     synthetic.generate(tmp_path, seed=5, groups_per_label=1, missions="BBU接地线检查")
     photos = sorted(tmp_path.rglob("*.jpg"))[:6]
@@ -227,9 +227,9 @@ def test_the_gpu_probe_fits_verifies_and_halves_on_out_of_memory(tiny_qwen2_5_vl
     """The probe's own logic, on a CPU: real engine calls at 1 and 4 probe photos forced to max_new_tokens, the fit,
     the verifying batch, halving after an out-of-memory, the log line; and a GPU that cannot hold the probe refused
     naming the memory. Only the memory readings are made up (no GPU here)."""
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
     engine = SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size="auto", max_pixels=12_544,
                                 max_new_tokens=3)

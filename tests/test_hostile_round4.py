@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from stage_a.jsonl import write_jsonl_atomic
+from qc_core.jsonl import write_jsonl_atomic
 from stage_b.decisions import DecisionsError, import_decisions, resolve
 from stage_b.operating_point import OperatingPointError, build_operating_point, load_operating_point
 
@@ -161,7 +161,7 @@ def test_a_malformed_filter_address_leaves_the_page_working(browser, tmp_path, s
 
 
 def test_a_group_without_a_source_file_has_no_decide_buttons(tmp_path):
-    from review.cards import JUDGE_OUTCOMES
+    from stage_b.cards import JUDGE_OUTCOMES
     from review.page import render_review
     cards = [{"group_id": "ERR-1", "mission": M, "outcome": "needs_review", "facts": [], "reason": None, "reply": None,
               "error": "unreadable photo", "images": [], "summaries": []},
@@ -209,7 +209,7 @@ def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
 def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_other_files(tmp_path):
     """A decisions file may name any JSONL with its sha256 as its source: only a Stage-A record or a verdict line
     becomes a label, and a Stage-A record gives only its own fields."""
-    from stage_a.jsonl import file_sha256
+    from qc_core.jsonl import file_sha256
     from stage_b.decisions import decision_line
     good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
             "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
@@ -254,7 +254,7 @@ def _stage_a_review(tmp_path, record, *flags):
     import sys
     (tmp_path / "sa").mkdir(exist_ok=True)
     write_jsonl_atomic(tmp_path / "sa" / f"{M}_stage_a.jsonl", [record])
-    result = subprocess.run([sys.executable, "-m", "stage_a.review", "--stage_a_dir", str(tmp_path / "sa"),
+    result = subprocess.run([sys.executable, "-m", "stage_a.audit", "--stage_a_dir", str(tmp_path / "sa"),
                              "--output_dir", str(tmp_path / "page"), "--mission", M, *flags],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -276,7 +276,7 @@ def _judge_page(tmp_path, record, *flags):
     return err.getvalue()
 
 
-@pytest.mark.parametrize("render", [_stage_a_review, _judge_page], ids=["stage_a.review", "judge"])
+@pytest.mark.parametrize("render", [_stage_a_review, _judge_page], ids=["stage_a.audit", "judge"])
 def test_a_page_shows_photos_only_from_the_folder_its_command_names(tmp_path, render):
     """A received file whose records say input_dir "/" (here: a private folder) must not get that folder's images
     thumbnailed and linked: the page names the folder and shows nothing until the command names it."""
@@ -304,7 +304,7 @@ def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
 # Reviewers are named (case 8)
 # --------------------------------------------------------------------------------------------------------------
 def _one_group_source(tmp_path):
-    from stage_a.jsonl import file_sha256
+    from qc_core.jsonl import file_sha256
     record = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
               "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "input_dir": "/photos"}
     src = tmp_path / "src.jsonl"

@@ -4,7 +4,7 @@ import time
 import pytest
 from PIL import Image
 
-from stage_a.images import PhotoError, load_photo
+from qc_core.images import PhotoError, load_photo
 from group_qc_dev.photos import broken, jpeg, png_header_only
 
 

@@ -4,7 +4,7 @@ import multiprocessing
 
 import pytest
 
-from stage_a.jsonl import (JsonlAppender, JsonlError, LockedError, output_lock, iter_jsonl,
+from qc_core.jsonl import (JsonlAppender, JsonlError, LockedError, output_lock, iter_jsonl,
                            repair_torn_tail, write_jsonl_atomic)
 
 A = {"group_id": "a", "text": "螺丝×4"}
@@ -110,7 +110,7 @@ def test_nesting_is_counted_outside_strings_only(tmp_path):
 
 
 def test_a_line_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path):
-    from stage_a.jsonl import MAX_LINE_BYTES
+    from qc_core.jsonl import MAX_LINE_BYTES
     path = tmp_path / "x.jsonl"
     with path.open("wb") as f:
         f.write(b'{"group_id": "a"}\n{"group_id": "big", "text": "')

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.jsonl import output_lock
-from stage_a.missions import load_registry
+from qc_core.jsonl import output_lock
+from qc_core.missions import load_registry
 from stage_b import judge
 from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES

@@ -1,4 +1,4 @@
-"""The launchers in scripts/ take key=value settings one way (stage_a.key_values), find Python one way
+"""The launchers in scripts/ take key=value settings one way (qc_core.key_values), find Python one way
 (scripts/launcher.sh), and print their header on --help."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.key_values import KeyValueError, parse_key_values
+from qc_core.key_values import KeyValueError, parse_key_values
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHERS = ["stage_a_infer.sh", "run_grpo.sh", "eval.sh", "judge.sh"]

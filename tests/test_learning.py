@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.jsonl import write_jsonl_atomic
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.jsonl import write_jsonl_atomic
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from tests.conftest import run_command
 
 REPO = Path(__file__).resolve().parent.parent

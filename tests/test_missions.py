@@ -1,7 +1,7 @@
 """The mission registry is the only place that knows missions (configs/missions.yaml)."""
 import pytest
 
-from stage_a.missions import MissionError, load_registry
+from qc_core.missions import MissionError, load_registry
 
 CANONICAL = ["BBU安装方式检查（正装）", "BBU接地线检查", "BBU线缆布放要求", "挡风板安装检查"]
 

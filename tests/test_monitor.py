@@ -75,7 +75,7 @@ def make_op(tmp_path, name="op.json"):
                                model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.8)
     path = tmp_path / name
     path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
-    from stage_a.jsonl import file_sha256
+    from qc_core.jsonl import file_sha256
     return op, path, file_sha256(path)
 
 
@@ -108,7 +108,7 @@ def normal_day(prefix, n=20):
 
 
 def run_monitor(tmp_path, op, op_path, digest, folders, labels):
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     days = mon.read_days(folders, digest, load_registry())
     return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
 

@@ -8,10 +8,10 @@ import pytest
 from PIL import Image
 
 from stage_a.discovery import Group
-from stage_a.images import load_photo
-from stage_a.jsonl import JsonlAppender
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.images import load_photo
+from qc_core.jsonl import JsonlAppender
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from stage_b.dataset import DatasetError, build_rows, row_mode
 from stage_b.judge import JudgeError, build_parser, judging_selection
 from stage_b.settings import Selection, SettingError, selection_from

@@ -46,8 +46,8 @@ def test_select_groups_takes_the_first_n_per_mission():
 @pytest.mark.slow
 def test_preflight_cli_on_the_tiny_model(tiny_qwen2_5_vl, tmp_path):
     from stage_a.discovery import Group
-    from stage_a.jsonl import JsonlAppender
-    from stage_a.records import make_record
+    from qc_core.jsonl import JsonlAppender
+    from qc_core.records import make_record
     with JsonlAppender(tmp_path / f"{M}_stage_a.jsonl") as out:
         for k in range(6):
             out.write(make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass", ("a.jpg",)), ["接地线×1"], "m"))

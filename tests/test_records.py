@@ -2,7 +2,7 @@
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.records import RecordError, make_record, normalize_summary, summaries_of, validate_record
+from qc_core.records import RecordError, make_record, normalize_summary, summaries_of, validate_record
 
 G = Group("QC-AB-20250101-1", "BBU接地线检查", "fail", ("m/审核不通过/g/1.jpg", "m/审核不通过/g/2.jpg"))
 
@@ -72,7 +72,7 @@ def test_label_is_pass_fail_or_null_and_null_survives_the_jsonl_round_trip(label
 
 def test_merge_keeps_unreviewed_records_in_discovery_order(tmp_path):
     """Shards of an --unlabeled run: parts of <mission>/<group>/ records merge like labelled ones."""
-    from stage_a.jsonl import JsonlAppender, iter_jsonl
+    from qc_core.jsonl import JsonlAppender, iter_jsonl
     from stage_a.merge import merge_mission
     from stage_a.outputs import MissionOutputs
     stem = "BBU接地线检查_stage_a"

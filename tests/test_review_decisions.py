@@ -8,7 +8,7 @@ import json
 import time
 
 
-from stage_a.jsonl import write_jsonl_atomic
+from qc_core.jsonl import write_jsonl_atomic
 from stage_b.dataset import load_records
 from stage_b.decisions import import_decisions
 from stage_b.settings import Selection
@@ -74,7 +74,7 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
     """A mission whose groups are all on page 2 is counted from page 1 and linked there; a flagged 不通过 group is
     under 不通过 too; long unbroken text wraps inside its card."""
     from review import page as review_page
-    from review.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
     _, verdicts = judged_day(tmp_path, synthetic)
     verdicts = sorted(verdicts, key=lambda v: v["mission"] != MISSIONS[0])   # mission 2 only on the last pages
     verdicts[0] = {**verdicts[0], "reason": "x" * 400, "reply": "不通过\n理由: " + "x" * 400, "verdict": "不通过",
@@ -166,7 +166,7 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     """2,000 groups on 10 pages (no photos: the cards and the index are what is measured). Moving and deciding by
     keyboard: the time per key is printed, and must stay far below what a reviewer would notice."""
     from review import page as review_page
-    from review.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
     verdicts = [{"group_id": f"QC-BIG-{k}", "mission": MISSIONS[k % 2], "verdict": "不通过" if k % 3 else "通过",
                  "p_fail": (k % 97) / 97, "threshold": 0.5, "needs_review": k % 5 == 0, "review_why": [],
                  "label": None, "reply": "通过\n理由: 图片_1 依据", "images": [], "summaries": []} for k in range(2000)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from review.page import render_review
 from stage_b.grounding import defect_photos
-from review.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
+from stage_b.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
 from stage_b.verdict import FAIL, PASS
 
 
@@ -105,7 +105,7 @@ def test_pages_are_capped_and_say_what_is_left(tmp_path):
 
 def test_thumbnails_are_upright_small_and_reused(tmp_path):
     from PIL import Image
-    from review.thumbnails import THUMB_SIZE, make_thumbnails
+    from qc_core.thumbnails import THUMB_SIZE, make_thumbnails
     photo = tmp_path / "p.jpg"
     im = Image.new("RGB", (1200, 400), "red")
     exif = im.getexif()

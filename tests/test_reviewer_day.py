@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from stage_a.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
+from qc_core.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions
 from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_page
@@ -17,7 +17,7 @@ from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_
 def _paged(tmp_path, synthetic, per_page: int = 3):
     """A judge's day over two missions, re-rendered three cards a page (every group goes to review)."""
     from review.page import render_review
-    from review.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
     out, verdicts = judged_day(tmp_path, synthetic)
     files = [judge.verdicts_path(out, m) for m in MISSIONS]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
@@ -167,7 +167,7 @@ def test_a_history_that_is_not_the_pages_is_refused_naming_the_line(tmp_path, sy
 
 
 def test_a_thousand_decisions_imported_twice_add_nothing_the_second_time(tmp_path):
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     mission = load_registry().select("all")[0].name
     records = [{"group_id": f"QC-K-{k}", "mission": mission, "label": None, "images": ["1.jpg"],
                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00"}

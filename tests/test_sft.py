@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.missions import load_registry
+from qc_core.missions import load_registry
 from stage_b.sft import NOT_CONFIRMED, grounded_reason, reply_for
 from tests.helpers import M, stage_a_folder
 
@@ -37,7 +37,7 @@ def test_the_sft_reason_is_grounded_in_the_summaries(summaries, verdict, reason)
 
 
 def test_the_origins_reviewer_reason_becomes_the_reason_to_learn():
-    from stage_a.records import from_origin
+    from qc_core.records import from_origin
     from stage_b.dataset import sft_row
     record = from_origin({"group_id": "QC-A-20250101-1", "mission": M, "label": "fail", "images": ["a.jpg"],
                           "per_image": {"图片_1": "接地排×1"}, "gt_fail_reason_text": "接地线未接地"})

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.jsonl import JsonlAppender, iter_jsonl
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.jsonl import JsonlAppender, iter_jsonl
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from stage_b import evaluate, generate, judge
 from stage_b.dataset import build_rows, stage_a_files
 from stage_b.run_record import build_run_record, write_run_record
@@ -79,7 +79,7 @@ def engine(monkeypatch):
 
 @pytest.fixture
 def model(tmp_path) -> Path:
-    """A checkpoint folder as stage_a.checkpoints.resolve_model checks it (config.json naming a Qwen-VL type);
+    """A checkpoint folder as qc_core.checkpoints.resolve_model checks it (config.json naming a Qwen-VL type);
     nothing loads it."""
     folder = tmp_path / "model"
     folder.mkdir()

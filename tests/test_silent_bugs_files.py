@@ -21,9 +21,9 @@ from PIL import Image
 from group_qc_dev.photos import jpeg
 from stage_a.convert import main as convert_main
 from stage_a.discovery import discover_mission, mission_folders
-from stage_a.jsonl import JsonlAppender, iter_jsonl
-from stage_a.missions import load_registry
-from stage_a.records import make_record, summaries_of
+from qc_core.jsonl import JsonlAppender, iter_jsonl
+from qc_core.missions import load_registry
+from qc_core.records import make_record, summaries_of
 from stage_b import evaluate, judge
 from stage_b.dataset import build_rows, load_records
 from stage_b.evaluate import predictions_from_rows

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from stage_a.jsonl import write_jsonl_atomic
+from qc_core.jsonl import write_jsonl_atomic
 from stage_b.calibration import reliability
 from stage_b.grounding import MAX_RANGE, asserted_defects, cited_photos, defect_terms
 from stage_b.operating_point import (OperatingPointError, build_operating_point, certified_fail_threshold,
@@ -241,7 +241,7 @@ def test_the_engine_changes_are_on_unless_asked_off(environ, bare):
 # --------------------------------------------------------------------------------------------------------------
 def one_group_page(tmp_path, name, sha, missions=(M,)):
     """A page of one work order (the same id in each of `missions`) made from a source of content `sha`."""
-    from review.cards import JUDGE_OUTCOMES
+    from stage_b.cards import JUDGE_OUTCOMES
     from review.page import render_review
     cards = [{"group_id": "QC-SAME", "mission": m, "outcome": "needs_review", "facts": [], "reason": None,
               "reply": None, "error": None, "images": [], "summaries": [], "tags": ["needs_review"],

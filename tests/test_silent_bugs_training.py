@@ -23,9 +23,9 @@ from types import SimpleNamespace
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.jsonl import JsonlAppender
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.jsonl import JsonlAppender
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from stage_b.verdict import FAIL, PASS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.checkpoints import resolve_model
+from qc_core.checkpoints import resolve_model
 from stage_a.engine import SwiftSummaryEngine
-from stage_a.jsonl import iter_jsonl, output_lock
-from stage_a.records import validate_record
+from qc_core.jsonl import iter_jsonl, output_lock
+from qc_core.records import validate_record
 from stage_a.runner import StageAOptions, run_stage_a
 from group_qc_dev.photos import broken, jpeg
 
@@ -92,7 +92,7 @@ def test_parallel_and_serial_photo_preparation_give_the_same_file(tiny_qwen2_5_v
     discovery order, with the same summaries as with one preparation thread."""
     import stage_a.runner as runner
     from stage_a.discovery import discover_mission, mission_folders
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
 
     files = {}
     for workers in (4, 1):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.jsonl import JsonlAppender, LockedError, OutputError, iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.jsonl import JsonlAppender, LockedError, OutputError, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.outputs import MissionOutputs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,8 +149,8 @@ def _small_file_limit(limit):
 
 
 def test_a_full_disk_is_one_line_naming_the_file(tmp_path):
-    code = ("from stage_a.jsonl import JsonlAppender\n"
-            "from stage_a.exits import run_cli\n"
+    code = ("from qc_core.jsonl import JsonlAppender\n"
+            "from qc_core.exits import run_cli\n"
             "import sys\n"
             "def body():\n"
             f"    with JsonlAppender({str(tmp_path / 'out.jsonl')!r}) as out:\n"

@@ -41,7 +41,7 @@ def test_stage_a_hands_its_settings_to_the_vllm_engine(monkeypatch):
     """SwiftSummaryEngine(backend='vllm') asks build_swift_engine for exactly these settings (the call is caught
     before vLLM would be needed)."""
     import stage_a.engine as engine
-    from stage_a.checkpoints import ModelSpec
+    from qc_core.checkpoints import ModelSpec
     asked = {}
 
     def caught(spec, backend, batch_size, **kwargs):
@@ -59,7 +59,7 @@ def test_every_missions_prompt_fits_the_allowance_with_room_to_spare(tiny_qwen2_
     """The real Qwen tokenizer (the tiny model's) on each mission's Stage-A prompt, chat template included."""
     from transformers import AutoTokenizer
 
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_qwen2_5_vl))
     registry = load_registry()

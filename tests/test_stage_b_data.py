@@ -5,9 +5,9 @@ from dataclasses import replace
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.jsonl import JsonlAppender
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.jsonl import JsonlAppender
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from stage_b.dataset import DatasetError, balance_by_label, build_rows, load_records
 from stage_b.settings import Selection, SettingError, selection_from
 from stage_b.prompts import stage_b_messages

@@ -34,7 +34,7 @@ def NOTHING(package):      # can_import for a GPU box without them
 @pytest.fixture(scope="module")
 def stage_a_dir(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
     """Stage-A output for all four missions, written by the real runner and engine."""
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
     from stage_a.runner import StageAOptions, run_stage_a
     root = tmp_path_factory.mktemp("stage_b")
@@ -449,7 +449,7 @@ def _completion_logps(model_dir, padding_side, rows):
     from swift.model import get_model_processor
     from swift.template import get_template
 
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
 
     spec = resolve_model(str(model_dir))
     model, processor = get_model_processor(spec.path, model_type=spec.model_type, torch_dtype=torch.float32,
@@ -470,7 +470,7 @@ def _completion_logps(model_dir, padding_side, rows):
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
 def test_left_padding_keeps_log_probs_and_cuts_logits_to_the_completions(arch, tiny_model_factory):
     """configs/stage_b_grpo.yaml sets padding_side: left for speed; it must not change a single log-prob."""
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     from stage_b.prompts import stage_b_messages
 
     mission = load_registry().resolve("BBU接地线检查")

@@ -102,9 +102,9 @@ def test_engine_calls_stop_where_bare_ms_swift_stops(tiny_qwen2_5_vl):
     word taken from the model's own replies: the same texts and finish reasons, shorter than without the stop."""
     from PIL import Image
 
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
 
     engine = SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size=4, max_new_tokens=12)

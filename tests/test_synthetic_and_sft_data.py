@@ -3,7 +3,7 @@ import json
 from collections import Counter
 
 from stage_a.discovery import discover_mission, mission_folders
-from stage_a.missions import load_registry
+from qc_core.missions import load_registry
 from stage_a.prompts import stage_a_messages
 from stage_b.prompts import VERDICT_REQUEST
 from stage_b.verdict import parse

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from stage_a.discovery import Group
-from stage_a.jsonl import write_jsonl_atomic
-from stage_a.missions import load_registry
-from stage_a.records import make_record
+from qc_core.jsonl import write_jsonl_atomic
+from qc_core.missions import load_registry
+from qc_core.records import make_record
 from stage_b import judge
 from tests.test_silent_bugs_commands import (A, B, engine, lines, model, write_stage_a,  # noqa: F401
                                              _no_group_qc_environment)

@@ -93,9 +93,9 @@ def test_stage_a_summaries_equal_bare_ms_swift_with_many_windows(tiny_qwen2_5_vl
     from PIL import Image
     from swift.infer_engine import InferRequest
 
-    from stage_a.checkpoints import resolve_model
+    from qc_core.checkpoints import resolve_model
     from stage_a.engine import SwiftSummaryEngine
-    from stage_a.missions import load_registry
+    from qc_core.missions import load_registry
     from stage_a.prompts import stage_a_messages
 
     engine = SwiftSummaryEngine(resolve_model(str(tiny_qwen2_5_vl)), batch_size=4, max_new_tokens=8,

@@ -10,14 +10,14 @@ from __future__ import annotations
 import base64
 import json
 
-from stage_a.jsonl import record_digest
-from stage_a.records import summaries_of
+from qc_core.jsonl import record_digest
+from qc_core.records import summaries_of
 from stage_b.grounding import ground
 from stage_b.operating_point import fmt_p
 from stage_b.routes import AUDIT, route_of_record
 from stage_b.verdict import FAIL, PASS, parse
 
-from .page import LABEL_TEXT
+from review.page import LABEL_TEXT
 
 
 EVALUATION_OUTCOMES = [("miss", "miss (不通过 judged 通过)"), ("overkill", "overkill (通过 judged 不通过)"),

@@ -3,7 +3,7 @@ the merger and every reader (Stage-B). Pure (stdlib only).
 
     {"group_id", "mission", "label", "images", "per_image": {"图片_1": ..., ...}, "model", "created_at"}
     optional: "adapters" (Stage-A LoRA), "input_dir" (the folder `images` are relative to; review pages find
-    the photos there), "model_fingerprint" (stage_a.checkpoints.stage_a_fingerprint of the model and adapters: a
+    the photos there), "model_fingerprint" (qc_core.checkpoints.stage_a_fingerprint of the model and adapters: a
     promise names the Stage-A model it was certified on by it)
 
 Writers (make_record, stage_a.convert) always write `model` and `created_at`; readers need only the fields a
@@ -17,9 +17,23 @@ third verdict, so Stage-B training and evaluation refuse such records (stage_b.d
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import PurePosixPath
 
-from .discovery import Group
+
+@dataclass(frozen=True)
+class Group:
+    """One work order's photo group as Stage-A found it (stage_a.discovery) and a record names it."""
+    group_id: str
+    mission: str          # canonical name
+    label: str | None     # "pass" | "fail"; None: unreviewed (discovered with --unlabeled)
+    images: tuple[str, ...]  # POSIX paths relative to input_dir, natural order
+
+    @property
+    def folder(self) -> str:
+        return str(PurePosixPath(self.images[0]).parent)
+
 
 IMAGE_KEY_PREFIX = "图片_"
 LABELS = ("pass", "fail", None)   # None: unreviewed

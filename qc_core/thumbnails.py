@@ -1,6 +1,6 @@
 """Smaller copies of photos, decoded as Stage-A decodes them: thumbnails for review pages (long side THUMB_SIZE
 px) and the copies photo-aware Stage-B feeds the model (stage_b.photos: within a pixel budget). Upright (EXIF),
-8-bit RGB, JPEG, made in parallel, reused on reruns. PIL only (decoding goes through stage_a.images.load_photo,
+8-bit RGB, JPEG, made in parallel, reused on reruns. PIL only (decoding goes through qc_core.images.load_photo,
 the same path Stage-A reads photos with).
 
 A copy's file name is a digest of the photo's resolved path, size and modification time and of the copy's size
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from stage_a.images import PhotoError, load_photo
+from qc_core.images import PhotoError, load_photo
 
 THUMB_SIZE = 320
 THUMB_QUALITY = 80

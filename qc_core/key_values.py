@@ -1,7 +1,7 @@
 """`key=value` arguments, the one way every launcher takes them: the bash launchers in scripts/ through
-`python -m stage_a.key_values`, and `python -m stage_b.launch` (run_grpo.sh) directly. Pure (stdlib only).
+`python -m qc_core.key_values`, and `python -m stage_b.launch` (run_grpo.sh) directly. Pure (stdlib only).
 
-    python -m stage_a.key_values "<known keys>" "<required keys>" key=value ...
+    python -m qc_core.key_values "<known keys>" "<required keys>" key=value ...
 
 prints one line per argument for the launcher to `eval`: `key=<shell-quoted value>`, so a value reaches the command
 as one argument, as typed (spaces, quotes, `$()`, globs: nothing is expanded). A known key may carry a type:
@@ -96,7 +96,7 @@ def shell_lines(tokens: list[str], spec: str, required: str = "") -> list[str]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2:
-        print('usage: python -m stage_a.key_values "<known keys>" "<required keys>" key=value ...', file=sys.stderr)
+        print('usage: python -m qc_core.key_values "<known keys>" "<required keys>" key=value ...', file=sys.stderr)
         return 2
 
     def body() -> int:
