@@ -123,7 +123,7 @@ def test_two_writers_of_one_thumbnail_never_share_a_temp_file(tmp_path, monkeypa
     from PIL import Image
 
     from group_qc_dev.photos import jpeg
-    from review import thumbnails
+    from qc_core import thumbnails
     jpeg(tmp_path / "in" / "p.jpg", size=(640, 480), color=(10, 120, 200))
     os.symlink(tmp_path / "in" / "p.jpg", tmp_path / "in" / "twin.jpg")
     both_saving = threading.Barrier(2, timeout=10)
