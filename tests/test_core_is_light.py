@@ -44,7 +44,8 @@ def test_every_module_is_placed_in_the_readme_layout_table(package):
     row = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
                if line.startswith(f"| `{package}/` |"))
     named = set(re.findall(r"`(\w+)`", row))
-    modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"}
+    modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in (REPO / package).glob("*/__init__.py")}   # a module that is a package
     assert modules - named == set(), f"{package} modules missing from the README's layout table"
     assert named - modules <= {"templates"}, f"the README names {package} modules that do not exist"
 

@@ -1,0 +1,88 @@
+"""Which groups an evaluation scores: a training run's split, or every group it did not train on (held out), with
+the weight each may carry in a promise (stage_b.routes) and what the promise rests on."""
+from __future__ import annotations
+
+from ..dataset import build_rows, load_records
+from ..operating_point import (
+    stage_a_identity,
+)
+from ..routes import evidence_weight, why_not_fair
+from ..run_record import run_selection, train_overlap
+from ..settings import Selection
+from .predictions import EvaluationError
+
+HELD_OUT = "held_out"   # --split: every group the training run did not train on
+
+def with_evidence(predictions: list[dict], records: list[dict]) -> list[dict]:
+    """Each prediction with its `evidence` (stage_b.routes): the weight its group may have in a promise's bound, from
+    the `review` record stage_b.decisions wrote on its labelled Stage-A record (none: the original labelled data)."""
+    reviews = {(r["mission"], r["group_id"]): r.get("review") for r in records}
+    out = []
+    for p in predictions:
+        review = reviews.get((p["mission"], p["group_id"]))
+        out.append({**p, "evidence": {"weight": evidence_weight(review), "why_not": why_not_fair(review),
+                                      "route": (review or {}).get("route")}})
+    return out
+
+def promise_basis(records: list[dict], scored: set) -> dict:
+    """{mission: {"models": the Stage-A identities of the scored groups' summaries, "evidence_through": the latest
+    reviewer decision among them (None: only originally labelled groups)}}: what a promise rests on."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if (r["mission"], r["group_id"]) not in scored:
+            continue
+        basis = out.setdefault(r["mission"], {"models": set(), "evidence_through": None})
+        basis["models"].add(stage_a_identity(r))
+        decided = (r.get("review") or {}).get("decided_at")
+        if decided and (basis["evidence_through"] is None or decided > basis["evidence_through"]):
+            basis["evidence_through"] = decided
+    return {m: {"models": sorted(b["models"]), "evidence_through": b["evidence_through"]} for m, b in out.items()}
+
+def _records_for(data: dict | None) -> list[dict]:
+    """The Stage-A records behind re-scored predictions, when metrics.json beside them names a selection whose
+    files are still there (for the review page's photos); none otherwise."""
+    if not data or not data.get("selection"):
+        return []
+    try:
+        return load_records(Selection.from_record(data["selection"], "metrics.json"))
+    except (ValueError, OSError):
+        return []
+
+def _check_operating_split(targets, split: str) -> None:
+    if targets and split not in ("val", HELD_OUT):
+        raise EvaluationError(f"--target_miss_rate picks thresholds on groups the model was not trained on, and these "
+                              f"are {split} groups: use --split val (the default) or held_out")
+
+def without_trained(rows: list[dict], trained: list[dict]) -> list[dict]:
+    """The rows whose group (its mission and id: one work order in two missions is two groups) is not trained on."""
+    keys = {(r["mission"], r["group_id"]) for r in trained}
+    return [r for r in rows if (r["mission"], r["group_id"]) not in keys]
+
+def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool,
+                  records: list[dict] | None = None):
+    """The rows to score and what metrics.json records about them; refuses groups the run trained on. `held_out`:
+    every group of the selection the run did not train on (its validation groups, and groups it never saw, such as
+    work orders reviewers labelled since: stage_b.decisions)."""
+    if split == HELD_OUT:
+        if not run:
+            raise EvaluationError("--split held_out means the groups a training run did not train on: give the run's "
+                                  "adapters (--adapters <run>/checkpoint-N), or use --split val or all")
+        rows, counts = build_rows(selection, "all", allow_empty=True, records=records)
+        trained = train_overlap(run, run_path, rows)
+        rows = without_trained(rows, trained)
+        counts = {m: {**c, "rows": sum(r["mission"] == m for r in rows)} for m, c in counts.items()}
+        print(f"held out from the training run: {len(rows)} groups ({len(trained)} it trained on left out)")
+    else:
+        rows, counts = build_rows(selection, split, allow_empty=True, records=records)
+    overlap = train_overlap(run, run_path, rows) if run else []
+    if overlap and not allow_overlap:
+        raise EvaluationError(
+            f"{len(overlap)} of the {len(rows)} groups of the {split} split were in the training run's train split "
+            f"(evaluation: {selection.describe_split()}; training: {run_selection(run, run_path).describe_split()}). "
+            f"Drop --val_ratio/--split_seed and unset GROUP_QC_VAL_RATIO/GROUP_QC_SPLIT_SEED to score the run's "
+            f"validation groups, or pass --allow_train_overlap to score them anyway (the report will say so)")
+    data = {"split": split, "split_settings": selection.describe_split(), "mode": selection.mode,
+            "mode_settings": selection.describe_mode(), "selection": selection.to_record(),
+            "run": str(run_path) if run_path else None, "train_overlap": len(overlap),
+            "groups": {m: c["rows"] for m, c in counts.items()}}
+    return rows, counts, data

@@ -1,0 +1,165 @@
+"""The output folder, written all at once: predictions.jsonl, metrics.json, report.md, the plots,
+operating_point.json and the review page."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from qc_core.jsonl import file_sha256, write_jsonl_atomic
+from review.page import REVIEW_DIR
+
+from ..calibration import calibration
+from ..certify import DEFAULT_CONFIDENCE
+from ..dataset import group_files
+from ..metrics import compute_metrics
+from ..operating_point import (
+    DEFAULT_REVIEW_SHARE,
+    build_operating_point,
+    curve,
+    points_of,
+)
+from .predictions import EvaluationError
+from .report import _ci, _pct, render_report
+
+OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
+           "operating_point.json", "review")
+
+def operating_curves(predictions: list[dict], missions: list[str]) -> dict | None:
+    """metrics.json's `operating_curve`: per mission and pooled, the curve and the (p_fail, expected) points it
+    comes from (so it can be recomputed); None when no prediction has a p_fail."""
+    by_mission = points_of(predictions)
+    if not by_mission:
+        return None
+    pooled = [pt for m in missions for pt in by_mission.get(m, [])]
+    return {"per_mission": {m: curve(by_mission.get(m, [])) for m in missions}, "overall": curve(pooled),
+            "points": {m: by_mission.get(m, []) for m in missions}, "overall_points": pooled,
+            "groups_without_p_fail": sum(p.get("p_fail") is None for p in predictions)}
+
+def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
+                  data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
+                  review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
+                  source: dict | None = None, confidence: float = DEFAULT_CONFIDENCE,
+                  overkill_targets: dict | None = None, stage_a: dict | None = None,
+                  family_wise: bool = False) -> dict:
+    """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
+    (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
+    "input_dirs", "all"}) the review page; `source` (re-scoring: the file and which tool wrote it) goes into
+    metrics.json. Everything is computed before the first file is written."""
+    metrics = compute_metrics(predictions, missions)
+    if source:
+        metrics["rescored"] = source
+    if data:
+        metrics["data"] = data   # which groups were scored, and why these
+    if checkpoints:
+        metrics["checkpoints"] = checkpoints   # which model made the predictions (operating points name it)
+    curves = operating_curves(predictions, list(metrics["per_mission"]))
+    if curves:
+        metrics["operating_curve"] = curves
+        metrics["calibration"] = calibration(points_of(predictions), list(metrics["per_mission"]))
+    op = None
+    if targets:
+        if not curves:
+            raise EvaluationError("--target_miss_rate needs p_fail in the predictions, and none has one")
+        op = build_operating_point(predictions, list(metrics["per_mission"]), targets, review_share=review_share,
+                                   model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
+                                   resolve=resolve, confidence=confidence, overkill_targets=overkill_targets,
+                                   stage_a=stage_a, family_wise=family_wise)
+        metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "family", "missions", "overall",
+                                                         "automation")}
+    if review is not None:
+        metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
+    if curves and curves["groups_without_p_fail"]:
+        print(f"note: {curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored): left out "
+              f"of the curve" + (" and the operating point" if op else "") + "; report.md lists them", file=sys.stderr)
+    # All or nothing: every file is written into a staging folder first and moved into place only when all are
+    # written (a full disk leaves the earlier set whole, and the error names the file).
+    staging = output_dir / f".evaluate-{os.getpid()}"
+    staging.mkdir(parents=True, exist_ok=True)
+    name = None
+    try:
+        name = "predictions.jsonl"
+        write_jsonl_atomic(staging / name, predictions)
+        name = "metrics.json"
+        (staging / name).write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
+        name = "report.md"
+        (staging / name).write_text(render_report(metrics, predictions, title), encoding="utf-8")
+        if curves:
+            from ..plot_operating import plot_curves, plot_reliability
+            name = "operating_curve.png"
+            plot_curves(curves, staging / name, "verdict 不通过 iff p_fail >= t", chosen=op and {
+                **op["missions"], "overall": op["overall"]})
+            name = "reliability.png"
+            plot_reliability(metrics["calibration"], staging / name, f"reliability of p_fail: {title}")
+        if op:
+            name = "operating_point.json"
+            (staging / name).write_text(json.dumps(op, ensure_ascii=False, indent=2), encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise EvaluationError(f"could not write {output_dir / name} ({exc.strerror or exc}); nothing of this "
+                              f"evaluation was written: free the space or fix the folder, then run it again") from None
+    for f in sorted(staging.iterdir()):
+        os.replace(f, output_dir / f.name)
+    staging.rmdir()
+    if review is not None:
+        write_review(output_dir, predictions, metrics, title, **review)
+    return metrics
+
+def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
+                 input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None) -> dict:
+    """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
+    `all` every other group) with their photos. Says on stderr when photos cannot be found."""
+    from review.page import render_review, report
+    from stage_b.cards import EVALUATION_OUTCOMES, evaluation_cards
+    rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
+             f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
+             m["invalid_verdicts"], _pct(m.get("reason_contradiction_rate")), _pct(m.get("citation_precision")),
+             _pct(m.get("citation_recall"))]
+            for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
+    confusion = [[name, *m["confusion"].values()] for name, m in metrics["per_mission"].items()]
+    tables = [{"title": "Per mission, the verdict line as the model wrote it (95% Wilson intervals; report.md's "
+                        "operating point scores p_fail against the thresholds instead)",
+               "columns": ["mission", "n", "accuracy", "miss rate (verdict line)", "overkill rate (verdict line)",
+                           "unparseable",
+                           "reason contradictions", "citation precision", "citation recall"], "rows": rows},
+              {"title": "Confusion (reviewer -> model)", "columns": ["mission", *next(iter(metrics["per_mission"].values()),
+                                                                                 {"confusion": {}})["confusion"]],
+               "rows": confusion}]
+    images = [{"title": title, "src": f"../{name}"} for name, title in (
+        ("operating_curve.png", "Miss rate against overkill rate over thresholds"),
+        ("reliability.png", "Reliability of p_fail (observed fail share against p_fail, ECE)"))
+        if (output_dir / name).exists()]
+    files = sorted({str(f) for f in (record_files or {}).values()})
+    sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
+    source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
+    cards = evaluation_cards(predictions, records, all, source_of)
+    result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
+                           input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
+                           sources=sources,
+                           intro=[f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
+                                  f"reason contradicts them or cites a photo whose summary shows no defect"
+                                  + (", then every other group." if all else "; --review_all adds every group."),
+                                  "Each photo is marked when the reason cites it and when its summary shows a defect."])
+    report(result)
+    return result
+
+def review_inputs(args, records: list[dict], input_dir: str | None = None, files=()) -> dict | None:
+    """What write_review needs: the Stage-A records by (mission, group id), the file each came from (a reviewer's
+    decision names it), and the photo folders (`input_dir`, the selection's: --input_dir or GROUP_QC_INPUT_DIR; else
+    nothing: a page shows photos only from folders the command names; the records' folders are named, not followed)."""
+    if args.no_review:
+        return None
+    named = [r.get("input_dir") for r in records]
+    input_dir = input_dir or args.input_dir
+    return {"records": {(r["mission"], r["group_id"]): r for r in records},
+            "input_dirs": [Path(input_dir)] if input_dir else [], "named_dirs": named,
+            "all": args.review_all, "record_files": group_files(files)}
+
+def prepare_output_dir(path: Path, overwrite: bool) -> None:
+    existing = [n for n in OUTPUTS if (path / n).exists()]
+    if existing and not overwrite:
+        raise EvaluationError(f"output folder {path} already holds {', '.join(existing)}; pass --overwrite "
+                              f"to replace them or choose another --output_dir")
+    path.mkdir(parents=True, exist_ok=True)
