@@ -5,9 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..grounding import guided_reply
-from ..operating_point import (
-    p_fail,
-)
+from ..operating_point import p_fail
 from ..verdict import FAIL, parse
 
 

@@ -15,12 +15,7 @@ from ..calibration import calibration
 from ..certify import DEFAULT_CONFIDENCE
 from ..dataset import group_files
 from ..metrics import compute_metrics
-from ..operating_point import (
-    DEFAULT_REVIEW_SHARE,
-    build_operating_point,
-    curve,
-    points_of,
-)
+from ..operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
 from .predictions import EvaluationError
 from .report import _ci, _pct, render_report
 

@@ -8,10 +8,7 @@ from qc_core.jsonl import JsonlError, iter_jsonl
 
 from ..dataset import row_mode
 from ..grounding import ground
-from ..operating_point import (
-    OperatingPointError,
-    check_rate,
-)
+from ..operating_point import OperatingPointError, check_rate
 from ..rewards import REWARDS
 from ..verdict import FAIL, PASS, parse
 
