@@ -38,10 +38,11 @@ from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output
 from qc_core.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
-from .grounding import REASON_CITATIONS, ground, guided_reply
+from .grounding import REASON_CITATIONS, ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
+from .model_replies import reply_starts
 from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
                               file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
                               verdict_at)
@@ -497,18 +498,6 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
         return rows, failed
 
 
-def reply_start(row: dict, verdict: str, guided: bool) -> tuple[str, bool]:
-    """(what the reply is made to start with, whether that is the whole reply): the verdict line, and with guided
-    citations the reason's start (stage_b.grounding.guided_reply)."""
-    if not guided:
-        return verdict + "\n", False
-    return guided_reply(verdict, row["summaries"], row["mission"], photos="images" in row)
-
-
-def reply_starts(rows: dict, p: dict, point: dict, guided: bool) -> dict:
-    """{i: reply_start} for each group: the reason is generated after the verdict line the mission's point gives for
-    its own p_fail (the verdict recorded), never after another threshold's."""
-    return {i: reply_start(rows[i], decide(p[i], point).verdict, guided) for i in rows}
 
 
 def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,

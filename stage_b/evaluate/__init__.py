@@ -18,8 +18,8 @@ Given an adapter from a GRPO run, the run's group_qc_run.json supplies the Stage
 split unless a flag or GROUP_QC_* variable says otherwise, and any group the run trained on is refused
 (--allow_train_overlap scores it anyway and the report says so).
 
-The package: `predictions` (scored and read back), `held_out` (which groups), `model_scores` (p_fail and guided
-reasons), `report` (report.md), `outputs` (the folder), `cli` (the command).
+The package: `predictions` (scored and read back), `held_out` (which groups), `report` (report.md), `outputs`
+(the folder), `cli` (the command); p_fail and guided reasons come from stage_b.model_replies, as the judge's do.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .held_out import (  # noqa: F401
     with_evidence,
     without_trained,
 )
-from .model_scores import guide_citations, verdict_probabilities  # noqa: F401
+from ..model_replies import guide_citations, verdict_probabilities  # noqa: F401
 from .outputs import (  # noqa: F401
     OUTPUTS,
     operating_curves,
