@@ -15,7 +15,7 @@ one Stage-A photo:
 
 The parameter counts come from the checkpoint's own architecture built on torch's meta device (no memory, no
 weights), so a real checkpoint and the random-weight preset of its size give the same numbers. For the 3B preset at
-768 visual tokens and 32 new tokens this is about 9.4 TFLOP per photo (README "On a GPU"): 4.3 in the tower, 4.9 in
+768 visual tokens and 32 new tokens this is about 9.4 TFLOP per photo (docs/gpu.md): 4.3 in the tower, 4.9 in
 the prefill, 0.2 in the decode steps.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""One prepared check of group-qc on a GPU: every number the README's "On a GPU" table holds, in one command.
+"""One prepared check of group-qc on a GPU: every number the docs/gpu.md's table holds, in one command.
 
     python -m group_qc_dev.gpu_check --out DIR [--preset qwen2_5_vl-3b]   # on one GPU, at most 11 minutes
     python -m group_qc_dev.gpu_check --out DIR --tiny                     # the same steps, tiny model, CPU

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--compiled_decode", default="off", choices=COMPILED_DECODE_CHOICES,
                      help="GPU only: a static KV cache, every batch padded to --batch_size and the decode step "
                           "compiled with this torch.compile backend, once before the first batch. Off by default: "
-                          "on an H200 it measured 0.90-0.96x of the eager step (README 'On a GPU')")
+                          "on an H200 it measured 0.90-0.96x of the eager step (docs/gpu.md)")
     run = p.add_argument_group("run control")
     run.add_argument("--num_shards", type=int, default=None,
                      help="split groups over N processes (default: $WORLD_SIZE or 1)")

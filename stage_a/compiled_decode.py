@@ -3,7 +3,7 @@ the decode step compiled (and on a GPU captured as a CUDA graph) once, before th
 torch and transformers).
 
 Why: on the H200 a decode step of the 3B model was ~2,020 eager torch ops, 20-39 ms of host dispatch against ~2 ms
-of weight reads (README "On a GPU"; docs/gpu/). A CUDA graph replays the whole step's kernels in one launch. It needs
+of weight reads (docs/gpu.md; docs/gpu/). A CUDA graph replays the whole step's kernels in one launch. It needs
 fixed shapes and fixed addresses, hence:
 
 - **one static cache**, sized once per run (`batch` rows x the longest prompt plus `max_new_tokens`, rounded up to

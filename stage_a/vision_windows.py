@@ -6,7 +6,7 @@ package: every CPU, and the GPU image we were lent), cuts the batch's patches at
 in its own call. Qwen2.5-VL attends within 8x8-patch windows in 28 of its 32 blocks: a photo of 768 visual tokens is
 48 windows, so a batch of 16 such photos costs 28 x 768 + 4 x 16 = 21,568 attention calls per forward, each a few
 kernel launches. On the H200 Stage-A spent 55-144 ms per photo outside the decode steps (batch 8 against 16,
-docs/gpu/h200_bench_stage_a.json; README "On a GPU"), where its FLOPs need ~10 ms at peak. Counted on the 3B
+docs/gpu/h200_bench_stage_a.json; docs/gpu.md), where its FLOPs need ~10 ms at peak. Counted on the 3B
 model's skeleton (group_qc_dev/count_ops.py): 1,348 attention calls and ~2,900 torch ops per photo in the tower, 37-54
 ms at the 13-19 us per op the H200's decode steps imply; with this module 190 ops per photo at batch 16, 69 at 64
 (measured on the H200: Stage-A 1.14-1.71x faster with this module than with a call per window at batch 16-128, and the

@@ -14,6 +14,15 @@ M = "BBU接地线检查"
 JUDGE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
+def doc_pages() -> list[Path]:
+    """The README and every page under docs/ it leads to: what the recipe and layout tests read."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def docs_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in doc_pages())
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Files and commands
 # ----------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import docs_text
+
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "transformers", "swift", "datasets")
 
@@ -16,7 +18,7 @@ HEAVY = ("torch", "transformers", "swift", "datasets")
 def core_modules() -> list[str]:
     """`qc_core.missions`, … from the README's layout rows: `| `stage_a/` | pure core (`missions`, …) …`."""
     out = []
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in docs_text().splitlines():
         row = re.match(r"\| `(qc_core|stage_[ab]|review)/` \| pure core \(([^)]*)\)", line)
         if row:
             out += [f"{row.group(1)}.{name}" for name in re.findall(r"`(\w+)`", row.group(2))]
@@ -41,7 +43,7 @@ def test_a_core_module_imports_nothing_heavy(module):
 def test_every_module_is_placed_in_the_readme_layout_table(package):
     """A new module must be classified (pure core, renderer, adapter or command) in the README's row for its
     package, or the core list could silently leave it out."""
-    row = next(line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    row = next(line for line in docs_text().splitlines()
                if line.startswith(f"| `{package}/` |"))
     named = set(re.findall(r"`(\w+)`", row))
     modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"} | {

@@ -98,7 +98,8 @@ def test_swift_args_carry_everything_swift_rlhf_needs_beside_the_model(tiny_qwen
 
 def _readme_line(start: str) -> str:
     """The README's one command starting with `start`, its backslash-continued lines joined."""
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    from tests.helpers import docs_text
+    lines = docs_text().splitlines()
     found = [i for i, line in enumerate(lines) if line.startswith(start)]
     assert len(found) == 1, f"the README should print exactly one command starting {start!r}"
     i, command = found[0], ""

@@ -1,4 +1,4 @@
-"""The README's recipes stay true: every `python -m <module> …` and `bash scripts/<launcher>.sh …` command in its
+"""The README's and its docs pages' recipes stay true: every `python -m <module> …` and `bash scripts/<launcher>.sh …` command in its
 bash blocks names a module or launcher that exists, and every flag or key=value setting it uses is one that command
 knows (read from the command's own --help). A recipe that drifted from the code fails here, not in a user's shell."""
 from __future__ import annotations
@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import doc_pages, docs_text
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def commands() -> list[tuple[str, str, str]]:
     """(kind, name, the rest of the command) for each documented command, continuation lines joined."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = docs_text()
     out = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -56,3 +58,15 @@ def test_each_documented_command_uses_only_what_it_knows(kind, name, rest):
     # whole words only: a misspelt --target_miss must not pass because --target_miss_rate is in the help
     unknown = sorted(u for u in used if not re.search(rf"(?<![\w-]){re.escape(u.rstrip('='))}(?![\w-])", text))
     assert not unknown, f"README: `{kind} {name}` uses {unknown}, which its --help does not name"
+
+
+def test_every_page_is_reached_from_the_readme_and_every_link_resolves():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200, "the README is the start; the rest lives in docs/"
+    assert {p.name for p in doc_pages()[1:]} <= set(re.findall(r"\(docs/([\w.]+\.md)\)", readme))
+    broken = []
+    for page in doc_pages():
+        for target in re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8")):
+            if not target.startswith(("http://", "https://")) and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert broken == []
