@@ -218,64 +218,23 @@ def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note:
 def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") -> tuple[dict | None, str | None]:
     """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any. `unnamed`: the
     reviewer of lines that name none (--reviewer); without it such a line is refused."""
-    if not isinstance(rec, dict):
-        return None, f"{where}: not a JSON object"
-    missing = [f for f in ("group_id", "mission", "decision", "source") if f not in rec]
-    if missing:
-        return None, f"{where}: missing {', '.join(missing)} (a review page's export has {', '.join(DECISION_FIELDS)})"
-    if rec["decision"] not in DECISIONS:
-        return None, f"{where}: decision {rec['decision']!r} is not one of {', '.join(DECISIONS)}"
-    for key in ("group_id", "reviewer", "note", "decided_at"):
-        if rec.get(key) is not None and not isinstance(rec[key], str):
-            return None, f"{where}: {key} must be text, got {rec[key]!r}"
-    if not rec["group_id"]:
-        return None, f"{where}: empty group_id"
-    problem = decided_at_problem(rec.get("decided_at"))
+    problem = _field_problem(rec)
     if problem:
         return None, f"{where}: {problem}"
-    reviewer = (rec.get("reviewer") or "").strip() or unnamed
-    if not reviewer:
-        return None, (f"{where}: no reviewer name: two nameless reviewers cannot be told apart (the later would "
-                      f"silently replace the other's decision); type your name in the page's reviewer field and "
-                      f"export again, or pass --reviewer NAME to name this file's unnamed lines")
-    if len(reviewer) > MAX_NAME or not reviewer.isprintable():
-        return None, (f"{where}: reviewer name {printable(reviewer[:MAX_NAME])!r} is not a name (control characters "
-                      f"or over {MAX_NAME} characters): type a plain name on the page and export again")
+    reviewer, problem = _reviewer(rec, unnamed)
+    if problem:
+        return None, f"{where}: {problem}"
     try:
         mission = registry.resolve(rec["mission"] if isinstance(rec["mission"], str) else "").name
     except MissionError as exc:
         return None, f"{where}: {exc}"
-    source = rec["source"]
-    if source is None:
-        return None, (f"{where}: the page named no source file for group {rec['group_id']} (a Stage-A error group, or "
-                      f"a page re-scored from predictions alone): it cannot become a label")
-    if (not isinstance(source, dict) or not isinstance(source.get("file"), str)
-            or not isinstance(source.get("sha256"), str)
-            or not all(isinstance(source.get(k), (str, type(None))) for k in ("relative", "line_sha256"))):
-        return None, f"{where}: source must be {{\"file\", \"sha256\"}} as the page exports it"
     history, problem = check_history(rec.get("history"))
     if problem:
         return None, f"{where}: history {problem}; export the decisions from the review page again"
-    path, facts = sources.locate(source, rec.get("page"))
-    if isinstance(facts, str):
-        return None, f"{where}: {facts}"
-    sha, groups = facts
-    record = groups.get((mission, rec["group_id"]))
-    seen = source.get("line_sha256")
-    if sha != source["sha256"] and seen is None:   # an export from before decisions named their group's line
-        return None, (f"{where}: {path} has changed since the review page was made (sha256 "
-                      f"{source['sha256'][:12]}… then, {sha[:12]}… now): render the page again (rerun the command "
-                      f"that wrote it), decide there, and export again")
-    if record is None:
-        return None, f"{where}: group {rec['group_id']} of {mission} is not in {path}"
-    if seen is not None and record_digest(record) != seen:
-        return None, (f"{where}: group {rec['group_id']} of {mission} has changed in {path} since the review page "
-                      f"was made (re-judged, or its Stage-A summaries redone): the decision was on what the page "
-                      f"showed then; render the page again, decide this group there, and export again")
-    problem = source_record_problem(record)
+    found, problem = _verified_source(rec, mission, sources)
     if problem:
-        return None, (f"{where}: the group's line in {source['file']} is neither a Stage-A record nor a verdict line "
-                      f"({problem}): a label can only come from the files a review page is made from")
+        return None, f"{where}: {problem}"
+    path, sha, record = found
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": reviewer,
@@ -286,6 +245,72 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
                 "source": {"file": str(path), "sha256": sha, "line_sha256": record_digest(record)},
                 "history": history}
     return {**decision, "record": record}, None
+
+
+def _field_problem(rec) -> str | None:
+    """Why a line is not a decision as a page exports it (fields, their types, the decision, the time), or None."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    missing = [f for f in ("group_id", "mission", "decision", "source") if f not in rec]
+    if missing:
+        return f"missing {', '.join(missing)} (a review page's export has {', '.join(DECISION_FIELDS)})"
+    if rec["decision"] not in DECISIONS:
+        return f"decision {rec['decision']!r} is not one of {', '.join(DECISIONS)}"
+    for key in ("group_id", "reviewer", "note", "decided_at"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return f"{key} must be text, got {rec[key]!r}"
+    if not rec["group_id"]:
+        return "empty group_id"
+    source = rec["source"]
+    if source is None:
+        return (f"the page named no source file for group {rec['group_id']} (a Stage-A error group, or a page "
+                f"re-scored from predictions alone): it cannot become a label")
+    if (not isinstance(source, dict) or not isinstance(source.get("file"), str)
+            or not isinstance(source.get("sha256"), str)
+            or not all(isinstance(source.get(k), (str, type(None))) for k in ("relative", "line_sha256"))):
+        return "source must be {\"file\", \"sha256\"} as the page exports it"
+    return decided_at_problem(rec.get("decided_at"))
+
+
+def _reviewer(rec: dict, unnamed: str) -> tuple[str, str | None]:
+    """(the reviewer's name, or the problem): the line's own, else --reviewer's; a plain printable name."""
+    reviewer = (rec.get("reviewer") or "").strip() or unnamed
+    if not reviewer:
+        return "", ("no reviewer name: two nameless reviewers cannot be told apart (the later would silently replace "
+                    "the other's decision); type your name in the page's reviewer field and export again, or pass "
+                    "--reviewer NAME to name this file's unnamed lines")
+    if len(reviewer) > MAX_NAME or not reviewer.isprintable():
+        return "", (f"reviewer name {printable(reviewer[:MAX_NAME])!r} is not a name (control characters or over "
+                    f"{MAX_NAME} characters): type a plain name on the page and export again")
+    return reviewer, None
+
+
+def _verified_source(rec: dict, mission: str, sources: _Sources) -> tuple[tuple | None, str | None]:
+    """((the source path, its sha256, the group's line), or the problem): the file found where the page was made or
+    relative to the page, and the group's line the one the reviewer saw (its digest), else the whole file unchanged
+    (an export from before decisions named their group's line)."""
+    source = rec["source"]
+    path, facts = sources.locate(source, rec.get("page"))
+    if isinstance(facts, str):
+        return None, facts
+    sha, groups = facts
+    record = groups.get((mission, rec["group_id"]))
+    seen = source.get("line_sha256")
+    if sha != source["sha256"] and seen is None:
+        return None, (f"{path} has changed since the review page was made (sha256 {source['sha256'][:12]}… then, "
+                      f"{sha[:12]}… now): render the page again (rerun the command that wrote it), decide there, and "
+                      f"export again")
+    if record is None:
+        return None, f"group {rec['group_id']} of {mission} is not in {path}"
+    if seen is not None and record_digest(record) != seen:
+        return None, (f"group {rec['group_id']} of {mission} has changed in {path} since the review page was made "
+                      f"(re-judged, or its Stage-A summaries redone): the decision was on what the page showed then; "
+                      f"render the page again, decide this group there, and export again")
+    problem = source_record_problem(record)
+    if problem:
+        return None, (f"the group's line in {source['file']} is neither a Stage-A record nor a verdict line "
+                      f"({problem}): a label can only come from the files a review page is made from")
+    return (path, sha, record), None
 
 
 def _identity(d: dict) -> tuple:
