@@ -112,12 +112,48 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
     `input_dirs`: the folders the command names (the only ones photos are shown from); `named_dirs`: the ones the
     records name, for the line that says where photos come from (page_photo_folders)."""
     input_dirs, photo_line = page_photo_folders(input_dirs, named_dirs)
-    intro = [photo_line, *intro]
     review = Path(out_dir) / REVIEW_DIR
     review.mkdir(parents=True, exist_ok=True)
     for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
         old.unlink()
-    input_dirs = [Path(d).resolve() for d in input_dirs]
+    photo_view, report, missing = _photo_views(cards, [Path(d).resolve() for d in input_dirs], review)
+    labels = dict(outcomes)
+    views = []
+    for n, card in enumerate(cards):
+        summaries = list(card.get("summaries") or [])
+        summaries += [""] * (len(card["images"]) - len(summaries))
+        views.append({**card, "anchor": f"card-{n + 1}", "outcome_label": labels.get(card["outcome"], card["outcome"]),
+                      "photos": [photo_view(rel, i, s, card) for i, (rel, s) in
+                                 enumerate(zip(card["images"], summaries), start=1)],
+                      "cited_missing": [k for k in card.get("cited", ()) if not 1 <= k <= len(card["images"])]})
+    pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
+    for number, page_cards in enumerate(pages, start=1):
+        for c in page_cards:
+            c["page"] = number
+            c["tags"] = list(c.get("tags") or [c["outcome"]])
+    # each source also relative to the review folder: an export from a moved or copied day folder still finds it
+    sources = [{**s, "relative": Path(os.path.relpath(s["file"], review.resolve())).as_posix()} for s in sources]
+    page_id = page_identity(sources, out_dir)
+    missions = sorted({c["mission"] for c in cards})
+    _write(review / "groups.js", "window.GROUP_QC_REVIEW = " + _script_json(
+        _index(page_id, title, sources, len(pages), outcomes, missions, views)) + ";\n")
+    _write(review / "review.js", (Path(__file__).parent / "templates" / "review.js").read_text(encoding="utf-8"))
+    template = _environment().get_template("review.html.j2")
+    written = []
+    for number, page_cards in enumerate(pages, start=1):
+        text = template.render(title=title, intro=[photo_line, *intro], tables=list(tables), images=list(images),
+                               page=_page_facts(number, len(pages), page_cards, len(views), per_page),
+                               cards=page_cards, missions=missions, page_id=page_id,
+                               outcomes=[{"key": k, "label": v} for k, v in outcomes])
+        written.append(review / _page_name(number))
+        _write(written[-1], text)
+    return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
+            "missing_photos": missing, "page_id": page_id, "no_folder": None if input_dirs else photo_line}
+
+
+def _photo_views(cards: list[dict], input_dirs: list[Path], review: Path):
+    """(photo_view(rel, index, summary, card) -> what a card shows of one photo, the thumbnail report, the photos not
+    shown): thumbnails made once for every photo inside the input folders; a photo outside them is refused."""
     photos = {rel: find_photo(rel, input_dirs) for card in cards for rel in card["images"]}
     refused = {rel: why for rel, path in photos.items() if (why := outside_why(rel, path, input_dirs))}
     thumbs, report = make_thumbnails([p for rel, p in photos.items() if rel not in refused], review / "thumbs")
@@ -132,53 +168,30 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
                 "thumb": quote(f"thumbs/{thumb.name}") if thumb.name else None,
                 "full": quote(Path(os.path.relpath(path, review)).as_posix()) if thumb.name else None,
                 "missing": thumb.error}
+    return photo_view, report, missing
 
-    labels = dict(outcomes)
-    views = []
-    for n, card in enumerate(cards):
-        summaries = list(card.get("summaries") or [])
-        summaries += [""] * (len(card["images"]) - len(summaries))
-        views.append({**card, "anchor": f"card-{n + 1}", "outcome_label": labels.get(card["outcome"], card["outcome"]),
-                      "photos": [photo_view(rel, i, s, card) for i, (rel, s) in
-                                 enumerate(zip(card["images"], summaries), start=1)],
-                      "cited_missing": [k for k in card.get("cited", ()) if not 1 <= k <= len(card["images"])]})
-    pages = [views[k:k + per_page] for k in range(0, len(views), per_page)] or [[]]
-    missions = sorted({c["mission"] for c in cards})
-    # each source also relative to the review folder: an export from a moved or copied day folder still finds it
-    sources = [{**s, "relative": Path(os.path.relpath(s["file"], review.resolve())).as_posix()} for s in sources]
-    page_id = page_identity(sources, out_dir)
-    for number, page_cards in enumerate(pages, start=1):
-        for c in page_cards:
-            c["page"] = number
-            c["tags"] = list(c.get("tags") or [c["outcome"]])
-    # the index every page reads: one row per group, in card order (filters, counts, decisions across pages)
-    index = {"page_id": page_id, "title": title, "sources": sources,
-             "pages": [_page_name(k) for k in range(1, len(pages) + 1)],
-             "outcomes": [{"key": k, "label": v} for k, v in outcomes], "missions": missions,
-             "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],
-                         "outcome": c["outcome"], "tags": c["tags"], "page": c["page"], "anchor": c["anchor"],
-                         "verdict": c.get("verdict"), "p_fail": c.get("p_fail"), "source": c.get("source"),
-                         "route": c.get("route"), "seen": c.get("seen"), "assigned": c.get("assigned_to") or []}
-                        for c in views]}
-    _write(review / "groups.js", "window.GROUP_QC_REVIEW = " + _script_json(index) + ";\n")
-    _write(review / "review.js", (Path(__file__).parent / "templates" / "review.js").read_text(encoding="utf-8"))
-    template = _environment().get_template("review.html.j2")
-    written = []
-    for number, page_cards in enumerate(pages, start=1):
-        first = (number - 1) * per_page + 1
-        note = (f"{len(views)} group cards in all; this page shows cards {first}-{first + len(page_cards) - 1}"
-                + (f" ({len(views) - len(page_cards)} more on the other pages)" if len(pages) > 1 else "")
-                if page_cards else "no group to show")
-        page = {"number": number, "note": note,
-                "links": [{"number": k, "href": _page_name(k), "current": k == number} for k in range(1, len(pages) + 1)]}
-        text = template.render(title=title, intro=list(intro), tables=list(tables), images=list(images), page=page,
-                               cards=page_cards, missions=missions, page_id=page_id,
-                               outcomes=[{"key": k, "label": v} for k, v in outcomes])
-        path = review / _page_name(number)
-        _write(path, text)
-        written.append(path)
-    return {"index": review / "index.html", "pages": written, "cards": len(views), "thumbs": report,
-            "missing_photos": missing, "page_id": page_id, "no_folder": None if input_dirs else photo_line}
+
+def _index(page_id: str, title: str, sources: list[dict], n_pages: int, outcomes, missions: list[str],
+           views: list[dict]) -> dict:
+    """The index every page reads: one row per group, in card order (filters, counts, decisions across pages)."""
+    return {"page_id": page_id, "title": title, "sources": sources,
+            "pages": [_page_name(k) for k in range(1, n_pages + 1)],
+            "outcomes": [{"key": k, "label": v} for k, v in outcomes], "missions": missions,
+            "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],
+                        "outcome": c["outcome"], "tags": c["tags"], "page": c["page"], "anchor": c["anchor"],
+                        "verdict": c.get("verdict"), "p_fail": c.get("p_fail"), "source": c.get("source"),
+                        "route": c.get("route"), "seen": c.get("seen"), "assigned": c.get("assigned_to") or []}
+                       for c in views]}
+
+
+def _page_facts(number: int, n_pages: int, page_cards: list[dict], n_cards: int, per_page: int) -> dict:
+    """The page's number, its note (which cards it shows of how many) and the links to every page."""
+    first = (number - 1) * per_page + 1
+    note = (f"{n_cards} group cards in all; this page shows cards {first}-{first + len(page_cards) - 1}"
+            + (f" ({n_cards - len(page_cards)} more on the other pages)" if n_pages > 1 else "")
+            if page_cards else "no group to show")
+    return {"number": number, "note": note,
+            "links": [{"number": k, "href": _page_name(k), "current": k == number} for k in range(1, n_pages + 1)]}
 
 
 def report(result: dict) -> None:
