@@ -100,8 +100,8 @@ step "2/10 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/phot
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml.
 step "3/10 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
-"$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/qc_core.jsonl" --defect_repeats 2
-STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/qc_core.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
+"$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
+STAGE_A_MODEL=$(sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" \
   "$STAGE_A_SFT_ROWS_PER_STEP")
 echo "  summary model: $STAGE_A_MODEL"
 
