@@ -91,7 +91,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
     from swift_plugins import qc_plugin  # noqa: F401 - registers the datasets and rewards
     from swift.rewards import ORM, orms
-    from stage_b.launch import build_command
+    from stage_b.launch import LaunchSettings, build_command
 
     class Constant(ORM):
         def __call__(self, completions, **kwargs):
@@ -119,8 +119,9 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
             marks["train_end"] = time.perf_counter()
     callbacks_map["bench_marks"] = Marks
 
-    env, argv, _ = build_command(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k=2, num_generations=4,
-                                 max_steps=steps, output_dir=str(out), val="0", images="1" if images else "0")
+    env, argv, _ = build_command(LaunchSettings(model, mission=M, stage_a_dir=str(stage_a_dir), lora_last_k="2",
+                                                num_generations=4, max_steps=steps, output_dir=str(out), val="0",
+                                                images="1" if images else "0"))
     os.environ.update(env)
     argv = argv[1:] + ["--max_completion_length", "16", "--dynamic_sample", "false", "--save_strategy", "no",
                        "--callbacks", "qc_lora_guard", "bench_marks", "--reward_funcs", *reward_funcs,

@@ -39,20 +39,21 @@ import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import yaml
 
 from qc_core.checkpoints import resolve_model
 from qc_core.exits import run_cli
-from qc_core.key_values import parse_key_values, words
+from qc_core.key_values import count, parse_key_values, words
 from qc_core.missions import is_all, load_registry
 
 from .dataset import build_rows
 from .lora import target_regex
 from .settings import (ENV_IMAGES, ENV_INPUT_DIR, ENV_LORA_LAST_K, ENV_MAX_PIXELS, ENV_SPLIT_SEED, ENV_STAGE_A_DIR,
-                       ENV_VAL_RATIO, parse_flag, parse_seed, selection_from)
+                       ENV_STAGE_A_FILES, ENV_VAL_RATIO, parse_flag, parse_seed, selection_from)
 from .training_signal import BEST_METRIC
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,6 +75,7 @@ SETTINGS = ("mission", "cuda", "nproc", "stage_a_dir", "val_ratio", "split_seed"
             "lora_last_k", "num_generations", "prompts_per_step", "max_steps", "val", "eval_steps", "deepspeed",
             "rollout", "vllm_server", "config", "dry_run", "extra", "model_type", "template", "images", "max_pixels",
             "input_dir")
+COUNT_SETTINGS = ("nproc", "num_generations", "prompts_per_step", "max_steps", "eval_steps")   # whole numbers >= 1
 ENV_SETTINGS = {"stage_a_dir": ENV_STAGE_A_DIR, "val_ratio": ENV_VAL_RATIO, "split_seed": ENV_SPLIT_SEED,
                 "lora_last_k": ENV_LORA_LAST_K, "images": ENV_IMAGES, "max_pixels": ENV_MAX_PIXELS,
                 "input_dir": ENV_INPUT_DIR}
@@ -118,137 +120,241 @@ def importable(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def build_command(model: str, mission: str = "all", cuda: str = "cpu", nproc: int | None = None,
-                  stage_a_dir: str | None = None, val_ratio: str | None = None, split_seed: str | None = None,
-                  output_dir: str | None = None, lora_last_k: int | None = None, num_generations: int | None = None,
-                  prompts_per_step: int | None = None, max_steps: int | None = None, val: str | None = None,
-                  eval_steps: int | None = None, val_groups: int | None = None, deepspeed: str | None = None,
-                  rollout: str | None = None, vllm_server: str | None = None,
-                  config: str | os.PathLike = DEFAULT_CONFIG, extra: list[str] | None = None,
-                  environ=None, model_type: str | None = None, template: str | None = None,
-                  images: str | None = None, max_pixels: str | None = None, input_dir: str | None = None,
-                  can_import: Callable[[str], bool] = importable) -> tuple[dict, list[str], list[str]]:
-    """(environment additions, argv after `swift`, notes). Raises ValueError on a bad setting.
-    `val_groups`: the validation split's size, to fit the evaluation batch to it. `can_import(name)` says whether
-    vllm / deepspeed are installed (on GPUs, a YAML default that needs a missing one is dropped with a note, and
-    a setting given here that needs one is refused)."""
-    environ = os.environ if environ is None else environ
-    registry = load_registry()
-    missions = registry.select(mission)  # unknown mission: error naming the known ones
-    selection = "all" if is_all(mission) else "/".join(m.name for m in missions)
-    yaml_env, args = read_config(config)
-    explicit = {ENV_SETTINGS[k]: str(v) for k, v in
-                dict(stage_a_dir=stage_a_dir, val_ratio=val_ratio, split_seed=split_seed, lora_last_k=lora_last_k,
-                     images=images, max_pixels=max_pixels, input_dir=input_dir).items()
-                if v is not None}
+@dataclass(frozen=True)
+class LaunchSettings:
+    """One GRPO launch's key=value settings (module doc), typed. None: not given here, so the YAML's value (or an
+    exported GROUP_QC_* variable) stands. Settings that contradict one another are refused on construction."""
+    model: str
+    mission: str = "all"
+    cuda: str = "cpu"
+    nproc: int | None = None
+    stage_a_dir: str | None = None
+    val_ratio: str | None = None
+    split_seed: str | None = None
+    output_dir: str | None = None
+    lora_last_k: str | None = None
+    num_generations: int | None = None
+    prompts_per_step: int | None = None
+    max_steps: int | None = None
+    val: str | None = None
+    eval_steps: int | None = None
+    deepspeed: str | None = None
+    rollout: str | None = None
+    vllm_server: str | None = None
+    config: str | os.PathLike = DEFAULT_CONFIG
+    extra: tuple[str, ...] = ()
+    model_type: str | None = None
+    template: str | None = None
+    images: str | None = None
+    max_pixels: str | None = None
+    input_dir: str | None = None
+    dry_run: bool = False
+
+    def __post_init__(self):
+        if self.deepspeed is not None and self.deepspeed not in DEEPSPEED:
+            raise ValueError(f"deepspeed={self.deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
+        if self.rollout and self.rollout not in ROLLOUTS:
+            raise ValueError(f"rollout={self.rollout!r}: use one of {', '.join(ROLLOUTS)}")
+        if self.vllm_server is not None and self.rollout != "server":
+            raise ValueError(f"vllm_server={self.vllm_server!r} is the address of a vLLM rollout server, used with "
+                             f"rollout=server only; drop it"
+                             f"{' (rollout=hf rolls out inside the trainer)' if self.rollout else ''}, or add "
+                             f"rollout=server")
+        if self.rollout == "server":
+            vllm_server_address(self.vllm_server)
+        if self.cuda == "cpu":
+            if self.rollout in ("colocate", "server"):
+                raise ValueError(f"rollout={self.rollout} runs vLLM, which needs GPUs; with cuda=cpu the trainer rolls "
+                                 f"out itself: drop rollout= (or use rollout=hf)")
+            if self.deepspeed and self.deepspeed != "none":
+                raise ValueError(f"deepspeed={self.deepspeed} needs GPUs; cuda=cpu trains without DeepSpeed: drop "
+                                 f"deepspeed= (or use deepspeed=none)")
+        elif self.nproc:
+            raise ValueError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
+
+    @classmethod
+    def from_tokens(cls, tokens: list[str]) -> "LaunchSettings":
+        """The settings of `key=value` arguments (run_grpo.sh, `python -m stage_b.launch`)."""
+        given = parse_key_values(tokens, SETTINGS, required=("model",))
+        typed: dict = {k: v for k, v in given.items() if k not in COUNT_SETTINGS + ("extra", "dry_run")}
+        typed.update({k: count(given[k], k) for k in COUNT_SETTINGS if given.get(k)})
+        return cls(**typed, extra=tuple(words(given.get("extra", ""), "extra")), dry_run=given.get("dry_run") == "1")
+
+    def selection_values(self) -> dict[str, str]:
+        """The GROUP_QC_* variables given here as key=value settings (they win over exported ones)."""
+        values = {env: str(getattr(self, key)) for key, env in ENV_SETTINGS.items() if getattr(self, key) is not None}
+        return values
+
+
+def vllm_server_address(address: str | None) -> tuple[str, int]:
+    """(host, port) of vllm_server= (default DEFAULT_VLLM_SERVER)."""
+    address = address or DEFAULT_VLLM_SERVER
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"vllm_server={address!r}: use HOST:PORT")
+    return host, int(port)
+
+
+class Launch(NamedTuple):
+    env: dict            # the variables the run gets on top of the caller's environment
+    argv: list[str]      # after `swift`
+    notes: list[str]     # what was dropped or overridden, one line each
+
+
+def launch_environment(settings: LaunchSettings, environ) -> tuple[dict, list[str]]:
+    """(variables, notes): the YAML's ENV, exported variables and key=value settings in that order of precedence
+    (run_environment), then the whole Stage-B selection as `Selection.to_env()` writes it, so the run reads exactly
+    the values checked here. A bad GROUP_QC_* value stops here, naming the variable."""
+    yaml_env, _ = read_config(settings.config)
+    explicit = settings.selection_values()
+    if settings.stage_a_dir is not None and environ.get(ENV_STAGE_A_FILES):
+        explicit[ENV_STAGE_A_FILES] = ""   # the folder given here is the input: exported files would win over it
     env, notes = run_environment(yaml_env, environ, explicit)
     merged = {**environ, **env}
-    selection_from(environ=merged)   # a bad GROUP_QC_* value stops here, naming the variable
+    env.update(selection_from(environ=merged).to_env())
     k = merged.get(ENV_LORA_LAST_K, "").strip()
-    k = parse_seed(k, ENV_LORA_LAST_K) if k else 4
-    env[ENV_LORA_LAST_K] = str(k)
+    env[ENV_LORA_LAST_K] = str(parse_seed(k, ENV_LORA_LAST_K) if k else 4)
+    return env, notes
+
+
+def uses_validation(settings: LaunchSettings, args: dict) -> bool:
+    """val= when given, else whether the YAML evaluates a validation split."""
+    return parse_flag(settings.val, "val") if settings.val is not None else "val_dataset" in args
+
+
+def build_command(settings: LaunchSettings, environ=None, val_groups: int | None = None,
+                  can_import: Callable[[str], bool] = importable) -> Launch:
+    """The run's variables, its `swift` argv and notes. Raises ValueError on a bad setting. `val_groups`: the
+    validation split's size, to fit the evaluation batch to it. `can_import(name)` says whether vllm / deepspeed are
+    installed (on GPUs, a YAML default that needs a missing one is dropped with a note, and a setting given here that
+    needs one is refused)."""
+    environ = os.environ if environ is None else environ
+    missions = load_registry().select(settings.mission)  # unknown mission: error naming the known ones
+    selection = "all" if is_all(settings.mission) else "/".join(m.name for m in missions)
+    env, notes = launch_environment(settings, environ)
+    _, args = read_config(settings.config)
+    use_val = uses_validation(settings, args)
+    args = model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection)
+    args = rollout_args(settings, training_args(settings, args))
+    args, device_env, processes, missing = device_args(settings, args, can_import)
+    args = validation_args(settings, args, use_val, selection, processes, val_groups)
+    argv = ["rlhf"]
+    for key, value in args.items():
+        argv.append(f"--{key}")
+        argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return Launch({**env, **device_env}, argv + list(settings.extra), notes + missing)
+
+
+def model_args(settings: LaunchSettings, args: dict, last_k: int, selection: str) -> dict:
+    """The model, its LoRA target (the last `last_k` blocks), the dataset and the plugin's absolute path."""
     # a clear error for a wrong path; model_type/template from config.json unless given (here or in the YAML)
-    spec = resolve_model(str(model), (), model_type or args.get("model_type"), template or args.get("template"))
-    args["model_type"], args["template"] = spec.model_type, spec.template   # a local Qwen2.5-VL matches two templates
-    args.update(model=str(model), target_regex=target_regex(model, k), dataset=f"group_qc_train:{selection}")
+    spec = resolve_model(str(settings.model), (), settings.model_type or args.get("model_type"),
+                         settings.template or args.get("template"))
+    args = {**args, "model_type": spec.model_type, "template": spec.template}  # a local Qwen2.5-VL matches two
+    args.update(model=str(settings.model), target_regex=target_regex(settings.model, last_k),
+                dataset=f"group_qc_train:{selection}")
     # the YAML names our plugin relative to the repository; the command may run from any folder (group-qc-grpo, or
     # run_grpo.sh, which runs in the caller's folder so that their relative paths are theirs)
     plugin = args.get("external_plugins")
     if isinstance(plugin, str) and not Path(plugin).is_absolute() and (REPO / plugin).is_file():
         args["external_plugins"] = str(REPO / plugin)
-    if output_dir:
-        args["output_dir"] = str(output_dir)
-    if num_generations:
-        args["num_generations"] = int(num_generations)
-    if max_steps:
-        args["max_steps"] = int(max_steps)
-    if deepspeed:
-        if deepspeed not in DEEPSPEED:
-            raise ValueError(f"deepspeed={deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
-        if deepspeed == "none":
-            args.pop("deepspeed", None)
-        else:
-            args["deepspeed"] = deepspeed
-    if rollout and rollout not in ROLLOUTS:
-        raise ValueError(f"rollout={rollout!r}: use one of {', '.join(ROLLOUTS)}")
-    if vllm_server is not None and rollout != "server":
-        raise ValueError(f"vllm_server={vllm_server!r} is the address of a vLLM rollout server, used with "
-                         f"rollout=server only; drop it{' (rollout=hf rolls out inside the trainer)' if rollout else ''}"
-                         f", or add rollout=server")
-    if rollout == "hf":
-        args = without_vllm(args)
-    elif rollout:
-        args.update(use_vllm=True, vllm_mode=rollout)
-        if rollout == "server":
-            address = vllm_server or DEFAULT_VLLM_SERVER
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"vllm_server={address!r}: use HOST:PORT")
-            for key in COLOCATE_ONLY:
-                args.pop(key, None)
-            args.update(vllm_server_host=host, vllm_server_port=int(port))
-    processes = 1
-    if cuda == "cpu":
-        if rollout in ("colocate", "server"):
-            raise ValueError(f"rollout={rollout} runs vLLM, which needs GPUs; with cuda=cpu the trainer rolls out "
-                             f"itself: drop rollout= (or use rollout=hf)")
-        if deepspeed and deepspeed != "none":
-            raise ValueError(f"deepspeed={deepspeed} needs GPUs; cuda=cpu trains without DeepSpeed: drop deepspeed= "
-                             f"(or use deepspeed=none)")
-        args = cpu_args(args, prompts_per_step)
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        processes = int(nproc or 1)
+    return args
+
+
+def training_args(settings: LaunchSettings, args: dict) -> dict:
+    """output_dir, num_generations, max_steps and deepspeed where given here."""
+    args = dict(args)
+    if settings.output_dir:
+        args["output_dir"] = str(settings.output_dir)
+    if settings.num_generations:
+        args["num_generations"] = int(settings.num_generations)
+    if settings.max_steps:
+        args["max_steps"] = int(settings.max_steps)
+    if settings.deepspeed == "none":
+        args.pop("deepspeed", None)
+    elif settings.deepspeed:
+        args["deepspeed"] = settings.deepspeed
+    return args
+
+
+def rollout_args(settings: LaunchSettings, args: dict) -> dict:
+    """rollout=hf drops every vLLM key; colocate or server asks vLLM for that mode (server: at vllm_server)."""
+    if settings.rollout == "hf":
+        return without_vllm(args)
+    if not settings.rollout:
+        return args
+    args = {**args, "use_vllm": True, "vllm_mode": settings.rollout}
+    if settings.rollout == "server":
+        host, port = vllm_server_address(settings.vllm_server)
+        args = {k: v for k, v in args.items() if k not in COLOCATE_ONLY}
+        args.update(vllm_server_host=host, vllm_server_port=port)
+    return args
+
+
+def device_args(settings: LaunchSettings, args: dict,
+                can_import: Callable[[str], bool]) -> tuple[dict, dict, int, list[str]]:
+    """(arguments, variables, processes, notes) for the devices in cuda=: CPU (fp32, no vLLM or DeepSpeed; nproc
+    processes with gloo) or GPUs (one process per id; a missing vLLM or DeepSpeed handled by gpu_packages)."""
+    if settings.cuda == "cpu":
+        args = cpu_args(args, settings.prompts_per_step)
+        processes = int(settings.nproc or 1)
+        env = {"CUDA_VISIBLE_DEVICES": ""}
         if processes > 1:  # accelerate runs data-parallel on CPU only when told so (use_cpu), with gloo
             args.update(use_cpu=True, ddp_backend="gloo")
             env["NPROC_PER_NODE"] = str(processes)
-    else:
-        if nproc:
-            raise ValueError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
-        if prompts_per_step:
-            args["per_device_train_batch_size"] = int(args.get("num_generations", 8)) * int(prompts_per_step)
-        args, missing = gpu_packages(args, rollout, deepspeed, can_import)
-        notes += missing
-        devices = [d for d in cuda.split(",") if d.strip()]
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
-        processes = len(devices)
-        if processes > 1:
-            env["NPROC_PER_NODE"] = str(processes)
-    use_val = parse_flag(val, "val") if val is not None else "val_dataset" in args
-    if use_val:
-        steps = int(eval_steps or args.get("eval_steps") or DEFAULT_EVAL_STEPS)
-        args.update(VAL_ARGS, val_dataset=f"group_qc_val:{selection}", eval_steps=steps, save_steps=steps)
-        batch = int(args.get("per_device_eval_batch_size") or args["per_device_train_batch_size"])
-        if val_groups is not None:  # ms-swift refuses an eval batch larger than the split
-            batch = max(1, min(batch, val_groups // processes))
-        args["per_device_eval_batch_size"] = batch
-    else:
-        for key in VAL_KEYS:
-            args.pop(key, None)
-    argv = ["rlhf"]
-    for key, value in args.items():
-        argv.append(f"--{key}")
-        argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
-    return env, argv + list(extra or []), notes
+        return args, env, processes, []
+    if settings.prompts_per_step:
+        args = {**args, "per_device_train_batch_size": int(args.get("num_generations", 8))
+                * int(settings.prompts_per_step)}
+    args, notes = gpu_packages(args, settings, can_import)
+    devices = [d for d in settings.cuda.split(",") if d.strip()]
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+    if len(devices) > 1:
+        env["NPROC_PER_NODE"] = str(len(devices))
+    return args, env, len(devices), notes
 
 
-def gpu_packages(args: dict, rollout: str | None, deepspeed: str | None,
+def validation_args(settings: LaunchSettings, args: dict, use_val: bool, selection: str, processes: int,
+                    val_groups: int | None) -> dict:
+    """val=1: evaluate group_qc_val every eval_steps (a checkpoint at each), the eval batch fitted to the split;
+    val=0: every validation key dropped."""
+    if not use_val:
+        return {k: v for k, v in args.items() if k not in VAL_KEYS}
+    steps = int(settings.eval_steps or args.get("eval_steps") or DEFAULT_EVAL_STEPS)
+    args = {**args, **VAL_ARGS, "val_dataset": f"group_qc_val:{selection}", "eval_steps": steps, "save_steps": steps}
+    batch = int(args.get("per_device_eval_batch_size") or args["per_device_train_batch_size"])
+    if val_groups is not None:  # ms-swift refuses an eval batch larger than the split
+        batch = max(1, min(batch, val_groups // processes))
+    args["per_device_eval_batch_size"] = batch
+    return args
+
+
+def refuse_missing_packages(settings: LaunchSettings, can_import: Callable[[str], bool] = importable) -> None:
+    """A setting given here that needs a package this machine lacks is refused, naming the package and the setting to
+    use instead (run before the data is read: it is the quicker answer)."""
+    if settings.cuda == "cpu":
+        return
+    if settings.rollout in ("colocate", "server") and not can_import("vllm"):
+        raise ValueError(f"rollout={settings.rollout} needs vLLM, which is not installed here: pip install vllm, or "
+                         f"use rollout=hf (rollouts by the trainer's own generate, no vLLM)")
+    if settings.deepspeed not in (None, "none") and not can_import("deepspeed"):
+        raise ValueError(f"deepspeed={settings.deepspeed} needs DeepSpeed, which is not installed here: pip install "
+                         f"deepspeed, or use deepspeed=none")
+
+
+def gpu_packages(args: dict, settings: LaunchSettings,
                  can_import: Callable[[str], bool]) -> tuple[dict, list[str]]:
     """(arguments, notes) for a GPU run on a machine that may lack vLLM or DeepSpeed. A YAML default that needs a
     missing package is dropped with a note naming the setting that says so explicitly; a setting given on the
-    command line is never changed: it is refused, naming the package and the setting to use instead."""
+    command line is never changed: it is refused (refuse_missing_packages)."""
+    refuse_missing_packages(settings, can_import)
     notes = []
     if args.get("use_vllm") and not can_import("vllm"):
-        if rollout:
-            raise ValueError(f"rollout={rollout} needs vLLM, which is not installed here: pip install vllm, or use "
-                             f"rollout=hf (rollouts by the trainer's own generate, no vLLM)")
         args = without_vllm(args)
         notes.append("vLLM is not installed: the YAML's vLLM colocate rollouts are dropped and the trainer rolls out "
                      "with its own generate (slower; same recipe otherwise). rollout=hf asks for this explicitly; "
                      "pip install vllm for the YAML's default")
     if args.get("deepspeed") and not can_import("deepspeed"):
-        if deepspeed:
-            raise ValueError(f"deepspeed={deepspeed} needs DeepSpeed, which is not installed here: pip install "
-                             f"deepspeed, or use deepspeed=none")
         notes.append(f"DeepSpeed is not installed: the YAML's deepspeed {args['deepspeed']} is dropped (with LoRA the "
                      f"optimizer state it shards is a few MB per GPU). deepspeed=none asks for this explicitly; "
                      f"pip install deepspeed for the YAML's default")
@@ -256,14 +362,15 @@ def gpu_packages(args: dict, rollout: str | None, deepspeed: str | None,
     return args, notes
 
 
-def check_data(env: dict, mission: str, use_val: bool, environ=None) -> int:
+def check_data(settings: LaunchSettings, environ=None) -> int:
     """Builds the rows the run will read, before any model loads: a missing folder, an unknown mission or an
     empty split fails here in seconds. Returns the number of validation groups."""
     environ = os.environ if environ is None else environ
-    selection = selection_from({"mission": mission}, environ={**environ, **env})
+    env, _ = launch_environment(settings, environ)
+    selection = selection_from({"mission": settings.mission}, environ={**environ, **env})
     build_rows(selection, "train")
     val_rows, _ = build_rows(selection, "val", allow_empty=True)
-    if use_val and not val_rows:
+    if uses_validation(settings, read_config(settings.config)[1]) and not val_rows:
         raise ValueError(f"val=1 evaluates the validation split during training, but it is empty "
                          f"({selection.describe_split()}): set val=0, or a val_ratio above 0")
     return len(val_rows)
@@ -316,10 +423,6 @@ def hf_config_text(config=DEFAULT_CONFIG) -> str:
     return variant_text("hf_config", config)
 
 
-def parse_settings(tokens: list[str]) -> dict:
-    return parse_key_values(tokens, SETTINGS, required=("model",))
-
-
 def swift_command() -> list[str]:
     """ms-swift's `swift` beside this Python (its virtual environment's), else this Python running ms-swift's CLI module
     (what the `swift` script runs). Seen on a GPU machine with ms-swift installed by `pip --target`: no `swift` script
@@ -341,27 +444,29 @@ def main(argv=None) -> int:
 
 
 def _launch(tokens: list[str]) -> int:
-    s = parse_settings(tokens)
-    dry_run = s.pop("dry_run", "0") == "1"
-    extra = words(s.pop("extra", ""), "extra")
-    env, swift_argv, notes = build_command(extra=extra, **s)
-    val_groups = check_data(env, s.get("mission", "all"), "--val_dataset" in swift_argv)
-    env, swift_argv, notes = build_command(extra=extra, val_groups=val_groups, **s)
+    settings = LaunchSettings.from_tokens(tokens)
+    refuse_missing_packages(settings)
+    env, swift_argv, notes = build_command(settings, val_groups=check_data(settings))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     swift_cmd = swift_command()
-    swift = shlex.join(swift_cmd)
-    if dry_run:
-        if s.get("rollout") == "server":
-            print(f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {swift} rollout --model "
-                  f"{shlex.quote(s['model'])} --external_plugins {shlex.quote(str(REPO / 'swift_plugins' / 'qc_plugin.py'))} --port "
-                  f"{s.get('vllm_server', DEFAULT_VLLM_SERVER).rpartition(':')[2]} --vllm_data_parallel_size <n>"
-                  + (" --vllm_enable_lora true" if "--vllm_enable_lora" in swift_argv else ""))
+    if settings.dry_run:
+        if settings.rollout == "server":
+            print(rollout_server_command(settings, swift_argv, shlex.join(swift_cmd)))
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join([*swift_cmd, *swift_argv]))
         return 0
     # key=value settings win over exported variables, which win over the YAML's ENV (run_environment).
     os.execvpe(swift_cmd[0], [*swift_cmd, *swift_argv], {**os.environ, **env})
     return 0  # not reached
+
+
+def rollout_server_command(settings: LaunchSettings, swift_argv: list[str], swift: str) -> str:
+    """The `swift rollout` command that rollout=server trains against (started first, on other GPUs)."""
+    plugin = shlex.quote(str(REPO / "swift_plugins" / "qc_plugin.py"))
+    port = vllm_server_address(settings.vllm_server)[1]
+    return (f"# first, on the rollout GPUs: CUDA_VISIBLE_DEVICES=<ids> {swift} rollout --model "
+            f"{shlex.quote(settings.model)} --external_plugins {plugin} --port {port} --vllm_data_parallel_size <n>"
+            + (" --vllm_enable_lora true" if "--vllm_enable_lora" in swift_argv else ""))
 
 
 if __name__ == "__main__":

@@ -67,13 +67,13 @@ def test_the_unknown_architecture_message_names_flags_each_command_has(command, 
 
 
 def test_run_grpo_takes_model_type_and_template(tmp_path):
-    from stage_b.launch import build_command, parse_settings
+    from stage_b.launch import LaunchSettings, build_command
     model = _checkpoint(tmp_path, RENAMED_VL)
-    settings = parse_settings([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl", "cuda=cpu"])
-    _, argv, _ = build_command(**settings, environ={})
+    settings = LaunchSettings.from_tokens([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl", "cuda=cpu"])
+    _, argv, _ = build_command(settings, environ={})
     assert argv[argv.index("--model_type") + 1] == "qwen2_5_vl" and argv[argv.index("--template") + 1] == "qwen2_5_vl"
     with pytest.raises(ValueError, match="--model_type and --template"):
-        build_command(model=model, cuda="cpu", environ={})
+        build_command(LaunchSettings(model=model, cuda="cpu"), environ={})
 
 
 @pytest.mark.parametrize("variant, file", [("cpu_config", "stage_b_grpo_cpu.yaml"), ("hf_config", "stage_b_grpo_hf.yaml")])

@@ -197,10 +197,10 @@ def test_judging_keeps_the_mode_its_operating_point_was_calibrated_in(monkeypatc
 
 
 def test_launcher_carries_the_mode_into_the_run_environment(tmp_path, tiny_qwen2_5_vl):
-    from stage_b.launch import build_command
-    env, argv, _ = build_command(str(tiny_qwen2_5_vl), stage_a_dir=str(tmp_path), images="1", max_pixels="50176",
-                                 input_dir=str(tmp_path / "p"), environ={})
+    from stage_b.launch import LaunchSettings, build_command
+    env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), stage_a_dir=str(tmp_path), images="1",
+                                                max_pixels="50176", input_dir=str(tmp_path / "p")), environ={})
     assert (env["GROUP_QC_STAGE_B_IMAGES"], env["GROUP_QC_STAGE_B_MAX_PIXELS"]) == ("1", "50176")
     assert env["GROUP_QC_INPUT_DIR"] == str(tmp_path / "p")
-    env, _, _ = build_command(str(tiny_qwen2_5_vl), stage_a_dir=str(tmp_path), environ={})
+    env, _, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), stage_a_dir=str(tmp_path)), environ={})
     assert env["GROUP_QC_STAGE_B_IMAGES"] == "0"   # the YAML's default: summaries only

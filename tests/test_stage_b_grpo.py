@@ -16,7 +16,7 @@ import pytest
 
 from stage_b.dataset import build_rows
 from stage_b.settings import Selection
-from stage_b.launch import build_command, importable
+from stage_b.launch import LaunchSettings, build_command, importable
 from stage_b.lora import layer_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,9 +96,9 @@ def _parse_with_ms_swift(argv):
 
 @pytest.mark.parametrize("cuda, nproc", [("cpu", None), ("cpu", "2"), ("0", None), ("0,1,2,3", None)])
 def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda, nproc):
-    env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda, nproc=nproc,
-                                 lora_last_k=3, num_generations=6, max_steps=5, val_groups=10, environ={},
-                                 can_import=EVERYTHING)   # a GPU node with vLLM and DeepSpeed
+    env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda,
+                                                nproc=nproc and int(nproc), lora_last_k=3, num_generations=6,
+                                                max_steps=5), val_groups=10, environ={}, can_import=EVERYTHING)   # a GPU node with vLLM and DeepSpeed
     assert argv[0] == "rlhf"
     ns = _parse_with_ms_swift(argv[1:])
     assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
@@ -139,7 +139,8 @@ def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2
     (dict(eval_steps=20), dict(eval_steps=20, save_steps=20)),
 ])
 def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expected):
-    _, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0,1,2,3", environ={}, can_import=EVERYTHING, **settings)
+    _, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0,1,2,3", **settings), environ={},
+                               can_import=EVERYTHING)
     ns = _parse_with_ms_swift(argv[1:])
     for key, value in expected.items():
         assert getattr(ns, key) == value, key
@@ -165,7 +166,7 @@ def test_scale_out_variants_parse_with_ms_swift(tiny_qwen2_5_vl, settings, expec
 ])
 def test_launcher_refuses_bad_settings(tiny_qwen2_5_vl, bad, message):
     with pytest.raises(ValueError, match=message):
-        build_command(str(tiny_qwen2_5_vl), environ={}, can_import=EVERYTHING, **bad)
+        build_command(LaunchSettings(str(tiny_qwen2_5_vl), **bad), environ={}, can_import=EVERYTHING)
 
 
 def _vllm_or_deepspeed_keys(argv):
@@ -177,8 +178,8 @@ def _vllm_or_deepspeed_keys(argv):
 def test_rollout_hf_deepspeed_none_drops_every_vllm_and_deepspeed_key(tiny_qwen2_5_vl, cuda):
     """The GPU-without-vLLM launch: what ms-swift refused on an H100 (`--use_vllm false` beside the YAML's
     vllm_mode) cannot happen, because no vLLM key is left; bf16 and the GPU batch stay."""
-    env, argv, notes = build_command(str(tiny_qwen2_5_vl), cuda=cuda, rollout="hf", deepspeed="none", environ={},
-                                     can_import=EVERYTHING)
+    env, argv, notes = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda=cuda, rollout="hf", deepspeed="none"),
+                                     environ={}, can_import=EVERYTHING)
     assert _vllm_or_deepspeed_keys(argv) == [] and notes == []
     ns = _parse_with_ms_swift(argv[1:])
     assert not ns.use_vllm and ns.vllm_mode is None and ns.deepspeed is None and ns.torch_dtype == "bfloat16"
@@ -194,15 +195,15 @@ def test_rollout_hf_deepspeed_none_drops_every_vllm_and_deepspeed_key(tiny_qwen2
 ])
 def test_a_setting_given_that_needs_a_missing_package_is_refused(tiny_qwen2_5_vl, settings, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=NOTHING, **settings)
+        build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0", **settings), environ={}, can_import=NOTHING)
 
 
 def test_the_yaml_defaults_that_need_a_missing_package_are_dropped_with_a_note(tiny_qwen2_5_vl):
     """Adapt, not refuse, for the YAML's defaults: the command that runs is the rollout=hf deepspeed=none one, and a
     note for each names the setting that asks for it explicitly."""
-    _, adapted, notes = build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=NOTHING)
-    _, explicit, none = build_command(str(tiny_qwen2_5_vl), cuda="0", rollout="hf", deepspeed="none", environ={},
-                                      can_import=NOTHING)
+    _, adapted, notes = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0"), environ={}, can_import=NOTHING)
+    _, explicit, none = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0", rollout="hf", deepspeed="none"),
+                                      environ={}, can_import=NOTHING)
     assert adapted == explicit and none == [] and _vllm_or_deepspeed_keys(adapted) == []
     assert len(notes) == 2
     assert notes[0].startswith("vLLM is not installed: the YAML's vLLM colocate rollouts are dropped") and \
@@ -210,7 +211,8 @@ def test_the_yaml_defaults_that_need_a_missing_package_are_dropped_with_a_note(t
     assert notes[1].startswith("DeepSpeed is not installed: the YAML's deepspeed zero2 is dropped") and \
         "deepspeed=none asks for this explicitly" in notes[1]
     # only what is missing is dropped
-    _, argv, notes = build_command(str(tiny_qwen2_5_vl), cuda="0", environ={}, can_import=lambda p: p == "vllm")
+    _, argv, notes = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0"), environ={},
+                                   can_import=lambda p: p == "vllm")
     assert "--use_vllm" in argv and "--deepspeed" not in argv and len(notes) == 1
 
 
@@ -224,8 +226,8 @@ def test_rollout_hf_passes_ms_swift_own_argument_checks(tiny_qwen2_5_vl, tmp_pat
         parser = HfArgumentParser([RLHFArguments])
 
     def parse(**settings):
-        env, argv, _ = build_command(str(tiny_qwen2_5_vl), cuda="0", val="0", output_dir=str(tmp_path), environ={},
-                                     can_import=EVERYTHING, **settings)
+        env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0", val="0", output_dir=str(tmp_path), **settings),
+                                     environ={}, can_import=EVERYTHING)
         return parser.parse_args_into_dataclasses(argv[1:] + ["--torch_dtype", "float32"])[0]
 
     with pytest.raises(ValueError, match="vllm_mode is not supported when use_vllm is false"):
@@ -262,20 +264,25 @@ def test_run_grpo_sh_on_a_gpu_box_without_vllm_or_deepspeed(tiny_qwen2_5_vl, sta
 
 @pytest.mark.parametrize("environ, explicit, expected, note", [
     # the YAML's ENV is a default: an exported variable wins, and the launcher says so
-    ({"GROUP_QC_VAL_RATIO": "0.5"}, {}, {"GROUP_QC_VAL_RATIO": None}, "GROUP_QC_VAL_RATIO=0.5 from your environment "
-                                                                     "overrides the YAML's 0.2"),
-    ({"GROUP_QC_STAGE_A_DIR": "/data/sa"}, {}, {"GROUP_QC_STAGE_A_DIR": None}, "overrides the YAML's output/stage_a"),
+    ({"GROUP_QC_VAL_RATIO": "0.5"}, {}, {"GROUP_QC_VAL_RATIO": "0.5"}, "GROUP_QC_VAL_RATIO=0.5 from your environment "
+                                                                      "overrides the YAML's 0.2"),
+    ({"GROUP_QC_STAGE_A_DIR": "/data/sa"}, {}, {"GROUP_QC_STAGE_A_DIR": "/data/sa"},
+     "overrides the YAML's output/stage_a"),
     # a key=value setting wins over both
     ({"GROUP_QC_SPLIT_SEED": "3"}, {"split_seed": "7"}, {"GROUP_QC_SPLIT_SEED": "7"},
      "GROUP_QC_SPLIT_SEED=7 from the command line overrides your environment's 3"),
     ({}, {"stage_a_dir": "/x"}, {"GROUP_QC_STAGE_A_DIR": "/x", "GROUP_QC_VAL_RATIO": "0.2"}, None),
     ({"GROUP_QC_LORA_LAST_K": "2"}, {}, {"GROUP_QC_LORA_LAST_K": "2"}, None),  # and it sizes the LoRA regex
+    # the folder given here is the input: exported files (which win over a folder at one level) do not
+    ({"GROUP_QC_STAGE_A_FILES": "/old/*.jsonl"}, {"stage_a_dir": "/x"},
+     {"GROUP_QC_STAGE_A_DIR": "/x", "GROUP_QC_STAGE_A_FILES": ""},
+     "GROUP_QC_STAGE_A_FILES= from the command line overrides your environment's /old/*.jsonl"),
 ])
 def test_exported_variables_win_over_the_yaml_and_settings_over_both(tiny_qwen2_5_vl, environ, explicit, expected,
                                                                      note):
-    env, argv, notes = build_command(str(tiny_qwen2_5_vl), environ=environ, **explicit)
+    env, argv, notes = build_command(LaunchSettings(str(tiny_qwen2_5_vl), **explicit), environ=environ)
     for key, value in expected.items():
-        assert env.get(key) == value, key   # None: not set by the launcher, so the exported value stands
+        assert env.get(key) == value, key   # the run gets every selection value as the launcher checked it
     if note:
         assert any(note in n for n in notes), notes
     if environ.get("GROUP_QC_LORA_LAST_K"):
@@ -290,7 +297,7 @@ def test_run_grpo_sh_keeps_an_exported_stage_a_dir_and_checks_data_before_the_mo
     env = {**os.environ, "PYTHON": sys.executable, "GROUP_QC_STAGE_A_DIR": str(stage_a_dir)}
     out = subprocess.run(base, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
-    assert f"GROUP_QC_STAGE_A_DIR={stage_a_dir}" not in out.stdout   # not re-set: the exported value stands
+    assert f"GROUP_QC_STAGE_A_DIR={stage_a_dir} " in out.stdout   # the exported value stands, and the command says so
     assert "GROUP_QC_STAGE_A_DIR=output/stage_a" not in out.stdout
     assert f"GROUP_QC_STAGE_A_DIR={stage_a_dir} from your environment overrides the YAML's output/stage_a" in out.stderr
     for setting, message in [(f"stage_a_dir={tmp_path / 'nope'}", "does not exist"),
@@ -432,9 +439,9 @@ def test_grpo_with_our_engine_changes_trains_exactly_as_ms_swift_alone(tiny_qwen
 
 @pytest.mark.slow
 def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
-    env, argv, _ = build_command(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
-                                 lora_last_k=2, num_generations=2, max_steps=1, output_dir=str(tmp_path / "o"),
-                                 val="0", environ={})
+    env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
+                                                lora_last_k=2, num_generations=2, max_steps=1,
+                                                output_dir=str(tmp_path / "o"), val="0"), environ={})
     env["GROUP_QC_LORA_LAST_K"] = "3"   # the K the user asked for never reached the regex
     result = _run_swift(env, argv + ["--max_completion_length", "4"])
     assert result.returncode != 0
