@@ -12,14 +12,15 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 
-from qc_core.checkpoints import add_model_type_args
 from qc_core.exits import run_cli
 
 from .dataset import build_rows
+from .engine_settings import EngineSettings, add_engine_args
 from .rewards import REWARDS
 from .run_record import selection_for
-from .settings import add_selection_args
+from .settings import add_selection_args, selection_flags
 
 ZERO_ADVANTAGE_WARN = 0.5
 
@@ -82,65 +83,82 @@ def advice(stats: dict, temperature: float, num_generations: int) -> list[str]:
     return tips
 
 
+@dataclass(frozen=True)
+class PreflightSettings:
+    """What `python -m stage_b.preflight` samples and how (built in `main` from its flags)."""
+    engine: EngineSettings
+    selection_flags: dict
+    split: str = "train"
+    groups: int = 16
+    num_generations: int = 8
+    temperature: float = 1.0
+    reward_weights: tuple[float, ...] = (1.0, 0.25, 0.25)
+    seed: int = 0
+    output_json: str | None = None
+
+    def __post_init__(self):
+        if self.groups < 1 or self.num_generations < 2:
+            raise ValueError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m stage_b.preflight", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="the GRPO starting checkpoint (local folder)")
-    p.add_argument("--adapters", nargs="*", default=[], help="LoRA adapter(s) on top of --model")
-    add_model_type_args(p)
+    add_engine_args(p, model_help="the GRPO starting checkpoint (local folder)", max_new_tokens=64)
     add_selection_args(p)
     p.add_argument("--split", default="train", choices=["train", "val", "all"])
     p.add_argument("--groups", type=int, default=16, help="groups per mission")
     p.add_argument("--num_generations", type=int, default=8, help="samples per group, as in training")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, as in training")
-    p.add_argument("--max_new_tokens", type=int, default=64)
-    p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--reward_weights", type=float, nargs=3, default=[1.0, 0.25, 0.25],
                    help="weights of qc_label qc_format qc_consistency, as in training")
-    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_json", help="also write the statistics here")
     args = p.parse_args(argv)
-    return run_cli(lambda: _preflight(args))
+
+    def settings() -> PreflightSettings:
+        return PreflightSettings(EngineSettings.from_args(args), selection_flags(args), args.split, args.groups,
+                                 args.num_generations, args.temperature, tuple(args.reward_weights), args.seed,
+                                 args.output_json)
+    return run_cli(lambda: preflight(settings()))
 
 
-def _preflight(args) -> int:
-    if args.groups < 1 or args.num_generations < 2:
-        raise ValueError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
-    selection, _, _, notes = selection_for(args, args.adapters)
+def preflight(settings: PreflightSettings) -> int:
+    selection, _, _, notes = selection_for(settings.selection_flags, settings.engine.adapters)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    rows, _ = build_rows(selection, args.split)
-    from .generate import VerdictEngine
-    engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
-                           model_type=args.model_type, template=args.template,
-                           batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                           temperature=args.temperature, seed=args.seed)
-    chosen = select_groups(rows, args.groups)
-    generated, failed = engine.generate(chosen, n=args.num_generations)
+    rows, _ = build_rows(selection, settings.split)
+    engine = settings.engine.engine(temperature=settings.temperature, seed=settings.seed)
+    chosen = select_groups(rows, settings.groups)
+    generated, failed = engine.generate(chosen, n=settings.num_generations)
     for why in failed.values():
         print(f"WARNING: left out: {why}", file=sys.stderr)
     kept = [i for i in range(len(chosen)) if i not in failed]
     chosen, generated = [chosen[i] for i in kept], [generated[i] for i in kept]
-    report = score(chosen, generated, args.reward_weights)
+    report = score(chosen, generated, list(settings.reward_weights))
+    print(f"\npreflight: {settings.engine.model} on {len(chosen)} groups x {settings.num_generations} samples "
+          f"(temperature {settings.temperature}); the model reads {selection.describe_mode()}")
+    print_report(report, settings)
+    if settings.output_json:
+        with open(settings.output_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, ensure_ascii=False, indent=2)
+    return 0
+
+
+def print_report(report: dict, settings: PreflightSettings) -> None:
+    """The reward table per mission, with a warning for each mission whose rewards give GRPO too little spread."""
     names = list(REWARDS)
-    print(f"\npreflight: {args.model} on {len(chosen)} groups x {args.num_generations} samples "
-          f"(temperature {args.temperature}); the model reads {selection.describe_mode()}")
     print(f"{'mission':<22} {'groups':>6} " + " ".join(f"{n:>14}" for n in names) +
           f" {'format':>7} {'accuracy':>8} {'zero-adv':>8}")
     warned = False
     for mission, s in report.items():
         print(f"{mission:<22} {s['groups']:>6} " + " ".join(f"{s['mean_' + n]:>14.3f}" for n in names) +
               f" {s['format_rate']:>7.2f} {s['accuracy']:>8.2f} {s['zero_advantage_share']:>8.2f}")
-        for tip in advice(s, args.temperature, args.num_generations):
+        for tip in advice(s, settings.temperature, settings.num_generations):
             warned = True
             print(f"  WARNING {mission}: {tip}")
     if not warned:
         print("OK: every mission has enough reward spread for GRPO to learn.")
-    if args.output_json:
-        with open(args.output_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, ensure_ascii=False, indent=2)
-    return 0
 
 
 if __name__ == "__main__":

@@ -247,6 +247,12 @@ def add_selection_args(parser: argparse.ArgumentParser, *, balance: bool = False
         parser.add_argument(s.flag, default=None, help=f"{s.help} (if unset: {', else '.join(fallbacks)})")
 
 
+def selection_flags(args: argparse.Namespace) -> dict:
+    """{flag dest: value or None} of the selection flags a command's parser has (add_selection_args): what its `main`
+    keeps of the namespace for `selection_from`."""
+    return {s.dest: getattr(args, s.dest, None) for s in SETTINGS}
+
+
 def selection_from(flags: Mapping | argparse.Namespace | None = None, environ: Mapping[str, str] | None = None,
                    base: Selection | None = None) -> Selection:
     """The selection from command-line flags (None = not given), the environment and a base (the run's

@@ -291,13 +291,10 @@ def test_a_page_shows_photos_only_from_the_folder_its_command_names(tmp_path, re
 
 
 def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
-    from types import SimpleNamespace
-
     from stage_b.evaluate import review_inputs
-    args = SimpleNamespace(no_review=False, input_dir=None, review_all=False)
     records = [{"group_id": "g", "mission": M, "input_dir": "/"}]
-    assert review_inputs(args, records)["input_dirs"] == [] and review_inputs(args, records)["named_dirs"] == ["/"]
-    assert review_inputs(args, records, "/photos")["input_dirs"] == [__import__("pathlib").Path("/photos")]
+    assert review_inputs(records)["input_dirs"] == [] and review_inputs(records)["named_dirs"] == ["/"]
+    assert review_inputs(records, "/photos")["input_dirs"] == [__import__("pathlib").Path("/photos")]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ The package: `predictions` (scored and read back), `held_out` (which groups), `r
 """
 from __future__ import annotations
 
-from .cli import _evaluate, _rescore_provenance, _resolver, main  # noqa: F401
+from .cli import EvaluateSettings, evaluate, main  # noqa: F401
 from .held_out import (  # noqa: F401
     HELD_OUT,
     _check_operating_split,

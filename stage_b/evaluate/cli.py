@@ -5,31 +5,78 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from qc_core.checkpoints import add_model_type_args
 from qc_core.exits import run_cli
 
 from ..certify import DEFAULT_CONFIDENCE, check_confidence
 from ..dataset import load_records, stage_a_files
-from ..grounding import REASON_CITATIONS
+from ..engine_settings import EngineSettings, add_engine_args
 from ..model_replies import guide_citations, verdict_probabilities
-from ..operating_point import (DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, checkpoint_identities, fmt_p,
-                               parse_targets)
+from ..operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, fmt_p, parse_targets
 from ..run_record import selection_for, stage_a_changes
-from ..settings import add_selection_args
+from ..settings import add_selection_args, selection_flags
 from .held_out import HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis, with_evidence
 from .outputs import prepare_output_dir, review_inputs, write_outputs
 from .predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
 from .report import _ci, _pct
 
 
+@dataclass(frozen=True)
+class EvaluateSettings:
+    """One evaluation, typed and checked (built in `main` from the flags)."""
+    engine: EngineSettings
+    selection_flags: dict
+    output_dir: Path
+    split: str = "val"
+    allow_train_overlap: bool = False
+    predictions: Path | None = None
+    overwrite: bool = False
+    targets: dict | None = None               # parse_targets of --target_miss_rate
+    overkill_targets: dict | None = None      # of --target_overkill_rate
+    confidence: float = DEFAULT_CONFIDENCE
+    family_wise: bool = False
+    review_share: float = DEFAULT_REVIEW_SHARE
+    review_page: bool = True
+    review_all: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "EvaluateSettings":
+        targets = parse_targets(args.target_miss_rate)
+        overkill_targets = parse_targets(args.target_overkill_rate, "--target_overkill_rate")
+        if overkill_targets and not targets:
+            raise EvaluationError("--target_overkill_rate sets the auto-fail side of an operating point: give "
+                                  "--target_miss_rate too")
+        return cls(EngineSettings.from_args(args), selection_flags(args), Path(args.output_dir), args.split,
+                   args.allow_train_overlap, Path(args.predictions) if args.predictions else None, args.overwrite,
+                   targets, overkill_targets, check_confidence(args.confidence), args.family_wise,
+                   check_rate(args.review_share, "--review_share"), not args.no_review, args.review_all)
+
+    def review(self, records: list[dict], input_dir: str | None, files=()) -> dict | None:
+        """What the review page needs (review_inputs), or None with --no_review."""
+        return review_inputs(records, input_dir, files, review_all=self.review_all) if self.review_page else None
+
+
+class Scored(NamedTuple):
+    """What an evaluation has before it writes: the predictions and where they come from."""
+    predictions: list[dict]
+    missions: list[str]           # the missions scored (empty: those the predictions name)
+    title: str
+    data: dict | None             # which groups (split, selection), as metrics.json records it
+    checkpoints: dict | None
+    source: dict | None           # a re-scored file: its path and format
+    stage_a: dict | None          # what the promise rests on (promise_basis)
+    review: dict | None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m stage_b.evaluate", description=sys.modules[__package__].__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="checkpoint folder (base or merged)")
-    p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
-    add_model_type_args(p)
+    add_engine_args(p, model_required=False, reason_citations=(
+        "guided (as the judge): a 不通过 reply's reason starts by citing every photo whose summary shows a defect; "
+        "free: the model cites (default %(default)s)"))
     add_selection_args(p)
     p.add_argument("--split", default="val", choices=["train", "val", "all", HELD_OUT],
                    help="which groups: the split's train or val side, all, or held_out (with a run's adapters: every "
@@ -40,9 +87,6 @@ def main(argv=None) -> int:
     p.add_argument("--predictions", help="re-score this predictions.jsonl; no model is loaded")
     p.add_argument("--output_dir", required=True)
     p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--max_new_tokens", type=int, default=96)
-    p.add_argument("--infer_backend", default="transformers", choices=["transformers", "vllm"])
     p.add_argument("--target_miss_rate", nargs="+", metavar="R|MISSION=R",
                    help="write operating_point.json: per mission the largest threshold on p_fail whose validation "
                         "miss rate is certified <= R at --confidence (one default R, plus MISSION=R overrides; a "
@@ -56,9 +100,6 @@ def main(argv=None) -> int:
     p.add_argument("--target_overkill_rate", nargs="+", metavar="O|MISSION=O",
                    help="also an auto-fail threshold per mission: the smallest whose overkill rate (good groups "
                         "auto-failed) is certified <= O; groups between the two thresholds go to review")
-    p.add_argument("--reason_citations", choices=REASON_CITATIONS, default="guided",
-                   help="guided (as the judge): a 不通过 reply's reason starts by citing every photo whose summary "
-                        "shows a defect; free: the model cites (default %(default)s)")
     p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
     p.add_argument("--review_all", action="store_true",
                    help="the review page shows every group, not only misses, overkills and unparseable replies")
@@ -66,7 +107,8 @@ def main(argv=None) -> int:
                    help="the judge's needs_review band around each threshold covers this share of the validation "
                         "errors")
     args = p.parse_args(argv)
-    return run_cli(lambda: _evaluate(args))
+    return run_cli(lambda: evaluate(EvaluateSettings.from_args(args)))
+
 
 def _resolver(registry):
     from qc_core.missions import MissionError
@@ -78,11 +120,12 @@ def _resolver(registry):
             raise OperatingPointError(f"--target_miss_rate: {exc}") from None
     return resolve
 
-def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | None]:
+
+def _rescore_provenance(settings: EvaluateSettings, beside: bool = True) -> tuple[dict | None, dict | None]:
     """(data, checkpoints) for re-scored predictions: --model/--adapters name the checkpoints (nothing is
     loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one (not for
     another tool's file: `beside` False)."""
-    beside = Path(args.predictions).with_name("metrics.json") if beside else None
+    beside = settings.predictions.with_name("metrics.json") if beside else None
     earlier = {}
     if beside and beside.is_file():
         try:
@@ -96,92 +139,107 @@ def _rescore_provenance(args, beside: bool = True) -> tuple[dict | None, dict | 
             raise EvaluationError(f"{beside} (beside the predictions) is not a metrics.json stage_b.evaluate wrote: "
                                   f"move it away and pass --model (and --adapters) as used for the predictions")
     checkpoints = earlier.get("checkpoints")
-    if args.model:
-        checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
+    if settings.engine.model:
+        checkpoints = settings.engine.checkpoints()
     return earlier.get("data"), checkpoints
 
-def _evaluate(args) -> int:
-    output_dir = Path(args.output_dir)
-    targets = parse_targets(args.target_miss_rate)
-    overkill_targets = parse_targets(args.target_overkill_rate, "--target_overkill_rate")
-    if overkill_targets and not targets:
-        raise EvaluationError("--target_overkill_rate sets the auto-fail side of an operating point: give "
-                              "--target_miss_rate too")
-    confidence = check_confidence(args.confidence)
-    review_share = check_rate(args.review_share, "--review_share")
+
+def evaluate(settings: EvaluateSettings) -> int:
     from qc_core.missions import load_registry
     resolve = _resolver(load_registry())
-    data = checkpoints = source = stage_a = None
-    if args.predictions:
-        predictions, written_by = read_prediction_file(Path(args.predictions))
-        source = {"file": str(args.predictions), "format": written_by}
-        print(f"re-scoring {len(predictions)} groups from {written_by} {args.predictions}")
-        data, checkpoints = _rescore_provenance(args, beside=written_by == OURS)
-        if targets and not checkpoints:
-            raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
-                                  f"{args.predictions}: pass --model (and --adapters) as used for it (nothing is loaded)")
-        if data is not None and not isinstance(data.get("split"), str):
-            raise EvaluationError(f"metrics.json beside {args.predictions} has no data.split (which groups the "
-                                  f"predictions are): it was not written by stage_b.evaluate, or was edited; move it "
-                                  f"away and pass --model (and --adapters) as used for the predictions")
-        _check_operating_split(targets, data["split"] if data else "val")
-        review = review_inputs(args, _records_for(data))
-        prepare_output_dir(output_dir, args.overwrite)
-        missions, title = [], f"re-scored {'' if written_by == OURS else written_by + ' '}{args.predictions}"
-    else:
-        if not args.model:
-            raise EvaluationError("--model is required (or --predictions to re-score)")
-        _check_operating_split(targets, args.split)
-        checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
-        from ..generate import VerdictEngine
-        # a model merged from a run's adapter (swift export --merge_lora: <run>/checkpoint-N-merged) obeys the run too
-        selection, run, run_path, notes = selection_for(args, args.adapters or [args.model])
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-        registry = load_registry()
-        records = load_records(selection, registry)   # read once: the rows to score, and the review page's photos
-        rows, counts, data = held_out_rows(selection, args.split, run, run_path, args.allow_train_overlap, records)
-        chosen = registry.select(selection.missions)
-        if run:
-            changed = stage_a_changes(run, stage_a_files(selection, chosen, registry))
-            if changed:
-                print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
-                      f"check counts every group the run's split puts in train", file=sys.stderr)
-        print(f"scoring {len(rows)} groups of the {args.split} split: {selection.describe_split()}"
-              + (f" (training run {run_path})" if run else ""))
-        missions = [m.name for m in chosen if m.name in counts]
-        review = review_inputs(args, records, selection.input_dir, stage_a_files(selection, chosen, registry))
-        prepare_output_dir(output_dir, args.overwrite)
-        engine = VerdictEngine(args.model, adapters=args.adapters, backend=args.infer_backend,
-                               model_type=args.model_type, template=args.template,
-                               batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
-        started = time.perf_counter()
-        generated, failed = engine.generate(rows) if rows else ([], {})
-        generating = time.perf_counter() - started
-        for why in failed.values():
-            print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
-        p_fails = verdict_probabilities(engine, rows)
-        scoring = time.perf_counter() - started - generating
-        if rows:
-            print(f"generation {generating:.1f}s, p_fail {scoring:.1f}s ({1000 * scoring / len(rows):.1f} ms per group, "
-                  f"{len(rows) / (generating + scoring):.2f} groups/s)")
-        completions = [c[0] if c else "" for c in generated]
-        if args.reason_citations == "guided":
-            completions = guide_citations(engine, rows, completions)
-        data["reason_citations"] = args.reason_citations
-        predictions = with_evidence(predictions_from_rows(rows, completions, failed, p_fails), records)
-        stage_a = promise_basis(records, {(r["mission"], r["group_id"]) for r in rows})
-        title = f"{args.model}" + (f" + {' '.join(args.adapters)}" if args.adapters else "") + f", {args.split} split"
-    if targets and stage_a is None:
-        stage_a = promise_basis(_records_for(data), {(p["mission"], p["group_id"]) for p in predictions}) or None
-    metrics = write_outputs(output_dir, predictions, missions, title, data, checkpoints, targets, review_share,
-                            resolve, review, source, confidence, overkill_targets, stage_a, args.family_wise)
-    left_out = {m: e["left_out"] for m, e in (metrics.get("operating_point") or {}).get("missions", {}).items()
-                if e.get("left_out")}
-    for mission, why in left_out.items():
-        print(f"note: {mission}: " + "; ".join(f"{n} {w}" for w, n in why.items())
-              + ": left out of the promise's bound (not a fair sample), kept as training labels", file=sys.stderr)
+    scored = rescored(settings) if settings.predictions else score(settings)
+    stage_a = scored.stage_a
+    if settings.targets and stage_a is None:
+        stage_a = promise_basis(_records_for(scored.data),
+                                {(p["mission"], p["group_id"]) for p in scored.predictions}) or None
+    metrics = write_outputs(settings.output_dir, scored.predictions, scored.missions, scored.title, scored.data,
+                            scored.checkpoints, settings.targets, settings.review_share, resolve, scored.review,
+                            scored.source, settings.confidence, settings.overkill_targets, stage_a,
+                            settings.family_wise)
+    print_summary(metrics, settings.output_dir)
+    return 0
+
+
+def rescored(settings: EvaluateSettings) -> Scored:
+    """A predictions file scored again (ours, `swift infer`'s or chat completions'): no model is loaded."""
+    path = settings.predictions
+    predictions, written_by = read_prediction_file(path)
+    print(f"re-scoring {len(predictions)} groups from {written_by} {path}")
+    data, checkpoints = _rescore_provenance(settings, beside=written_by == OURS)
+    if settings.targets and not checkpoints:
+        raise EvaluationError(f"an operating point names the model it is for, and nothing says which model wrote "
+                              f"{path}: pass --model (and --adapters) as used for it (nothing is loaded)")
+    if data is not None and not isinstance(data.get("split"), str):
+        raise EvaluationError(f"metrics.json beside {path} has no data.split (which groups the "
+                              f"predictions are): it was not written by stage_b.evaluate, or was edited; move it "
+                              f"away and pass --model (and --adapters) as used for the predictions")
+    _check_operating_split(settings.targets, data["split"] if data else "val")
+    review = settings.review(_records_for(data), settings.selection_flags.get("input_dir"))
+    prepare_output_dir(settings.output_dir, settings.overwrite)
+    title = f"re-scored {'' if written_by == OURS else written_by + ' '}{path}"
+    return Scored(predictions, [], title, data, checkpoints, {"file": str(path), "format": written_by}, None, review)
+
+
+def score(settings: EvaluateSettings) -> Scored:
+    """The split's groups scored by the model: held-out rows chosen (a run's training groups refused), replies and
+    p_fail generated, guided reasons as the judge writes them."""
+    from qc_core.missions import load_registry
+    if not settings.engine.model:
+        raise EvaluationError("--model is required (or --predictions to re-score)")
+    _check_operating_split(settings.targets, settings.split)
+    checkpoints = settings.engine.checkpoints()
+    # a model merged from a run's adapter (swift export --merge_lora: <run>/checkpoint-N-merged) obeys the run too
+    selection, run, run_path, notes = selection_for(settings.selection_flags,
+                                                    settings.engine.adapters or [settings.engine.model])
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    registry = load_registry()
+    records = load_records(selection, registry)   # read once: the rows to score, and the review page's photos
+    rows, counts, data = held_out_rows(selection, settings.split, run, run_path, settings.allow_train_overlap,
+                                       records)
+    chosen = registry.select(selection.missions)
+    files = stage_a_files(selection, chosen, registry)
+    if run and (changed := stage_a_changes(run, files)):
+        print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
+              f"check counts every group the run's split puts in train", file=sys.stderr)
+    print(f"scoring {len(rows)} groups of the {settings.split} split: {selection.describe_split()}"
+          + (f" (training run {run_path})" if run else ""))
+    review = settings.review(records, selection.input_dir, files)
+    prepare_output_dir(settings.output_dir, settings.overwrite)
+    predictions = model_predictions(settings.engine, rows)
+    data["reason_citations"] = settings.engine.reason_citations
+    return Scored(with_evidence(predictions, records), [m.name for m in chosen if m.name in counts],
+                  f"{settings.engine.describe()}, {settings.split} split", data, checkpoints, None,
+                  promise_basis(records, {(r["mission"], r["group_id"]) for r in rows}), review)
+
+
+def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list[dict]:
+    """Greedy replies and p_fail for each row (a row the model cannot take is kept, counted wrong), timed."""
+    engine = engine_settings.engine(temperature=0.0)
+    started = time.perf_counter()
+    generated, failed = engine.generate(rows) if rows else ([], {})
+    generating = time.perf_counter() - started
+    for why in failed.values():
+        print(f"warning: not judged, counted wrong: {why}", file=sys.stderr)
+    p_fails = verdict_probabilities(engine, rows)
+    scoring = time.perf_counter() - started - generating
+    if rows:
+        print(f"generation {generating:.1f}s, p_fail {scoring:.1f}s ({1000 * scoring / len(rows):.1f} ms per group, "
+              f"{len(rows) / (generating + scoring):.2f} groups/s)")
+    completions = [c[0] if c else "" for c in generated]
+    if engine_settings.guided:
+        completions = guide_citations(engine, rows, completions)
+    return predictions_from_rows(rows, completions, failed, p_fails)
+
+
+def print_summary(metrics: dict, output_dir: Path) -> None:
+    """The terminal's account: what was left out of each promise, each operating point, the automation, and the
+    verdict line's own figures."""
     op = metrics.get("operating_point")
+    for mission, e in (op or {}).get("missions", {}).items():
+        if e.get("left_out"):
+            print(f"note: {mission}: " + "; ".join(f"{n} {w}" for w, n in e["left_out"].items())
+                  + ": left out of the promise's bound (not a fair sample), kept as training labels", file=sys.stderr)
     for mission, e in (op or {}).get("missions", {}).items():
         print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}; at the threshold (p_fail "
                                                 f"against t, as the judge decides) miss {_pct(e['miss_rate'])} "
@@ -201,4 +259,3 @@ def _evaluate(args) -> int:
           f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']}; reasons: contradiction rate "
           f"{_pct(o.get('reason_contradiction_rate'))}, citation precision {_pct(o.get('citation_precision'))}, "
           f"recall {_pct(o.get('citation_recall'))} -> {output_dir}/report.md")
-    return 0

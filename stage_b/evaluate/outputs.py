@@ -140,17 +140,15 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     report(result)
     return result
 
-def review_inputs(args, records: list[dict], input_dir: str | None = None, files=()) -> dict | None:
+def review_inputs(records: list[dict], input_dir: str | None = None, files=(), *, review_all: bool = False) -> dict:
     """What write_review needs: the Stage-A records by (mission, group id), the file each came from (a reviewer's
-    decision names it), and the photo folders (`input_dir`, the selection's: --input_dir or GROUP_QC_INPUT_DIR; else
+    decision names it), and the photo folders (`input_dir`: the command's --input_dir or GROUP_QC_INPUT_DIR; else
     nothing: a page shows photos only from folders the command names; the records' folders are named, not followed)."""
-    if args.no_review:
-        return None
     named = [r.get("input_dir") for r in records]
-    input_dir = input_dir or args.input_dir
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
             "input_dirs": [Path(input_dir)] if input_dir else [], "named_dirs": named,
-            "all": args.review_all, "record_files": group_files(files)}
+            "all": review_all, "record_files": group_files(files)}
+
 
 def prepare_output_dir(path: Path, overwrite: bool) -> None:
     existing = [n for n in OUTPUTS if (path / n).exists()]
