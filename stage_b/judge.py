@@ -30,23 +30,25 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from qc_core.checkpoints import add_model_type_args
 from qc_core.exits import run_cli
 from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
-from .grounding import REASON_CITATIONS, ground
+from .engine_settings import EngineSettings, add_engine_args
+from .grounding import ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
 from .model_replies import reply_starts
-from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
+from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, decide,
                               file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
                               verdict_at)
-from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
+from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
 from .verdict import FAIL, parse
 
 # a resumed file must agree on these (a record that predates a key holds its default)
@@ -185,12 +187,47 @@ def check_resumable(path: Path, provenance: dict, mission: str, records: dict[st
     return {r["group_id"] for r in kept}, stale
 
 
+@dataclass(frozen=True)
+class JudgeSettings:
+    """One judging run, typed and checked (built in `main` from the flags)."""
+    engine: EngineSettings
+    selection_flags: dict
+    output_dir: Path
+    operating_point: str | None = None
+    threshold: float | None = None
+    allow_uncertified: bool = False
+    audit_share: float = DEFAULT_AUDIT_SHARE
+    audit_seed: int | None = None
+    reviewers: tuple[str, ...] = ()
+    overlap_share: float = 0.0
+    gold: tuple[str, ...] = ()
+    gold_share: float = 0.0
+    monitor: str | None = None
+    overwrite: bool = False
+    review_page: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "JudgeSettings":
+        engine = EngineSettings.from_args(args)
+        audit_share = check_audit_share(args.audit_share)
+        reviewers = tuple(check_reviewers(args.reviewers))
+        overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
+                                            DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, list(reviewers))
+        gold_share = check_gold_share(args.gold_share if args.gold_share is not None else
+                                      DEFAULT_GOLD_SHARE if args.gold else 0.0)
+        return cls(engine, selection_flags(args), Path(args.output_dir), args.operating_point, args.threshold,
+                   args.allow_uncertified, audit_share, args.audit_seed, reviewers, overlap_share, tuple(args.gold),
+                   gold_share, args.monitor, args.overwrite, not args.no_review)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stage_b.judge", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="checkpoint folder (base or merged)")
-    p.add_argument("--adapters", nargs="*", default=[], help="LoRA checkpoint(s), e.g. a GRPO checkpoint-N")
-    add_model_type_args(p)
+    # transformers only: p_fail is read from the model's logits in this process (vLLM keeps its model in its own
+    # engine; docs/judging_and_review.md)
+    add_engine_args(p, backend=False, reason_citations=(
+        "guided: after 不通过 the reason starts by citing every photo whose summary shows a defect; free: the model "
+        "cites (default %(default)s)"))
     add_selection_args(p, split=False)
     p.add_argument("--output_dir", required=True, help="where <mission>_verdicts.jsonl go")
     p.add_argument("--operating_point", help="operating_point.json from python -m stage_b.evaluate --target_miss_rate")
@@ -199,9 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow_uncertified", action="store_true",
                    help="decide groups of missions without a certified promise without review (every such record "
                         "says so); by default they all go to review")
-    p.add_argument("--reason_citations", choices=REASON_CITATIONS, default="guided",
-                   help="guided: after 不通过 the reason starts by citing every photo whose summary shows a defect; "
-                        "free: the model cites (default %(default)s)")
     p.add_argument("--audit_share", default=str(DEFAULT_AUDIT_SHARE),
                    help="share (0 to 1) of the groups decided without review drawn for a blind audit, per mission "
                         "(stage_b.routes; default %(default)s; 0: no audit, and stage_b.monitor then says the promises "
@@ -226,144 +260,181 @@ def build_parser() -> argparse.ArgumentParser:
                                      "promise it withdrew goes to review, saying why")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
-    p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--max_new_tokens", type=int, default=96)
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _judge(args), on_interrupt=f"interrupted: {RESUME}")
+    return run_cli(lambda: judge(JudgeSettings.from_args(args)), on_interrupt=f"interrupted: {RESUME}")
 
 
-def judging_selection(args, op: dict | None) -> Selection:
+def judging_selection(settings: JudgeSettings, op: dict | None) -> Selection:
     """What to judge and how the model reads it. The mode (summaries, or summaries and photos, and the photos' pixel
     budget) defaults to the one the operating point was calibrated in; asking for another is refused: its thresholds
     are on p_fail as the model gives it in that mode, and mean nothing in the other."""
     recorded = ((op or {}).get("data") or {}).get("selection") or {}
     calibrated = Selection.from_record({k: recorded[k] for k in MODE_FIELDS if k in recorded},
-                                       f"the operating point {args.operating_point}")
-    selection = selection_from(args, base=calibrated)
+                                       f"the operating point {settings.operating_point}")
+    selection = selection_from(settings.selection_flags, base=calibrated)
     if op is not None and recorded and (selection.images, selection.images and selection.max_pixels) != \
             (calibrated.images, calibrated.images and calibrated.max_pixels):
-        raise JudgeError(f"the operating point {args.operating_point} was calibrated on {calibrated.describe_mode()}, "
-                         f"and this judge would read {selection.describe_mode()}: its thresholds do not carry over. "
-                         f"Drop the mode settings to judge as it was calibrated, or calibrate again in this mode "
-                         f"(python -m stage_b.evaluate --target_miss_rate R with the same settings)")
+        raise JudgeError(f"the operating point {settings.operating_point} was calibrated on "
+                         f"{calibrated.describe_mode()}, and this judge would read {selection.describe_mode()}: its "
+                         f"thresholds do not carry over. Drop the mode settings to judge as it was calibrated, or "
+                         f"calibrate again in this mode (python -m stage_b.evaluate --target_miss_rate R with the same "
+                         f"settings)")
     return selection
 
 
-def _thresholds(args, op: dict | None, missions: list[str], checkpoints: dict) -> tuple[dict, str | None]:
+def _thresholds(settings: JudgeSettings, op: dict | None, missions: list[str],
+                checkpoints: dict) -> tuple[dict, str | None]:
     """{mission: decision point} and the operating point file's digest."""
-    fallback = check_rate(args.threshold, "--threshold") if args.threshold is not None else None
+    fallback = check_rate(settings.threshold, "--threshold") if settings.threshold is not None else None
     if op is not None:
-        points = thresholds_for(op, args.operating_point, missions, model=checkpoints["model"],
+        points = thresholds_for(op, settings.operating_point, missions, model=checkpoints["model"],
                                 adapters=checkpoints["adapters"], fallback=fallback)
-        return points, file_digest(args.operating_point)
+        return points, file_digest(settings.operating_point)
     if fallback is None:
         raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from python -m "
                                   "stage_b.evaluate --target_miss_rate R) or --threshold T")
     return {m: manual_point(fallback) for m in missions}, None
 
 
-def _judge(args) -> int:
-    from qc_core.missions import load_registry
+class JudgingDay(NamedTuple):
+    """Everything a judging run decides before the model loads."""
+    registry: object
+    selection: Selection
+    by_mission: dict          # {mission: [Stage-A record]} (gold groups mixed in)
+    missions: list[str]
+    checkpoints: dict
+    points: dict              # {mission: decision point}
+    op_digest: str | None
+    withdrawn: dict           # {mission: why its promise is withdrawn}
+    seed: int
+    prompts: dict             # {group_key: the model's row}
+    unjudgeable: dict         # {group_key: why no row}
 
-    if args.batch_size < 1:
-        raise JudgeError(f"--batch_size {args.batch_size} is out of range: use 1 or more")
-    audit_share = check_audit_share(args.audit_share)
-    reviewers = check_reviewers(args.reviewers)
-    overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
-                                        DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, reviewers)
-    gold_share = check_gold_share(args.gold_share if args.gold_share is not None else
-                                  DEFAULT_GOLD_SHARE if args.gold else 0.0)
-    output_dir = Path(args.output_dir)
+
+def judge(settings: JudgeSettings) -> int:
+    day = prepare_day(settings)
+    settings.output_dir.mkdir(parents=True, exist_ok=True)
+    engine = LazyEngine(settings.engine)
+    judged = sum(judge_mission(settings, day, mission, engine) for mission in day.missions)
+    if judged:
+        print(f"judged {judged} groups in {time.perf_counter() - engine.started:.1f}s "
+              f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
+    print_automation(automation_of(settings.output_dir, day.missions))
+    for mission, why in day.withdrawn.items():
+        print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
+    if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
+        in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
+        write_review(settings.output_dir, in_folder,
+                     [Path(day.selection.input_dir)] if day.selection.input_dir else None)
+    return 0
+
+
+def prepare_day(settings: JudgeSettings) -> JudgingDay:
+    """The groups, thresholds, withdrawals and audit seed of this run, and each group's prompt, checked before the
+    model loads (a wrong path, an unusable operating point or no judgeable group fails in seconds)."""
+    from qc_core.missions import load_registry
     registry = load_registry()
-    gold = load_gold(args.gold, registry) if args.gold else {}
-    op = load_operating_point(args.operating_point) if args.operating_point else None
+    gold = load_gold(list(settings.gold), registry) if settings.gold else {}
+    op = load_operating_point(settings.operating_point) if settings.operating_point else None
     monitor = None
-    if args.monitor:
+    if settings.monitor:
         from .monitor import load_monitor
-        monitor = load_monitor(args.monitor)
-    selection = judging_selection(args, op)
-    records = load_records(selection, registry, require_label=False)
+        monitor = load_monitor(settings.monitor)
+    selection = judging_selection(settings, op)
     by_mission: dict[str, list[dict]] = {}
-    for record in records:
+    for record in load_records(selection, registry, require_label=False):
         by_mission.setdefault(record["mission"], []).append(record)
     missions = [m.name for m in registry.select(selection.missions) if m.name in by_mission]
     if not missions:
         raise JudgeError(f"no Stage-A group to judge for {selection.missions!r} in "
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
-    checkpoints = checkpoint_identities(args.model, args.adapters, args.model_type, args.template)
-    points, op_digest = _thresholds(args, op, missions, checkpoints)
-    withdrawn = mission_withdrawals(op, op_digest, monitor, args.monitor, by_mission, missions)
-    seed = args.audit_seed if args.audit_seed is not None else recorded_seed(output_dir, missions, args.overwrite)
+    checkpoints = settings.engine.checkpoints()
+    points, op_digest = _thresholds(settings, op, missions, checkpoints)
+    withdrawn = mission_withdrawals(op, op_digest, monitor, settings.monitor, by_mission, missions)
+    seed = settings.audit_seed if settings.audit_seed is not None else \
+        recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
-        for mission, extra in mix_in(gold, {m: by_mission[m] for m in missions}, gold_share, seed).items():
-            by_mission[mission] = by_mission[mission] + extra
-        elsewhere = {m: len(g) for m, g in gold.items() if m not in missions}
-        if elsewhere:
-            print("note: --gold holds groups of missions not judged today, not mixed in: "
-                  + ", ".join(f"{m} ({n})" for m, n in sorted(elsewhere.items())), file=sys.stderr)
-    rows, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
-    if not rows:   # before the model loads: nothing can be judged (photos in another folder, say)
+        mix_gold(gold, by_mission, missions, settings.gold_share, seed)
+    prompts, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
+    if not prompts:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    engine = None
-    total = started = 0.0
-    judged = 0
-    for mission in missions:
-        path = verdicts_path(output_dir, mission)
-        provenance = {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
-                      "fingerprints": {"model": checkpoints["model"]["fingerprint"],
-                                       "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
-                      "operating_point": op_digest, "threshold": points[mission]["threshold"], "mode": selection.mode,
-                      "allow_uncertified": args.allow_uncertified, "reason_citations": args.reason_citations,
-                      "audit_share": audit_share, "audit_seed": seed, "withdrawn": withdrawn.get(mission),
-                      "reviewers": reviewers or None, "overlap_share": overlap_share if reviewers else None,
-                      "gold_share": gold_share if gold else None}
-        with output_lock(path):
-            if args.overwrite:
-                path.unlink(missing_ok=True)
-            point = points[mission]
+    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn, seed,
+                      prompts, unjudgeable)
 
-            def recompute(record, line, point=point, provenance=provenance):
-                return verdict_record(record, line["p_fail"], point, line.get("reply") or "", provenance,
-                                      args.allow_uncertified)
-            done, stale = check_resumable(path, provenance, mission, {r["group_id"]: r for r in by_mission[mission]},
-                                          recompute)
-            todo = [r for r in by_mission[mission] if r["group_id"] not in done]
-            print(f"{mission}: {len(by_mission[mission])} groups, {len(done)} judged before, {len(todo)} to judge"
-                  + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
-                  + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}"
-                  + (f"; PROMISE WITHDRAWN: {withdrawn[mission]}: every group goes to review" if mission in withdrawn
-                     else ""))
-            write_jsonl_atomic(errors_path(output_dir, mission), [])   # failed groups are retried now
-            if not todo:
-                continue
-            if engine is None:
-                from .generate import VerdictEngine
-                # transformers only: p_fail is read from the model's logits in this process (vLLM keeps its
-                # model in its own engine; see the README)
-                engine = VerdictEngine(args.model, adapters=args.adapters, backend="transformers",
-                                       model_type=args.model_type, template=args.template,
-                                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, temperature=0.0)
-                started = time.perf_counter()
-            t0 = time.perf_counter()
-            judged += _judge_mission(engine, rows, unjudgeable, todo, points[mission], provenance, path,
-                                     errors_path(output_dir, mission), args.batch_size, args.allow_uncertified,
-                                     args.reason_citations == "guided")
-            total += time.perf_counter() - t0
-    if judged:
-        print(f"judged {judged} groups in {time.perf_counter() - started:.1f}s ({judged / total:.2f} groups/s) "
-              f"-> {output_dir}")
-    print_automation(automation_of(output_dir, missions))
-    for mission, why in withdrawn.items():
-        print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
-    if not args.no_review:   # the page is the folder's: every mission judged into it, by this call or another
-        in_folder = [m for m in registry.names if verdicts_path(output_dir, m).exists()]
-        write_review(output_dir, in_folder, [Path(selection.input_dir)] if selection.input_dir else None)
-    return 0
+
+def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int) -> None:
+    """Known-answer groups added to each judged mission's records; gold of a mission not judged today is named."""
+    for mission, extra in mix_in(gold, {m: by_mission[m] for m in missions}, share, seed).items():
+        by_mission[mission] = by_mission[mission] + extra
+    elsewhere = {m: len(g) for m, g in gold.items() if m not in missions}
+    if elsewhere:
+        print("note: --gold holds groups of missions not judged today, not mixed in: "
+              + ", ".join(f"{m} ({n})" for m, n in sorted(elsewhere.items())), file=sys.stderr)
+
+
+class LazyEngine:
+    """The verdict engine, loaded when the first mission has groups to judge (a resumed run with nothing left
+    loads no model); it keeps the time judging took."""
+
+    def __init__(self, settings: EngineSettings):
+        self.settings, self._engine, self.started, self.seconds = settings, None, 0.0, 0.0
+
+    def get(self):
+        if self._engine is None:
+            self._engine = self.settings.engine(temperature=0.0)
+            self.started = time.perf_counter()
+        return self._engine
+
+
+def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dict:
+    """What a verdict file's lines record about how they were made (a resume must agree: PROVENANCE)."""
+    checkpoints = day.checkpoints
+    return {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
+            "fingerprints": {"model": checkpoints["model"]["fingerprint"],
+                             "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
+            "operating_point": day.op_digest, "threshold": day.points[mission]["threshold"],
+            "mode": day.selection.mode, "allow_uncertified": settings.allow_uncertified,
+            "reason_citations": settings.engine.reason_citations, "audit_share": settings.audit_share,
+            "audit_seed": day.seed, "withdrawn": day.withdrawn.get(mission),
+            "reviewers": list(settings.reviewers) or None,
+            "overlap_share": settings.overlap_share if settings.reviewers else None,
+            "gold_share": settings.gold_share if settings.gold else None}
+
+
+def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine: LazyEngine) -> int:
+    """Judges the mission's groups its verdict file does not hold yet (a resume checks what it holds first);
+    returns how many were written."""
+    path, provenance, point = verdicts_path(settings.output_dir, mission), provenance_of(settings, day, mission), \
+        day.points[mission]
+    records = day.by_mission[mission]
+    with output_lock(path):
+        if settings.overwrite:
+            path.unlink(missing_ok=True)
+
+        def recompute(record, line):
+            return verdict_record(record, line["p_fail"], point, line.get("reply") or "", provenance,
+                                  settings.allow_uncertified)
+        done, stale = check_resumable(path, provenance, mission, {r["group_id"]: r for r in records}, recompute)
+        todo = [r for r in records if r["group_id"] not in done]
+        print(f"{mission}: {len(records)} groups, {len(done)} judged before, {len(todo)} to judge"
+              + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
+              + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}"
+              + (f"; PROMISE WITHDRAWN: {day.withdrawn[mission]}: every group goes to review"
+                 if mission in day.withdrawn else ""))
+        write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now
+        if not todo:
+            return 0
+        model = engine.get()
+        t0 = time.perf_counter()
+        written = _judge_mission(model, day.prompts, day.unjudgeable, todo, point, provenance, path,
+                                 errors_path(settings.output_dir, mission), settings.engine.batch_size,
+                                 settings.allow_uncertified, settings.engine.guided)
+        engine.seconds += time.perf_counter() - t0
+        return written
 
 
 def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int:

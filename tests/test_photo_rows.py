@@ -13,7 +13,7 @@ from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b.dataset import DatasetError, build_rows, row_mode
-from stage_b.judge import JudgeError, build_parser, judging_selection
+from stage_b.judge import JudgeError, JudgeSettings, build_parser, judging_selection
 from stage_b.settings import Selection, SettingError, selection_from
 from group_qc_dev.photos import broken, jpeg
 
@@ -169,8 +169,8 @@ def _op(images, max_pixels=200704):
 
 
 def _judge_args(*flags):
-    return build_parser().parse_args(["--model", "m", "--output_dir", "o", "--stage_a_dir", "/today",
-                                      "--operating_point", "op.json", *flags])
+    return JudgeSettings.from_args(build_parser().parse_args(["--model", "m", "--output_dir", "o", "--stage_a_dir",
+                                                              "/today", "--operating_point", "op.json", *flags]))
 
 
 @pytest.mark.parametrize("op, flags, environ, expected", [

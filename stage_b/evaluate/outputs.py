@@ -133,8 +133,8 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
                            input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
                            sources=sources,
-                           intro=[f"Misses first, then overkills, then unparseable replies, then correct verdicts whose "
-                                  f"reason contradicts them or cites a photo whose summary shows no defect"
+                           intro=["Misses first, then overkills, then unparseable replies, then correct verdicts whose "
+                                  "reason contradicts them or cites a photo whose summary shows no defect"
                                   + (", then every other group." if all else "; --review_all adds every group."),
                                   "Each photo is marked when the reason cites it and when its summary shows a defect."])
     report(result)
