@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from qc_core.checkpoints import add_model_type_args
+from qc_core.checkpoints import add_model_type_args, checkpoint_identities, file_digest, stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.records import summaries_of, utc_now
@@ -43,9 +43,9 @@ from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
 from .model_replies import reply_starts
-from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, checkpoint_identities, decide,
-                              file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
-                              verdict_at)
+from .numbers import fmt_p
+from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, decide, load_operating_point,
+                              manual_point, p_fail, thresholds_for, verdict_at)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_from
 from .verdict import FAIL, parse
 
@@ -389,7 +389,6 @@ def mission_withdrawals(op: dict | None, op_digest: str | None, monitor: dict | 
         basis = ((op or {}).get("missions", {}).get(mission) or {}).get("stage_a") or {}
         certified_on = set(basis.get("models") or [])
         if certified_on:
-            from .operating_point import stage_a_identity
             others = sorted({stage_a_identity(r) for r in by_mission[mission]} - certified_on)
             if others:
                 out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "

@@ -33,12 +33,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from qc_core.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
-
 from .bounds import in_range
 from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
                       upper_bound, upper_bound_weighted)
 from .metrics import wilson
+from .numbers import fmt_p, pct
 from .verdict import FAIL, PASS
 
 OPERATING_POINT_FORMAT = 2
@@ -194,20 +193,16 @@ def review_margin(points, threshold: float, share: float) -> float:
     return wrong[max(0, math.ceil(share * len(wrong)) - 1)] + P_FAIL_TIE   # the covered errors stay in under noise
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.3g}%"
-
-
 def promise_text(entry: dict) -> str:
     """The mission's miss-rate promise in one sentence (report.md, the judge's review_why). It names the groups it
     counts (`evidence`: validation, or held-out: validation and reviewed work orders)."""
     target, confidence = entry["target_miss_rate"], entry["confidence"]
     evidence = entry.get("evidence", "validation")
     if entry["certified"]:
-        return (f"miss rate <= {_pct(target)} with {_pct(confidence)} confidence ({entry['misses']} missed of "
-                f"{entry['n_fail']} defective {evidence} groups; upper bound {_pct(entry['miss_rate_upper'])})")
+        return (f"miss rate <= {pct(target)} with {pct(confidence)} confidence ({entry['misses']} missed of "
+                f"{entry['n_fail']} defective {evidence} groups; upper bound {pct(entry['miss_rate_upper'])})")
     needed = entry.get("fail_groups_needed")
-    return (f"cannot promise a miss rate <= {_pct(target)} with {_pct(confidence)} confidence: "
+    return (f"cannot promise a miss rate <= {pct(target)} with {pct(confidence)} confidence: "
             f"{entry['n_fail']} defective {evidence} group{'s' if entry['n_fail'] != 1 else ''}, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed"))
@@ -220,11 +215,11 @@ def overkill_promise_text(entry: dict) -> str | None:
         return None
     confidence, evidence = entry["confidence"], entry.get("evidence", "validation")
     if entry["overkill_certified"]:
-        return (f"overkill rate of auto-failed groups <= {_pct(target)} with {_pct(confidence)} confidence "
+        return (f"overkill rate of auto-failed groups <= {pct(target)} with {pct(confidence)} confidence "
                 f"({entry['auto_overkills']} of {entry['n_pass']} good {evidence} groups auto-failed; upper bound "
-                f"{_pct(entry['overkill_rate_upper'])})")
+                f"{pct(entry['overkill_rate_upper'])})")
     needed = entry.get("pass_groups_needed")
-    return (f"cannot promise an overkill rate <= {_pct(target)} with {_pct(confidence)} confidence "
+    return (f"cannot promise an overkill rate <= {pct(target)} with {pct(confidence)} confidence "
             f"({entry['n_pass']} good {evidence} groups, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed")
@@ -316,27 +311,6 @@ class Decision:
     @property
     def automatic(self) -> bool:
         return not self.why
-
-
-def fmt_p(x: float | None, other: float | None = None) -> str:
-    """A probability with 3 significant figures, or as many more as it takes to tell it from `other` (so a p_fail
-    and its threshold never print alike when the verdict depends on which is larger)."""
-    if x is None:
-        return "n/a"
-    digits = 3
-    while other is not None and x != other and digits < 17 and f"{x:.{digits}g}" == f"{other:.{digits}g}":
-        digits += 1
-    return f"{x:.{digits}g}"
-
-
-def fmt_distinct(values) -> list[str]:
-    """Each value as fmt_p writes it, with as many significant figures as it takes for different values to print
-    differently (two thresholds 1e-4 apart are never both "0.982" in one table row)."""
-    shown = [v for v in values if v is not None]
-    digits = 3
-    while digits < 17 and len({f"{v:.{digits}g}" for v in shown}) < len(set(shown)):
-        digits += 1
-    return ["n/a" if v is None else f"{v:.{digits}g}" for v in values]
 
 
 def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
@@ -505,33 +479,11 @@ def family_text(fam: dict) -> str:
     n = fam.get("certified_claims", fam["claims"])
     if not n:
         return "no promise is certified"
-    how = (f"each certified at {_pct(fam['per_claim_confidence'])} (--family_wise: the {fam['claims']} claims share "
-           f"{_pct(1 - (1 - fam['per_claim_confidence']) * fam['claims'])} by Bonferroni)" if fam["family_wise"] else
-           f"each at {_pct(fam['per_claim_confidence'])}")
+    how = (f"each certified at {pct(fam['per_claim_confidence'])} (--family_wise: the {fam['claims']} claims share "
+           f"{pct(1 - (1 - fam['per_claim_confidence']) * fam['claims'])} by Bonferroni)" if fam["family_wise"] else
+           f"each at {pct(fam['per_claim_confidence'])}")
     return (f"{n} certified promise{'s' if n != 1 else ''} ({how}) hold together with confidence at least "
-            f"{_pct(fam['certified_claims_hold_together'])} (Bonferroni)")
-
-
-def stage_a_identity(record: dict) -> str:
-    """What Stage-A model wrote a record's summaries: its fingerprint (qc_core.checkpoints.stage_a_fingerprint), or
-    for a record written before fingerprints its model path and adapters."""
-    if record.get("model_fingerprint"):
-        return str(record["model_fingerprint"])
-    adapters = record.get("adapters") or []
-    return "path:" + str(record.get("model")) + "".join(f"+{a}" for a in adapters)
-
-
-def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
-    """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
-    from qc_core.checkpoints import resolve_model
-    spec = resolve_model(model, tuple(adapters), model_type, template)
-    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
-
-
-def file_digest(path) -> str:
-    """sha256 of a file's bytes (judge records which operating point it used)."""
-    from qc_core.jsonl import file_sha256
-    return file_sha256(path)
+            f"{pct(fam['certified_claims_hold_together'])} (Bonferroni)")
 
 
 def _number_or_none(value, what: str) -> float | None:
@@ -624,7 +576,7 @@ def check_promise(entry: dict, where: str) -> None:
         if bound > target + 1e-12:
             raise OperatingPointError(
                 f"{where}: certified, but {misses} missed of {n_fail} defective groups bound the miss rate at "
-                f"{_pct(bound)} with {_pct(confidence)} confidence, above its target {_pct(target)} (at least "
+                f"{pct(bound)} with {pct(confidence)} confidence, above its target {pct(target)} (at least "
                 f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
                 f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
     if entry.get("overkill_certified"):

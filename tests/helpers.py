@@ -164,7 +164,7 @@ def certified_op(model, path, **entry):
     """An operating point for the tiny model that fails every group without review (t = 0, t_fail = 0): grounding still
     sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
     routes."""
-    from stage_b.operating_point import checkpoint_identities
+    from qc_core.checkpoints import checkpoint_identities
     point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
              "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
              "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},

@@ -403,6 +403,6 @@ def test_every_printed_figure_says_what_it_measures(split, groups):
 
 
 def test_two_thresholds_apart_never_print_alike():
-    from stage_b.operating_point import fmt_distinct
+    from stage_b.numbers import fmt_distinct
     assert fmt_distinct([0.98213, 0.98227]) == ["0.9821", "0.9823"]   # as many figures as it takes, no more
     assert fmt_distinct([0.5, 0.5, None]) == ["0.5", "0.5", "n/a"]

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from stage_b.judge import verdict_record
-from stage_b.operating_point import (P_FAIL_TIE, OperatingPointError, check_rate, curve, decide, fmt_p,
+from stage_b.numbers import fmt_p
+from stage_b.operating_point import (P_FAIL_TIE, OperatingPointError, check_rate, curve, decide,
                                      load_operating_point, manual_point, mission_point, p_fail, parse_targets,
                                      pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
 
