@@ -1,7 +1,9 @@
 """Which local checkpoint, with which ms-swift model_type and template: `resolve_model` checks a folder (and its
 LoRA adapters) before anything heavy happens, so a wrong path fails in a second with a message instead of after
 minutes of discovery or model loading. Pure (json/pathlib): the launchers and the LoRA regex use it without
-importing an engine (stage_a.engine builds those).
+importing an engine (stage_a.engine builds those). It also fingerprints what a command loads and reads
+(`checkpoint_identity`, `checkpoint_identities`, `stage_a_identity`, `file_digest`), so that an operating point or a
+verdict names the very checkpoints and files it was made with.
 """
 from __future__ import annotations
 
@@ -102,3 +104,24 @@ def stage_a_fingerprint(model: str, adapters=()) -> str | None:
     except OSError:
         return None
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
+    """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
+    spec = resolve_model(model, tuple(adapters), model_type, template)
+    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
+
+
+def stage_a_identity(record: dict) -> str:
+    """What Stage-A model wrote a record's summaries: its fingerprint (stage_a_fingerprint), or for a record written
+    before fingerprints its model path and adapters."""
+    if record.get("model_fingerprint"):
+        return str(record["model_fingerprint"])
+    adapters = record.get("adapters") or []
+    return "path:" + str(record.get("model")) + "".join(f"+{a}" for a in adapters)
+
+
+def file_digest(path) -> str:
+    """sha256 of a file's bytes (the judge records which operating point it used)."""
+    from qc_core.jsonl import file_sha256
+    return file_sha256(path)

@@ -13,7 +13,7 @@ import json
 from qc_core.jsonl import record_digest
 from qc_core.records import summaries_of
 from stage_b.grounding import ground
-from stage_b.operating_point import fmt_p
+from stage_b.numbers import fmt_p
 from stage_b.routes import AUDIT, route_of_record
 from stage_b.verdict import FAIL, PASS, parse
 

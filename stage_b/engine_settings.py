@@ -59,7 +59,7 @@ class EngineSettings:
 
     def checkpoints(self) -> dict:
         """{"model", "adapters"} identities of the checkpoints (qc_core.checkpoints); a wrong path fails here."""
-        from .operating_point import checkpoint_identities
+        from qc_core.checkpoints import checkpoint_identities
         return checkpoint_identities(self.model, self.adapters, self.model_type, self.template)
 
     def engine(self, temperature: float = 0.0, seed: int | None = None):

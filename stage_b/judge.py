@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from qc_core.checkpoints import file_digest, stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.records import summaries_of, utc_now
@@ -45,9 +46,9 @@ from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
 from .model_replies import reply_starts
-from .operating_point import (UNCALIBRATED_THRESHOLD, OperatingPointError, check_rate, decide,
-                              file_digest, fmt_p, load_operating_point, manual_point, p_fail, thresholds_for,
-                              verdict_at)
+from .numbers import fmt_p
+from .operating_point import (UNCALIBRATED_THRESHOLD, MissionPoint, OperatingPoint, OperatingPointError, check_rate,
+                              load_operating_point, manual_point, p_fail, thresholds_for, verdict_at)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
 from .verdict import FAIL, parse
 
@@ -72,12 +73,12 @@ def errors_path(output_dir: Path, mission: str) -> Path:
     return output_dir / f"{mission}_verdicts.errors.jsonl"
 
 
-def verdict_record(record: dict, p: float, point: dict, completion: str, provenance: dict,
+def verdict_record(record: dict, p: float, point: MissionPoint, completion: str, provenance: dict,
                    allow_uncertified: bool = False) -> dict:
     """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument. `point` is
     the mission's decision point (stage_b.operating_point.thresholds_for or manual_point); `provenance` carries the
     audit share and seed and the mission's withdrawal, if any (stage_b.routes decides the route)."""
-    decision = decide(p, point, allow_uncertified)
+    decision = point.decide(p, allow_uncertified)
     parsed = parse(completion)
     summaries = summaries_of(record)
     mission_why = ([f"promise withdrawn: {provenance['withdrawn']}"] if provenance.get("withdrawn") else []) \
@@ -95,13 +96,13 @@ def verdict_record(record: dict, p: float, point: dict, completion: str, provena
                          provenance.get("audit_seed") or 0, record["mission"], record["group_id"]) \
         if route["route"] in (REVIEW, AUDIT) else []
     reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
-    certified = bool(point.get("certified"))
-    promise = point.get("promise")
-    if not certified and allow_uncertified and point.get("threshold") is not None:
+    certified = point.certified
+    promise = point.promise
+    if not certified and allow_uncertified and point.threshold is not None:
         promise = f"NOT CERTIFIED, decided under --allow_uncertified: {promise}"
     return {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
-            "threshold": point.get("threshold"), "threshold_fail": point.get("threshold_fail", point.get("threshold")),
-            "review_margin": point.get("review_margin", 0.0), "certified": certified, "promise": promise,
+            "threshold": point.threshold, "threshold_fail": point.threshold_fail,
+            "review_margin": point.review_margin, "certified": certified, "promise": promise,
             "reason": reason, "needs_review": route["route"] == REVIEW, "review_why": route["why"],
             "route": route["route"], "review_scope": route["review_scope"],
             "audit_probability": route["audit_probability"], "assigned_to": assigned, "reply": completion,
@@ -268,11 +269,11 @@ def main(argv=None) -> int:
     return run_cli(lambda: judge(JudgeSettings.from_args(args)), on_interrupt=f"interrupted: {RESUME}")
 
 
-def judging_selection(settings: JudgeSettings, op: dict | None) -> Selection:
+def judging_selection(settings: JudgeSettings, op: OperatingPoint | None) -> Selection:
     """What to judge and how the model reads it. The mode (summaries, or summaries and photos, and the photos' pixel
     budget) defaults to the one the operating point was calibrated in; asking for another is refused: its thresholds
     are on p_fail as the model gives it in that mode, and mean nothing in the other."""
-    recorded = ((op or {}).get("data") or {}).get("selection") or {}
+    recorded = ((op.data if op is not None else None) or {}).get("selection") or {}
     calibrated = Selection.from_record({k: recorded[k] for k in MODE_FIELDS if k in recorded},
                                        f"the operating point {settings.operating_point}")
     selection = selection_from(settings.selection_flags, base=calibrated)
@@ -286,7 +287,7 @@ def judging_selection(settings: JudgeSettings, op: dict | None) -> Selection:
     return selection
 
 
-def _thresholds(settings: JudgeSettings, op: dict | None, missions: list[str],
+def _thresholds(settings: JudgeSettings, op: OperatingPoint | None, missions: list[str],
                 checkpoints: dict) -> tuple[dict, str | None]:
     """{mission: decision point} and the operating point file's digest."""
     fallback = check_rate(settings.threshold, "--threshold") if settings.threshold is not None else None
@@ -396,7 +397,7 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
     return {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
             "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                              "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
-            "operating_point": day.op_digest, "threshold": day.points[mission]["threshold"],
+            "operating_point": day.op_digest, "threshold": day.points[mission].threshold,
             "mode": day.selection.mode, "allow_uncertified": settings.allow_uncertified,
             "reason_citations": settings.engine.reason_citations, "audit_share": settings.audit_share,
             "audit_seed": day.seed, "withdrawn": day.withdrawn.get(mission),
@@ -422,7 +423,7 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
         todo = [r for r in records if r["group_id"] not in done]
         print(f"{mission}: {len(records)} groups, {len(done)} judged before, {len(todo)} to judge"
               + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
-              + f"; threshold {fmt_p(point['threshold'])} ({point['source']}); {point['promise']}"
+              + f"; threshold {fmt_p(point.threshold)} ({point.source}); {point.promise}"
               + (f"; PROMISE WITHDRAWN: {day.withdrawn[mission]}: every group goes to review"
                  if mission in day.withdrawn else ""))
         write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now
@@ -451,16 +452,16 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
     return secrets.randbelow(2 ** 31)
 
 
-def mission_withdrawals(op: dict | None, op_digest: str | None, monitor: dict | None, monitor_path,
+def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monitor: dict | None, monitor_path,
                         by_mission: dict[str, list[dict]], missions: list[str]) -> dict[str, str]:
     """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
     promise was certified on, or the monitor withdrew it (stage_b.monitor.withdrawals)."""
     out = {}
     for mission in missions:
-        basis = ((op or {}).get("missions", {}).get(mission) or {}).get("stage_a") or {}
+        entry = op.missions.get(mission) if op is not None else None
+        basis = (entry.stage_a if entry is not None else None) or {}
         certified_on = set(basis.get("models") or [])
         if certified_on:
-            from .operating_point import stage_a_identity
             others = sorted({stage_a_identity(r) for r in by_mission[mission]} - certified_on)
             if others:
                 out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "
@@ -571,7 +572,7 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
 
 
 
-def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: dict,
+def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: MissionPoint,
                    provenance: dict, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from .grounding import guided_reply
-from .operating_point import decide, p_fail
+from .operating_point import MissionPoint, p_fail
 from .verdict import FAIL, parse
 
 
@@ -33,10 +33,10 @@ def reply_start(row: dict, verdict: str, guided: bool) -> tuple[str, bool]:
     return guided_reply(verdict, row["summaries"], row["mission"], photos="images" in row)
 
 
-def reply_starts(rows: dict, p: dict, point: dict, guided: bool) -> dict:
+def reply_starts(rows: dict, p: dict, point: MissionPoint, guided: bool) -> dict:
     """{i: reply_start} for each group: the reason is generated after the verdict line the mission's point gives for
     its own p_fail (the verdict recorded), never after another threshold's."""
-    return {i: reply_start(rows[i], decide(p[i], point).verdict, guided) for i in rows}
+    return {i: reply_start(rows[i], point.decide(p[i]).verdict, guided) for i in rows}
 
 
 def guide_citations(engine, rows: list[dict], completions: list[str]) -> list[str]:

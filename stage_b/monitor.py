@@ -66,7 +66,7 @@ from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
 from qc_core.records import utc_now
 
 from .grounding import defect_photos
-from .operating_point import family_text, load_operating_point
+from .operating_point import MissionPoint, OperatingPoint, family_text, load_operating_point
 from .routes import AUDIT, REVIEW, route_of_record
 from .verdict import FAIL, PASS
 
@@ -344,17 +344,18 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str, prof
             "drift": drift([v["p_fail"] for v in verdicts], defect, profile, alpha)}
 
 
-def promised_escape(entry: dict | None) -> float | None:
+def promised_escape(entry: MissionPoint | None) -> float | None:
     """The promised escape rate: the validation bound of the escape rate of auto-passed groups, when the rule passed
     any validation group without review (otherwise there is no rate to hold live work to)."""
-    escape = (entry or {}).get("escape") or {}
+    escape = (entry.escape if entry is not None else None) or {}
     return escape.get("upper") if escape.get("auto_passed") else None
 
 
-def mission_monitor(mission: str, entry: dict | None, days: list[Day], labels: dict, delta: float,
+def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,
                     alpha: float) -> dict:
     """One mission's entry of monitor.json: the promise, each day with cumulative bounds, and the status."""
-    certified = bool((entry or {}).get("certified"))
+    certified = entry is not None and entry.certified
+    profile = entry.profile if entry is not None else None
     promise = promised_escape(entry)
     prior = prior_for(promise if promise is not None else 0.05)
     rows, k, n = [], 0, 0
@@ -362,7 +363,7 @@ def mission_monitor(mission: str, entry: dict | None, days: list[Day], labels: d
     withdrawn = None
     status, why = UNVERIFIED, "no day yet"
     for number, day in enumerate(days, start=1):
-        row = day_counts(day.name, day.verdicts.get(mission, []), labels, mission, (entry or {}).get("profile"), alpha)
+        row = day_counts(day.name, day.verdicts.get(mission, []), labels, mission, profile, alpha)
         k += row["escapes"]
         n += row["audited_auto_passed"]
         low, high = cs_bounds(k, n, prior, delta)
@@ -376,27 +377,27 @@ def mission_monitor(mission: str, entry: dict | None, days: list[Day], labels: d
         row.update(status=status, why=why)
         rows.append(row)
     return {"certified": certified, "promise": {"escape_rate": promise, "confidence": 1 - delta, "prior": list(prior),
-                                                "text": (entry or {}).get("promise")},
+                                                "text": entry.promise if entry is not None else None},
             "days": rows, "status": status, "why": why}
 
 
-def build_monitor(op: dict, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
+def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
                   labels_dir=None) -> dict:
     """monitor.json's content (module doc)."""
-    delta = 1 - ((op.get("family") or {}).get("per_claim_confidence") or op["confidence"])
-    missions = sorted(set(op.get("missions") or {}) | {m for d in days for m in d.verdicts})
+    delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
+    missions = sorted(set(op.missions) | {m for d in days for m in d.verdicts})
     out = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
            "confidence": 1 - delta, "drift_alpha": alpha, "days": [d.name for d in days],
            "day_folders": [str(d.folder) for d in days], "labels": str(labels_dir) if labels_dir else None,
            "created_at": utc_now(), "missions": {}}
     for mission in missions:
-        entry = (op.get("missions") or {}).get(mission)
+        entry = op.missions.get(mission)
         m = mission_monitor(mission, entry, days, labels, delta, alpha)
         if m["status"] == WITHDRAWN:
             m["withdrawn_at"] = out["created_at"]
         out["missions"][mission] = m
     promised = [m for m, e in out["missions"].items() if e["certified"]]
-    family = dict(op.get("family") or {})
+    family = dict(op.family or {})
     out["family"] = {**family, "text": family_text(family) if family else None,
                      "holding": [m for m in promised if out["missions"][m]["status"] == HOLDS],
                      "withdrawn": [m for m in promised if out["missions"][m]["status"] == WITHDRAWN]}
@@ -470,7 +471,7 @@ def load_monitor(path) -> dict:
     return check_monitor(monitor, path)
 
 
-def withdrawals(monitor: dict, path, op: dict, op_digest: str | None) -> dict[str, str]:
+def withdrawals(monitor: dict, path, op: OperatingPoint, op_digest: str | None) -> dict[str, str]:
     """{mission: why} for the missions whose promise stays withdrawn for a judge at operating point `op`: every
     mission the monitor withdrew, when it monitored this operating point; when it monitored another, those whose
     entry here was not certified on labels decided after the withdrawal (stage_a.evidence_through)."""
@@ -482,9 +483,9 @@ def withdrawals(monitor: dict, path, op: dict, op_digest: str | None) -> dict[st
         if same:
             out[mission] = f"{m['why']} (monitor {path})"
             continue
-        entry = (op.get("missions") or {}).get(mission) or {}
-        through = (entry.get("stage_a") or {}).get("evidence_through")
-        if not entry.get("certified") or through is None or through <= m.get("withdrawn_at", ""):
+        entry = op.missions.get(mission)
+        through = ((entry.stage_a if entry is not None else None) or {}).get("evidence_through")
+        if entry is None or not entry.certified or through is None or through <= m.get("withdrawn_at", ""):
             out[mission] = (f"{m['why']} (monitor {path}, at another operating point); this operating point was not "
                             f"certified on labels decided after the withdrawal ({m.get('withdrawn_at')})")
     return out

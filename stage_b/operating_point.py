@@ -3,7 +3,7 @@
 `p_fail` is the model's probability of the first line `不通过` against `通过`, from the log-probabilities of
 both whole lines (stage_b.generate.VerdictEngine.verdict_logprobs), normalised over the two.
 
-The rule, stated once here so that anyone can recompute it from predictions.jsonl (`decide` applies it):
+The rule, stated once here so that anyone can recompute it from predictions.jsonl (`MissionPoint.decide` applies it):
   - the verdict at threshold t is 不通过 iff p_fail >= t;
   - p_fail values closer than P_FAIL_TIE (2^-20) are ties (the same summaries scored twice differ by ~1e-8 in float32
     with another batch): validation p_fails are grouped into runs whose neighbours are at most 2 P_FAIL_TIE apart,
@@ -30,15 +30,14 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-
-from qc_core.checkpoints import checkpoint_identity  # noqa: F401 - re-exported
 
 from .bounds import in_range
 from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
                       upper_bound, upper_bound_weighted)
 from .metrics import wilson
+from .numbers import fmt_p, pct
 from .verdict import FAIL, PASS
 
 OPERATING_POINT_FORMAT = 2
@@ -194,20 +193,16 @@ def review_margin(points, threshold: float, share: float) -> float:
     return wrong[max(0, math.ceil(share * len(wrong)) - 1)] + P_FAIL_TIE   # the covered errors stay in under noise
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.3g}%"
-
-
 def promise_text(entry: dict) -> str:
     """The mission's miss-rate promise in one sentence (report.md, the judge's review_why). It names the groups it
     counts (`evidence`: validation, or held-out: validation and reviewed work orders)."""
     target, confidence = entry["target_miss_rate"], entry["confidence"]
     evidence = entry.get("evidence", "validation")
     if entry["certified"]:
-        return (f"miss rate <= {_pct(target)} with {_pct(confidence)} confidence ({entry['misses']} missed of "
-                f"{entry['n_fail']} defective {evidence} groups; upper bound {_pct(entry['miss_rate_upper'])})")
+        return (f"miss rate <= {pct(target)} with {pct(confidence)} confidence ({entry['misses']} missed of "
+                f"{entry['n_fail']} defective {evidence} groups; upper bound {pct(entry['miss_rate_upper'])})")
     needed = entry.get("fail_groups_needed")
-    return (f"cannot promise a miss rate <= {_pct(target)} with {_pct(confidence)} confidence: "
+    return (f"cannot promise a miss rate <= {pct(target)} with {pct(confidence)} confidence: "
             f"{entry['n_fail']} defective {evidence} group{'s' if entry['n_fail'] != 1 else ''}, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed"))
@@ -220,11 +215,11 @@ def overkill_promise_text(entry: dict) -> str | None:
         return None
     confidence, evidence = entry["confidence"], entry.get("evidence", "validation")
     if entry["overkill_certified"]:
-        return (f"overkill rate of auto-failed groups <= {_pct(target)} with {_pct(confidence)} confidence "
+        return (f"overkill rate of auto-failed groups <= {pct(target)} with {pct(confidence)} confidence "
                 f"({entry['auto_overkills']} of {entry['n_pass']} good {evidence} groups auto-failed; upper bound "
-                f"{_pct(entry['overkill_rate_upper'])})")
+                f"{pct(entry['overkill_rate_upper'])})")
     needed = entry.get("pass_groups_needed")
-    return (f"cannot promise an overkill rate <= {_pct(target)} with {_pct(confidence)} confidence "
+    return (f"cannot promise an overkill rate <= {pct(target)} with {pct(confidence)} confidence "
             f"({entry['n_pass']} good {evidence} groups, "
             + (f"{needed} needed" if needed is not None else
                "no number is enough for a 0% target" if target <= 0 else "more than 10^9 would be needed")
@@ -291,8 +286,8 @@ def escape_rate(points, entry: dict, confidence: float) -> dict:
     the rate of the rule itself), the (weighted) share that is defective, with its upper bound at `confidence`. It is
     what a blind audit of auto-passed work measures (stage_b.monitor), so live and certified numbers are the same
     quantity."""
-    point = {**entry, "certified": True}
-    passed = [pt for pt in points if (d := decide(pt[0], point)).automatic and d.verdict == PASS]
+    point = decision_point(entry, certified=True)
+    passed = [pt for pt in points if (d := point.decide(pt[0])).automatic and d.verdict == PASS]
     weights = [weight(pt) for pt in passed]
     escapes = [weight(pt) for pt in passed if pt[1] == FAIL]
     total = sum(weights)
@@ -318,55 +313,170 @@ class Decision:
         return not self.why
 
 
-def fmt_p(x: float | None, other: float | None = None) -> str:
-    """A probability with 3 significant figures, or as many more as it takes to tell it from `other` (so a p_fail
-    and its threshold never print alike when the verdict depends on which is larger)."""
-    if x is None:
-        return "n/a"
-    digits = 3
-    while other is not None and x != other and digits < 17 and f"{x:.{digits}g}" == f"{other:.{digits}g}":
-        digits += 1
-    return f"{x:.{digits}g}"
+@dataclass(frozen=True)
+class MissionPoint:
+    """One mission's decision point: an entry of operating_point.json's `missions` (or its pooled `overall`), what
+    thresholds_for makes of a mission the file has no threshold for, or `--threshold T`'s (manual_point). The keys the
+    rule and the promise checks read are fields; every other key of a file's entry (its rates, automation, left_out,
+    …) is kept in `extra`, and `keys` is the entry's key order, so that to_json writes back the entry as it was read."""
+    threshold: float | None        # None: no calibration at all (decide: the model's own choice, always reviewed)
+    threshold_fail: float | None   # None: nothing is auto-failed
+    review_margin: float
+    certified: bool
+    promise: str
+    why_none: str | None = None    # why there is no threshold (with threshold None)
+    source: str | None = None      # where the point came from (the file, "--threshold", "none"); not in the file
+    confidence: float | None = None
+    target_miss_rate: float | None = None
+    target_overkill_rate: float | None = None
+    overkill_certified: bool = False
+    weighted: bool = False
+    n_fail: int | None = None
+    misses: int | None = None
+    n_pass: int | None = None
+    auto_overkills: int | None = None
+    miss_effective_counts: list | None = None
+    escape: dict | None = None     # the escape rate of auto-passed groups (escape_rate): what the monitor holds work to
+    profile: dict | None = None    # the validation p_fails the monitor's drift check compares with (profile_of)
+    stage_a: dict | None = None    # the Stage-A models the promise rests on and its evidence_through
+    extra: dict = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, entry, where: str) -> MissionPoint:
+        """A file's mission entry, its types, ranges and promises checked; `where` ("FILE: MISSION") names it in
+        every refusal. A key the rule reads that is missing is refused, never read as a default."""
+        if not isinstance(entry, dict):
+            raise OperatingPointError(f"{where}: the entry is {entry!r}, not an object; recompute the file")
+        _number_or_none(entry.get("threshold"), f"{where}: threshold")
+        _number_or_none(entry.get("threshold_fail"), f"{where}: threshold_fail")
+        _number_or_none(entry.get("review_margin", 0.0), f"{where}: review_margin")
+        if not isinstance(entry.get("certified"), bool):
+            raise OperatingPointError(f"{where}: certified is {entry.get('certified')!r}, not true or false; "
+                                      f"recompute the file")
+        required = ENTRY_KEYS + (("why_none",) if entry.get("threshold") is None else ())
+        missing = [key for key in required if key not in entry]
+        if missing:
+            raise OperatingPointError(f"{where}: no {', '.join(missing)} (a mission entry holds "
+                                      f"{', '.join(ENTRY_KEYS)}, and why_none when threshold is null); recompute "
+                                      f"the file with python -m stage_b.evaluate")
+        point = cls.of(entry)
+        check_promise(point, where)
+        return point
+
+    @classmethod
+    def of(cls, entry: dict) -> MissionPoint:
+        """The point of an entry as mission_point writes it (unchecked: from_json checks a file's)."""
+        typed = {name: entry[name] for name in _TYPED_ENTRY_KEYS if name in entry}
+        return cls(**typed, extra={k: v for k, v in entry.items() if k not in typed}, keys=tuple(entry))
+
+    def to_json(self) -> dict:
+        """The entry as operating_point.json holds it: the keys it was read with, in their order."""
+        names = self.keys or tuple(k for k in _TYPED_ENTRY_KEYS if getattr(self, k) is not None)
+        return {k: self.extra[k] if k in self.extra else getattr(self, k) for k in names}
+
+    def decide(self, p: float, allow_uncertified: bool = False) -> Decision:
+        """The rule (module doc) for one group (threshold None: no calibration at all, the verdict is the model's own
+        choice at UNCALIBRATED_THRESHOLD and the group is always reviewed)."""
+        threshold = self.threshold
+        if threshold is None:
+            return Decision(verdict_at(p, UNCALIBRATED_THRESHOLD),
+                            (f"no threshold for this mission ({self.why_none or self.promise or 'none'}): "
+                             f"the verdict is the model's own choice (p_fail >= {UNCALIBRATED_THRESHOLD})",))
+        mission_why, why = [], []
+        if not self.certified and not allow_uncertified:
+            mission_why.append(f"not certified: {self.promise or 'no promise for this mission'}")
+        threshold_fail = self.threshold_fail
+        if p >= threshold and (threshold_fail is None or p < threshold_fail):
+            why.append(f"p_fail {fmt_p(p, threshold)} is in the review band: at or above the auto-pass threshold "
+                       f"{fmt_p(threshold, p)} and " + (f"below the auto-fail threshold {fmt_p(threshold_fail, p)}"
+                                                        if threshold_fail is not None else
+                                                        "nothing is auto-failed (no certified overkill rate)"))
+        margin = self.review_margin or 0.0
+        if margin > 0 and abs(p - threshold) <= margin:
+            why.append(f"p_fail {fmt_p(p, threshold)} is within {fmt_p(margin)} of the threshold "
+                       f"{fmt_p(threshold, p)}")
+        return Decision(verdict_at(p, threshold), tuple(mission_why), tuple(why))
 
 
-def fmt_distinct(values) -> list[str]:
-    """Each value as fmt_p writes it, with as many significant figures as it takes for different values to print
-    differently (two thresholds 1e-4 apart are never both "0.982" in one table row)."""
-    shown = [v for v in values if v is not None]
-    digits = 3
-    while digits < 17 and len({f"{v:.{digits}g}" for v in shown}) < len(set(shown)):
-        digits += 1
-    return ["n/a" if v is None else f"{v:.{digits}g}" for v in values]
+# what the rule reads of a file's mission entry, always written by mission_point: none may be missing
+ENTRY_KEYS = ("threshold", "threshold_fail", "review_margin", "certified", "promise")
+_TYPED_ENTRY_KEYS = tuple(f.name for f in fields(MissionPoint) if f.name not in ("extra", "keys"))
 
 
-def decide(p: float, point: dict, allow_uncertified: bool = False) -> Decision:
-    """The rule (module doc) for one group. `point`: a mission entry of operating_point.json, or what
-    `thresholds_for` makes of one (threshold None: no calibration at all, the verdict is the model's own choice at
-    UNCALIBRATED_THRESHOLD and the group is always reviewed)."""
-    threshold = point.get("threshold")
-    if threshold is None:
-        return Decision(verdict_at(p, UNCALIBRATED_THRESHOLD),
-                        (f"no threshold for this mission ({point.get('why_none') or point.get('promise') or 'none'}): "
-                         f"the verdict is the model's own choice (p_fail >= {UNCALIBRATED_THRESHOLD})",))
-    mission_why, why = [], []
-    if not point.get("certified") and not allow_uncertified:
-        mission_why.append(f"not certified: {point.get('promise') or 'no promise for this mission'}")
-    threshold_fail = point.get("threshold_fail", threshold)
-    if p >= threshold and (threshold_fail is None or p < threshold_fail):
-        why.append(f"p_fail {fmt_p(p, threshold)} is in the review band: at or above the auto-pass threshold "
-                   f"{fmt_p(threshold, p)} and " + (f"below the auto-fail threshold {fmt_p(threshold_fail, p)}"
-                                                    if threshold_fail is not None else
-                                                    "nothing is auto-failed (no certified overkill rate)"))
-    margin = point.get("review_margin") or 0.0
-    if margin > 0 and abs(p - threshold) <= margin:
-        why.append(f"p_fail {fmt_p(p, threshold)} is within {fmt_p(margin)} of the threshold {fmt_p(threshold, p)}")
-    return Decision(verdict_at(p, threshold), tuple(mission_why), tuple(why))
+def decision_point(entry: dict, certified: bool) -> MissionPoint:
+    """The point of an entry mission_point is building, to count which groups the rule decides without review (its
+    promise, not written yet, only words the reasons, which counting does not read)."""
+    return MissionPoint(entry["threshold"], entry["threshold_fail"], entry["review_margin"], certified, promise="")
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """operating_point.json, read (load_operating_point) or as build_operating_point writes it. `model`, `adapters`
+    and `missions` are what the judge needs and every file holds; the rest is what stage_b.evaluate writes besides
+    (None in a file that lacks it: the monitor needs `confidence`, and says so). `keys`: the file's key order."""
+    model: dict
+    adapters: list
+    missions: dict[str, MissionPoint]
+    format: int = OPERATING_POINT_FORMAT
+    rule: str | None = None
+    review_share: float | None = None
+    confidence: float | None = None
+    family: dict | None = None
+    data: dict | None = None
+    overall: MissionPoint | None = None
+    evidence: str | None = None
+    automation: dict | None = None
+    extra: dict = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, op, where) -> OperatingPoint:
+        """The content of an operating point file, its types and ranges checked; `where` (the file) names it in
+        every refusal."""
+        fmt = op.get("format") if isinstance(op, dict) else None
+        if fmt != OPERATING_POINT_FORMAT:
+            why = (" (format 1 predates certified promises: its thresholds carry no miss-rate bound)" if fmt == 1
+                   else "")
+            raise OperatingPointError(f"{where} is not an operating point file of format {OPERATING_POINT_FORMAT} "
+                                      f"(format {fmt!r}){why}; recompute it with python -m stage_b.evaluate "
+                                      f"--target_miss_rate R --confidence C")
+        if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters"), list) or \
+                not all(isinstance(a, dict) for a in op["adapters"]):
+            raise OperatingPointError(f"{where}: `model` must be an object and `adapters` a list of objects (as "
+                                      f"stage_b.evaluate writes them); recompute the file")
+        data = op.get("data")
+        if data is not None and (not isinstance(data, dict) or not isinstance(data.get("selection", {}), dict)):
+            raise OperatingPointError(f"{where}: `data` must be an object whose `selection` is an object (as "
+                                      f"stage_b.evaluate writes it); recompute the file")
+        if not isinstance(op.get("missions"), dict):
+            raise OperatingPointError(f"{where}: `missions` must be an object of mission entries; recompute the file")
+        missions = {m: MissionPoint.from_json(e, f"{where}: {m}") for m, e in op["missions"].items()}
+        overall = None if op.get("overall") is None else MissionPoint.from_json(op["overall"], f"{where}: overall")
+        typed = {k: op[k] for k in _TYPED_OP_KEYS if k in op}
+        return cls(**{**typed, "missions": missions, "overall": overall},
+                   extra={k: v for k, v in op.items() if k not in typed}, keys=tuple(op))
+
+    def to_json(self) -> dict:
+        """The file's content: the keys it was read with, in their order."""
+        names = self.keys or tuple(k for k in _TYPED_OP_KEYS if getattr(self, k) is not None)
+        return {k: self.extra[k] if k in self.extra else self._json_value(k) for k in names}
+
+    def _json_value(self, key: str):
+        if key == "missions":
+            return {m: e.to_json() for m, e in self.missions.items()}
+        if key == "overall":
+            return None if self.overall is None else self.overall.to_json()
+        return getattr(self, key)
+
+
+_TYPED_OP_KEYS = tuple(f.name for f in fields(OperatingPoint) if f.name not in ("extra", "keys"))
 
 
 def automation(points, entry: dict) -> dict:
     """How many of these groups the rule decides without review, with a 95% Wilson interval of the share."""
-    points = pairs(points)
-    auto = sum(decide(p, entry).automatic for p, _ in points)
+    point = decision_point(entry, entry["certified"])
+    auto = sum(point.decide(p).automatic for p, _ in pairs(points))
     return {"validation_auto_decided": auto, "automation_share": auto / len(points) if points else None,
             "automation_share_ci95": wilson(auto, len(points))}
 
@@ -505,33 +615,11 @@ def family_text(fam: dict) -> str:
     n = fam.get("certified_claims", fam["claims"])
     if not n:
         return "no promise is certified"
-    how = (f"each certified at {_pct(fam['per_claim_confidence'])} (--family_wise: the {fam['claims']} claims share "
-           f"{_pct(1 - (1 - fam['per_claim_confidence']) * fam['claims'])} by Bonferroni)" if fam["family_wise"] else
-           f"each at {_pct(fam['per_claim_confidence'])}")
+    how = (f"each certified at {pct(fam['per_claim_confidence'])} (--family_wise: the {fam['claims']} claims share "
+           f"{pct(1 - (1 - fam['per_claim_confidence']) * fam['claims'])} by Bonferroni)" if fam["family_wise"] else
+           f"each at {pct(fam['per_claim_confidence'])}")
     return (f"{n} certified promise{'s' if n != 1 else ''} ({how}) hold together with confidence at least "
-            f"{_pct(fam['certified_claims_hold_together'])} (Bonferroni)")
-
-
-def stage_a_identity(record: dict) -> str:
-    """What Stage-A model wrote a record's summaries: its fingerprint (qc_core.checkpoints.stage_a_fingerprint), or
-    for a record written before fingerprints its model path and adapters."""
-    if record.get("model_fingerprint"):
-        return str(record["model_fingerprint"])
-    adapters = record.get("adapters") or []
-    return "path:" + str(record.get("model")) + "".join(f"+{a}" for a in adapters)
-
-
-def checkpoint_identities(model: str, adapters, model_type: str | None = None, template: str | None = None) -> dict:
-    """{"model", "adapters"} identities of the checkpoints a command loads; a wrong path fails here, naming it."""
-    from qc_core.checkpoints import resolve_model
-    spec = resolve_model(model, tuple(adapters), model_type, template)
-    return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
-
-
-def file_digest(path) -> str:
-    """sha256 of a file's bytes (judge records which operating point it used)."""
-    from qc_core.jsonl import file_sha256
-    return file_sha256(path)
+            f"{pct(fam['certified_claims_hold_together'])} (Bonferroni)")
 
 
 def _number_or_none(value, what: str) -> float | None:
@@ -542,7 +630,7 @@ def _number_or_none(value, what: str) -> float | None:
     return check_rate(value, what)
 
 
-def load_operating_point(path) -> dict:
+def load_operating_point(path) -> OperatingPoint:
     """An operating point file of this format, its types and ranges checked before anything loads."""
     path = Path(path)
     if not path.is_file():
@@ -552,125 +640,106 @@ def load_operating_point(path) -> dict:
         op = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise OperatingPointError(f"cannot read operating point file {path}: {exc}") from None
-    fmt = op.get("format") if isinstance(op, dict) else None
-    if fmt != OPERATING_POINT_FORMAT:
-        why = (" (format 1 predates certified promises: its thresholds carry no miss-rate bound)" if fmt == 1 else "")
-        raise OperatingPointError(f"{path} is not an operating point file of format {OPERATING_POINT_FORMAT} "
-                                  f"(format {fmt!r}){why}; recompute it with python -m stage_b.evaluate "
-                                  f"--target_miss_rate R --confidence C")
-    if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters", []), list) or \
-            not all(isinstance(a, dict) for a in op.get("adapters", [])):
-        raise OperatingPointError(f"{path}: `model` must be an object and `adapters` a list of objects (as "
-                                  f"stage_b.evaluate writes them); recompute the file")
-    data = op.get("data")
-    if data is not None and (not isinstance(data, dict) or not isinstance(data.get("selection", {}), dict)):
-        raise OperatingPointError(f"{path}: `data` must be an object whose `selection` is an object (as "
-                                  f"stage_b.evaluate writes it); recompute the file")
-    missions = op.get("missions")
-    if not isinstance(missions, dict):
-        raise OperatingPointError(f"{path}: `missions` must be an object of mission entries; recompute the file")
-    for mission, entry in missions.items():
-        where = f"{path}: {mission}"
-        if not isinstance(entry, dict):
-            raise OperatingPointError(f"{where}: the entry is {entry!r}, not an object; recompute the file")
-        _number_or_none(entry.get("threshold"), f"{where}: threshold")
-        _number_or_none(entry.get("threshold_fail"), f"{where}: threshold_fail")
-        _number_or_none(entry.get("review_margin", 0.0), f"{where}: review_margin")
-        if not isinstance(entry.get("certified"), bool):
-            raise OperatingPointError(f"{where}: certified is {entry.get('certified')!r}, not true or false; "
-                                      f"recompute the file")
-        check_promise(entry, where)
-    return op
+    return OperatingPoint.from_json(op, path)
 
 
-def _count(entry: dict, key: str, where: str) -> int:
-    value = entry.get(key)
+def _count(value, key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise OperatingPointError(f"{where}: {key} is {value!r}, not a count; recompute the file")
     return value
 
 
-def check_promise(entry: dict, where: str) -> None:
+def check_promise(point: MissionPoint, where: str) -> None:
     """A mission entry's promises recomputed from its own counts: `certified` and `overkill_certified` must follow from
     them at the entry's confidence and targets, and the auto-fail threshold may not be below the auto-pass one. A file
     edited or forged to promise more than its counts support is refused, naming what does not follow."""
-    t, t_fail = entry.get("threshold"), entry.get("threshold_fail")
+    t, t_fail = point.threshold, point.threshold_fail
     if t is not None and t_fail is not None and t_fail < t:
         raise OperatingPointError(f"{where}: threshold_fail {t_fail!r} is below threshold {t!r}: groups between them "
                                   f"would be auto-failed and auto-passed at once; recompute the file")
-    if not entry.get("certified") and not entry.get("overkill_certified"):
+    if not point.certified and not point.overkill_certified:
         return
     try:
-        confidence = check_confidence(entry.get("confidence"), f"{where}: confidence")
+        confidence = check_confidence(point.confidence, f"{where}: confidence")
     except CertificationError as exc:
         raise OperatingPointError(f"{exc}; recompute the file") from None
-    if entry.get("certified"):
-        target = _number_or_none(entry.get("target_miss_rate"), f"{where}: target_miss_rate")
-        if target is None or t is None:
-            raise OperatingPointError(f"{where}: certified without a target miss rate and a threshold; recompute "
-                                      f"the file")
-        n_fail, misses = _count(entry, "n_fail", where), _count(entry, "misses", where)
-        if misses > n_fail:
-            raise OperatingPointError(f"{where}: {misses} misses of {n_fail} defective groups; recompute the file")
-        if entry.get("weighted"):
-            k, n = (entry.get("miss_effective_counts") or [None, None])
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in (k, n)) or k > n:
-                raise OperatingPointError(f"{where}: a weighted promise without its effective counts; recompute the "
-                                          f"file")
-            from scipy.stats import beta
-            bound = 1.0 if n <= 0 or k >= n else float(beta.ppf(confidence, k + 1, n - k))
-        else:
-            bound = upper_bound(misses, n_fail, confidence)
-        if bound > target + 1e-12:
-            raise OperatingPointError(
-                f"{where}: certified, but {misses} missed of {n_fail} defective groups bound the miss rate at "
-                f"{_pct(bound)} with {_pct(confidence)} confidence, above its target {_pct(target)} (at least "
-                f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
-                f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
-    if entry.get("overkill_certified"):
-        target = _number_or_none(entry.get("target_overkill_rate"), f"{where}: target_overkill_rate")
-        n_pass, over = _count(entry, "n_pass", where), _count(entry, "auto_overkills", where)
+    if point.certified:
+        _check_miss_promise(point, confidence, where)
+    if point.overkill_certified:
+        target = _number_or_none(point.target_overkill_rate, f"{where}: target_overkill_rate")
+        n_pass, over = _count(point.n_pass, "n_pass", where), _count(point.auto_overkills, "auto_overkills", where)
         if target is None or t_fail is None or over > n_pass or (
-                not entry.get("weighted") and upper_bound(over, n_pass, confidence) > target + 1e-12):
+                not point.weighted and upper_bound(over, n_pass, confidence) > target + 1e-12):
             raise OperatingPointError(f"{where}: overkill_certified does not follow from its counts ({over} of "
                                       f"{n_pass} good groups auto-failed, target {target!r}); recompute the file")
 
 
-def thresholds_for(op: dict, path, missions: list[str], *, model: dict, adapters: list[dict],
-                   fallback: float | None = None) -> dict[str, dict]:
-    """{mission: decision point} for judging `missions` with this model (the keys `decide` reads, plus "source").
+def _check_miss_promise(point: MissionPoint, confidence: float, where: str) -> None:
+    """`certified` follows from the entry's misses of its defective groups (their effective counts when weighted)."""
+    target = _number_or_none(point.target_miss_rate, f"{where}: target_miss_rate")
+    if target is None or point.threshold is None:
+        raise OperatingPointError(f"{where}: certified without a target miss rate and a threshold; recompute "
+                                  f"the file")
+    n_fail, misses = _count(point.n_fail, "n_fail", where), _count(point.misses, "misses", where)
+    if misses > n_fail:
+        raise OperatingPointError(f"{where}: {misses} misses of {n_fail} defective groups; recompute the file")
+    if point.weighted:
+        k, n = (point.miss_effective_counts or [None, None])
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in (k, n)) or k > n:
+            raise OperatingPointError(f"{where}: a weighted promise without its effective counts; recompute the "
+                                      f"file")
+        from scipy.stats import beta
+        bound = 1.0 if n <= 0 or k >= n else float(beta.ppf(confidence, k + 1, n - k))
+    else:
+        bound = upper_bound(misses, n_fail, confidence)
+    if bound > target + 1e-12:
+        raise OperatingPointError(
+            f"{where}: certified, but {misses} missed of {n_fail} defective groups bound the miss rate at "
+            f"{pct(bound)} with {pct(confidence)} confidence, above its target {pct(target)} (at least "
+            f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
+            f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
+
+
+def thresholds_for(op: OperatingPoint, path, missions: list[str], *, model: dict, adapters: list[dict],
+                   fallback: float | None = None) -> dict[str, MissionPoint]:
+    """{mission: decision point} for judging `missions` with this model (with `source` set).
 
     Refused: a file computed for another model or other adapters (compared by content fingerprint, so a moved
     folder is fine). A mission the file has no threshold for is judged all the same, every group to review:
     at `fallback` (--threshold) when given, else at the model's own choice; it never stops the other missions."""
+    _check_same_checkpoints(op, path, model, adapters)
+    out = {}
+    for mission in missions:
+        entry = op.missions.get(mission)
+        if entry is not None and entry.threshold is not None:
+            out[mission] = replace(entry, source=f"{path}")
+            continue
+        why = (entry.why_none or "no threshold") if entry is not None else \
+            f"{path} has no entry for it (its missions: {', '.join(op.missions) or 'none'})"
+        if fallback is not None:
+            out[mission] = manual_point(fallback, f"{why}; --threshold {fallback} used")
+        else:
+            out[mission] = MissionPoint(threshold=None, threshold_fail=None, review_margin=0.0, certified=False,
+                                        promise=f"no promise: {why}", why_none=why, source="none")
+    return out
+
+
+def _check_same_checkpoints(op: OperatingPoint, path, model: dict, adapters: list[dict]) -> None:
+    """Refused: an operating point computed for another model or other adapters (by content fingerprint)."""
     problems = []
-    if op.get("model", {}).get("fingerprint") != model.get("fingerprint"):
-        problems.append(f"it was computed for model {op.get('model', {}).get('path')} and this is {model.get('path')}")
-    theirs = [a.get("fingerprint") for a in op.get("adapters") or []]
+    if op.model.get("fingerprint") != model.get("fingerprint"):
+        problems.append(f"it was computed for model {op.model.get('path')} and this is {model.get('path')}")
+    theirs = [a.get("fingerprint") for a in op.adapters]
     if theirs != [a.get("fingerprint") for a in adapters]:
-        problems.append(f"it was computed with adapters {[a.get('path') for a in op.get('adapters') or []] or 'none'}"
+        problems.append(f"it was computed with adapters {[a.get('path') for a in op.adapters] or 'none'}"
                         f" and these are {[a.get('path') for a in adapters] or 'none'}")
     if problems:
         raise OperatingPointError(f"operating point {path} cannot be used: " + "; ".join(problems)
                                   + ". Recompute it for this model with python -m stage_b.evaluate "
                                     "--target_miss_rate R")
-    out, entries = {}, op.get("missions") or {}
-    for mission in missions:
-        entry = entries.get(mission)
-        if entry and entry.get("threshold") is not None:
-            out[mission] = {**entry, "source": f"{path}"}
-            continue
-        why = (entry.get("why_none") or "no threshold") if entry else \
-            f"{path} has no entry for it (its missions: {', '.join(entries) or 'none'})"
-        if fallback is not None:
-            out[mission] = manual_point(fallback, f"{why}; --threshold {fallback} used")
-        else:
-            out[mission] = {"threshold": None, "threshold_fail": None, "review_margin": 0.0, "certified": False,
-                            "why_none": why, "promise": f"no promise: {why}", "source": "none"}
-    return out
 
 
-def manual_point(threshold: float, why: str = "a threshold given by hand (--threshold)") -> dict:
+def manual_point(threshold: float, why: str = "a threshold given by hand (--threshold)") -> MissionPoint:
     """The decision point of `--threshold T`: a two-way verdict at T with no certified promise."""
-    return {"threshold": threshold, "threshold_fail": threshold, "review_margin": 0.0, "certified": False,
-            "promise": f"no promise: {why}, not certified on validation groups", "source": "--threshold"}
+    return MissionPoint(threshold=threshold, threshold_fail=threshold, review_margin=0.0, certified=False,
+                        promise=f"no promise: {why}, not certified on validation groups", source="--threshold")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .operating_point import fmt_p
+from .numbers import fmt_p
 from .plot_training import pyplot_for, text_for
 
 

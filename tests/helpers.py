@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from stage_b.operating_point import MissionPoint
+
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
 JUDGE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -117,11 +119,11 @@ def decided_badges(browser) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------------------------------
 MISSIONS = ("BBU接地线检查", "挡风板安装检查")
 SEED = 11
-AUDITED_POINT = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
-                 "promise": "a test's"}
+AUDITED_POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True,
+                             promise="a test's")
 
 
-def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None = None, p_of=None, reply_of=None,
+def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoint | None = None, p_of=None, reply_of=None,
             provenance: dict | None = None) -> tuple[Path, list[dict]]:
     """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
     page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
@@ -142,7 +144,7 @@ def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: dict | None
                   "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)},
                   "input_dir": str(photos), "model": "/models/stage-a"}
         p = p_of(k)
-        verdict = "不通过" if p >= point["threshold"] else "通过"
+        verdict = "不通过" if p >= point.threshold else "通过"
         verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
     for mission in MISSIONS:
         write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
@@ -164,7 +166,7 @@ def certified_op(model, path, **entry):
     """An operating point for the tiny model that fails every group without review (t = 0, t_fail = 0): grounding still
     sends a 不通过 whose summaries show no defect to review (its reason names none), so the groups split over the three
     routes."""
-    from stage_b.operating_point import checkpoint_identities
+    from qc_core.checkpoints import checkpoint_identities
     point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
              "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
              "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},

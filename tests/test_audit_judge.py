@@ -90,7 +90,8 @@ def withdrawing_monitor(tmp_path, op_path):
     from qc_core.jsonl import file_sha256
     from tests.test_monitor import run_monitor, write_day, write_labels
     digest = file_sha256(op_path)
-    op = json.loads(op_path.read_text(encoding="utf-8"))
+    from stage_b.operating_point import load_operating_point
+    op = load_operating_point(op_path)
     write_day(tmp_path / "day1", digest, [(f"x{i}", "通过", 0.05, "audit", False) for i in range(12)])
     write_labels(tmp_path / "labels", {(M, f"x{i}"): "不通过" for i in range(12)})
     monitor = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")

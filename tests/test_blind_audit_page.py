@@ -9,7 +9,7 @@ from qc_core.jsonl import record_digest, write_jsonl_atomic
 from stage_b import judge
 from stage_b.dataset import load_records
 from stage_b.decisions import decision_line, import_decisions
-from stage_b.operating_point import fmt_p
+from stage_b.numbers import fmt_p
 from stage_b.settings import Selection
 from tests.helpers import audited_day, export_decisions, fresh_page, send_keys
 

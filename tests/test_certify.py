@@ -7,8 +7,8 @@ import pytest
 from scipy.stats import binomtest
 
 from stage_b.certify import CertificationError, check_confidence, groups_needed, upper_bound
-from stage_b.operating_point import (P_FAIL_TIE, automation, build_operating_point, certified_fail_threshold,
-                                     certified_threshold, decide, mission_point)
+from stage_b.operating_point import (P_FAIL_TIE, MissionPoint, automation, build_operating_point, certified_fail_threshold,
+                                     certified_threshold, mission_point)
 
 F, P = "不通过", "通过"
 
@@ -100,7 +100,7 @@ def test_an_uncertified_mission_says_how_many_defective_groups_would_certify_it(
         assert f"{n_fail} defective validation group" in entry["promise"] and f"{needed} needed" in entry["promise"]
         if n_fail:   # the point rule keeps the file usable
             assert entry["threshold"] is not None
-        assert not decide(0.99, entry).automatic   # and no group of it is decided without review
+        assert not MissionPoint.of(entry).decide(0.99).automatic   # and no group of it is decided without review
     else:
         assert entry["promise"].startswith(f"miss rate <= {100 * rate:.3g}% with {100 * c:.3g}% confidence")
 
@@ -116,14 +116,16 @@ def test_the_overkill_side_is_certified_the_same_way_and_never_below_the_pass_th
     entry = mission_point(points, 0.1, 0.8, 0.9, target_overkill=0.1)
     assert entry["certified"] and entry["overkill_certified"] and entry["threshold_fail"] >= entry["threshold"]
     # between the two thresholds: review; outside: decided
-    assert decide(entry["threshold"], entry).why and decide(0.99, entry).automatic and decide(0.0, entry).automatic
+    point = MissionPoint.of(entry)
+    assert point.decide(entry["threshold"]).why and point.decide(0.99).automatic and point.decide(0.0).automatic
 
 
 def test_an_overkill_target_no_threshold_reaches_auto_fails_nothing():
     entry = mission_point(TEN_FAILS, 0.5, 0.8, 0.8, target_overkill=0.0)
     assert entry["overkill_certified"] is False and entry["threshold_fail"] is None
     assert entry["pass_groups_needed"] is None and "nothing is auto-failed" in entry["overkill_promise"]
-    assert not decide(0.99, entry).automatic and decide(0.0, entry).automatic
+    point = MissionPoint.of(entry)
+    assert not point.decide(0.99).automatic and point.decide(0.0).automatic
 
 
 def test_the_automation_share_counts_what_the_rule_decides_without_review():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_the_mix_is_the_seeds_draw_with_the_answer_out_of_sight():
 def _day_with_gold(tmp_path, audit_share=0.5):
     """Verdict lines as the judge writes them: 12 of the day's groups (half audited or reviewed) and 4 gold checks."""
     from stage_b.operating_point import manual_point
-    point = {**manual_point(0.5), "certified": True, "promise": "a test's", "threshold_fail": 0.5, "review_margin": 0}
+    point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
     provenance = {"audit_share": audit_share, "audit_seed": SEED, "gold_share": 0.3}
     today = [_record(200 + k) for k in range(12)]
     gold = [{**_record(k), "label": None, "gold_label": "fail" if k % 2 else "pass", "gold_from": "/g.jsonl"}

@@ -345,7 +345,7 @@ def test_the_same_summaries_scored_twice_give_the_same_promise_and_the_same_verd
     thresholds' sides and every verdict are the same both times."""
     import random
 
-    from stage_b.operating_point import P_FAIL_TIE, decide, mission_point
+    from stage_b.operating_point import P_FAIL_TIE, MissionPoint, mission_point
     rng = random.Random(7)
     F, P = "不通过", "通过"
     first = ([(0.0280751986, F)] + [(rng.uniform(0.03, 1.0), F) for _ in range(30)]
@@ -358,8 +358,10 @@ def test_the_same_summaries_scored_twice_give_the_same_promise_and_the_same_verd
             assert a[key] == b[key], (trial, key, a[key], b[key])
         for entry, points in ((a, first), (b, second)):
             assert min(abs(p - entry["threshold"]) for p, _ in points) >= P_FAIL_TIE - 1e-15
+        point = MissionPoint.of(a)
         for (p, _), (q, _) in zip(first, second):   # a group scored once more is decided as before
-            assert decide(q, a).verdict == decide(p, a).verdict and decide(q, a).automatic == decide(p, a).automatic
+            assert point.decide(q).verdict == point.decide(p).verdict
+            assert point.decide(q).automatic == point.decide(p).automatic
 
 
 def _two_missions(split: str):
@@ -400,6 +402,6 @@ def test_every_printed_figure_says_what_it_measures(split, groups):
 
 
 def test_two_thresholds_apart_never_print_alike():
-    from stage_b.operating_point import fmt_distinct
+    from stage_b.numbers import fmt_distinct
     assert fmt_distinct([0.98213, 0.98227]) == ["0.9821", "0.9823"]   # as many figures as it takes, no more
     assert fmt_distinct([0.5, 0.5, None]) == ["0.5", "0.5", "n/a"]

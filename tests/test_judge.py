@@ -288,7 +288,7 @@ def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tm
 
 
 def test_an_operating_point_of_format_1_is_refused_not_misread(tiny_qwen2_5_vl, tmp_path):
-    from stage_b.operating_point import checkpoint_identities
+    from qc_core.checkpoints import checkpoint_identities
     stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = tmp_path / "op.json"
     op.write_text(json.dumps({"format": 1, **checkpoint_identities(str(tiny_qwen2_5_vl), []),
@@ -302,7 +302,7 @@ def test_an_operating_point_of_format_1_is_refused_not_misread(tiny_qwen2_5_vl, 
 @pytest.mark.slow
 def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review(tiny_qwen2_5_vl, tmp_path):
     """One mission with no promise must not stop the day: the judge judges it, every group to review, naming why."""
-    from stage_b.operating_point import checkpoint_identities
+    from qc_core.checkpoints import checkpoint_identities
     stage_a = stage_a_folder(tmp_path / "sa", n=3)
     op = tmp_path / "op.json"
     op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "missions": {

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from stage_b import monitor as mon
-from stage_b.operating_point import build_operating_point
+from stage_b.operating_point import MissionPoint, OperatingPoint, build_operating_point
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -76,7 +76,7 @@ def make_op(tmp_path, name="op.json"):
     path = tmp_path / name
     path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
     from qc_core.jsonl import file_sha256
-    return op, path, file_sha256(path)
+    return OperatingPoint.from_json(op, path), path, file_sha256(path)
 
 
 def write_day(folder, digest, groups, mission=M):
@@ -196,9 +196,14 @@ def test_without_audits_every_promise_stays_unverified_and_says_why(tmp_path):
 def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(tmp_path):
     monitor = {"operating_point": {"sha256": "old"}, "missions": {M: {
         "status": mon.WITHDRAWN, "why": "drift", "withdrawn_at": "2026-11-27T12:00:00+00:00"}}}
-    op = {"missions": {M: {"certified": True, "stage_a": {"evidence_through": "2026-11-27T11:00:00+00:00"}}}}
+
+    def certified_through(through: str) -> OperatingPoint:
+        point = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="",
+                             stage_a={"evidence_through": through})
+        return OperatingPoint(model={}, adapters=[], missions={M: point})
+    op = certified_through("2026-11-27T11:00:00+00:00")
     assert M in mon.withdrawals(monitor, "m.json", op, "new")   # recertified, but on labels from before
-    op["missions"][M]["stage_a"]["evidence_through"] = "2026-11-28T09:00:00+00:00"
+    op = certified_through("2026-11-28T09:00:00+00:00")
     assert mon.withdrawals(monitor, "m.json", op, "new") == {}
     assert M in mon.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
 

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from stage_b.judge import verdict_record
-from stage_b.operating_point import (P_FAIL_TIE, OperatingPointError, check_rate, curve, decide, fmt_p,
+from stage_b.numbers import fmt_p
+from stage_b.operating_point import (P_FAIL_TIE, MissionPoint, OperatingPoint, OperatingPointError, check_rate, curve,
                                      load_operating_point, manual_point, mission_point, p_fail, parse_targets,
                                      pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
 
@@ -110,8 +112,10 @@ MODEL = {"path": "/m", "fingerprint": "aaa"}
 ADAPTER = {"path": "/a/checkpoint-5", "fingerprint": "bbb"}
 OP = {"format": 2, "model": MODEL, "adapters": [ADAPTER], "missions": {
     "BBU接地线检查": {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True,
-                     "promise": "miss rate <= 10%"},
-    "挡风板安装检查": {"threshold": None, "certified": False, "why_none": "no fail group in validation"}}}
+                     "promise": "miss rate <= 10%", "confidence": 0.9, "target_miss_rate": 0.1, "n_fail": 22,
+                     "misses": 0},
+    "挡风板安装检查": {"threshold": None, "threshold_fail": None, "review_margin": 0.0, "certified": False,
+                   "promise": "no promise", "why_none": "no fail group in validation"}}}
 
 
 @pytest.mark.parametrize("model, adapters, missions, fallback, refusal", [
@@ -129,15 +133,17 @@ def test_an_operating_point_is_used_only_for_its_model_and_judges_every_mission(
                                                                                 refusal):
     if refusal:
         with pytest.raises(OperatingPointError, match="cannot be used") as err:
-            thresholds_for(OP, "op.json", missions, model=model, adapters=adapters, fallback=fallback)
+            thresholds_for(OperatingPoint.from_json(OP, "op.json"), "op.json", missions, model=model,
+                           adapters=adapters, fallback=fallback)
         assert refusal in str(err.value)
         return
-    got = thresholds_for(OP, "op.json", missions, model=model, adapters=adapters, fallback=fallback)
+    got = thresholds_for(OperatingPoint.from_json(OP, "op.json"), "op.json", missions, model=model, adapters=adapters,
+                         fallback=fallback)
     assert set(got) == set(missions)
     for m in missions:
         calibrated = m == "BBU接地线检查"
-        assert got[m]["threshold"] == (0.4 if calibrated else fallback) and got[m]["certified"] is calibrated
-        decision = decide(0.95, got[m])
+        assert got[m].threshold == (0.4 if calibrated else fallback) and got[m].certified is calibrated
+        decision = got[m].decide(0.95)
         assert decision.automatic is calibrated   # an uncalibrated mission: every group goes to review, saying why
         if not calibrated:
             assert m in ("挡风板安装检查", "BBU线缆布放要求") and any(
@@ -167,8 +173,8 @@ def test_a_bad_operating_point_file_is_refused_naming_it(tmp_path, content, mess
 
 RECORD = {"group_id": "QC-A-20250101-1", "mission": "BBU接地线检查", "label": None, "images": ["a/1.jpg", "a/2.jpg"],
           "per_image": {"图片_1": "接地线×1/散乱 备注：接地线散乱未捆扎", "图片_2": "接地线×1/已捆扎"}}
-POINT = {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True, "promise": "miss <= 10%"}
-BAND = {**POINT, "threshold_fail": 0.8, "review_margin": 0.0}
+POINT = MissionPoint(threshold=0.4, threshold_fail=0.4, review_margin=0.1, certified=True, promise="miss <= 10%")
+BAND = replace(POINT, threshold_fail=0.8, review_margin=0.0)
 
 
 @pytest.mark.parametrize("p, point, reply, verdict, why", [
@@ -187,9 +193,9 @@ BAND = {**POINT, "threshold_fail": 0.8, "review_margin": 0.0}
     # three-way: between the auto-pass and auto-fail thresholds, always reviewed
     (0.5, BAND, "不通过\n理由: 图片_1 接地线散乱", F, ["in the review band"]),
     (0.85, BAND, "不通过\n理由: 图片_1 接地线散乱", F, []),
-    (0.5, {**BAND, "threshold_fail": None}, "不通过\n理由: 图片_1 接地线散乱", F, ["nothing is auto-failed"]),
+    (0.5, replace(BAND, threshold_fail=None), "不通过\n理由: 图片_1 接地线散乱", F, ["nothing is auto-failed"]),
     # a mission without a certified promise is never decided without review
-    (0.9, {**POINT, "certified": False, "promise": "cannot promise 10%: 3 defective validation groups, 22 needed"},
+    (0.9, replace(POINT, certified=False, promise="cannot promise 10%: 3 defective validation groups, 22 needed"),
      "不通过\n理由: 图片_1 接地线散乱", F, ["not certified: cannot promise 10%"]),
     (0.9, manual_point(0.4), "不通过\n理由: 图片_1 接地线散乱", F, ["not certified", "--threshold"]),
 ])
@@ -203,7 +209,7 @@ def test_a_verdict_record_follows_the_rule_and_says_why_a_person_must_look(p, po
 
 
 def test_allow_uncertified_decides_without_review_and_says_so_on_the_record():
-    point = {**POINT, "certified": False, "promise": "cannot promise 10%: 3 defective validation groups, 22 needed"}
+    point = replace(POINT, certified=False, promise="cannot promise 10%: 3 defective validation groups, 22 needed")
     rec = verdict_record(RECORD, 0.9, point, "不通过\n理由: 图片_1 接地线散乱", {}, allow_uncertified=True)
     assert rec["needs_review"] is False and rec["certified"] is False
     assert rec["promise"].startswith("NOT CERTIFIED, decided under --allow_uncertified")
@@ -219,3 +225,37 @@ def test_allow_uncertified_decides_without_review_and_says_so_on_the_record():
 ])
 def test_probabilities_print_with_enough_digits_to_show_the_decision(x, other, text):
     assert fmt_p(x, other) == text
+
+
+def _written_op(tmp_path):
+    """An operating point file as stage_b.evaluate writes it (build_operating_point), both sides certified."""
+    from stage_b.operating_point import build_operating_point
+    preds = ([{"group_id": f"f{i}", "mission": "BBU接地线检查", "p_fail": 0.9, "expected": F} for i in range(12)]
+             + [{"group_id": f"p{i}", "mission": "BBU接地线检查", "p_fail": 0.1, "expected": P} for i in range(12)]
+             + [{"group_id": f"q{i}", "mission": "挡风板安装检查", "p_fail": 0.2, "expected": P} for i in range(5)])
+    op = build_operating_point(preds, ["BBU接地线检查", "挡风板安装检查"], {"default": 0.2, "per_mission": {}},
+                               review_share=0.8, model=MODEL, adapters=[ADAPTER], data=None, confidence=0.8,
+                               overkill_targets={"default": 0.3, "per_mission": {}})
+    path = tmp_path / "operating_point.json"
+    path.write_text(json.dumps(op, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path
+
+
+def test_an_operating_point_file_reads_back_to_the_same_json(tmp_path):
+    path = _written_op(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    op = load_operating_point(path)
+    assert op.missions["BBU接地线检查"].certified and op.missions["挡风板安装检查"].threshold is None
+    assert json.dumps(op.to_json(), ensure_ascii=False, indent=2) == text   # the same keys, in the same order
+
+
+@pytest.mark.parametrize("key", ["threshold", "threshold_fail", "review_margin", "promise", "why_none"])
+def test_a_mission_entry_without_a_key_the_rule_reads_is_refused_naming_file_mission_and_key(tmp_path, key):
+    path = _written_op(tmp_path)
+    op = json.loads(path.read_text(encoding="utf-8"))
+    mission = "挡风板安装检查" if key == "why_none" else "BBU接地线检查"
+    op["missions"][mission][key + "_renamed"] = op["missions"][mission].pop(key)
+    path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(OperatingPointError, match=f"{mission}: no {key}[ ,]") as err:
+        load_operating_point(path)
+    assert str(path) in str(err.value)

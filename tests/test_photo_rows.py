@@ -14,6 +14,7 @@ from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b.dataset import DatasetError, build_rows, row_mode
 from stage_b.judge import JudgeError, JudgeSettings, build_parser, judging_selection
+from stage_b.operating_point import OperatingPoint
 from stage_b.settings import Selection, SettingError, selection_from
 from group_qc_dev.photos import broken, jpeg
 
@@ -165,7 +166,8 @@ def test_the_mode_is_recorded_with_the_selection_and_read_back():
 
 
 def _op(images, max_pixels=200704):
-    return {"data": {"selection": {"stage_a_dir": "/val", "images": images, "max_pixels": max_pixels}}}
+    return OperatingPoint(model={}, adapters=[], missions={},
+                          data={"selection": {"stage_a_dir": "/val", "images": images, "max_pixels": max_pixels}})
 
 
 def _judge_args(*flags):
@@ -181,7 +183,7 @@ def _judge_args(*flags):
     (_op(True), ["--images", "0"], {}, JudgeError),
     (_op(True), ["--max_pixels", "50176"], {}, JudgeError),              # other photos, other probabilities
     (_op(False), ["--max_pixels", "50176"], {}, ("summaries", 50176)),   # no photos: their budget is moot
-    ({"data": None}, ["--images", "1"], {}, ("summaries+photos", 200704)),   # nothing recorded: the flags decide
+    (OperatingPoint(model={}, adapters=[], missions={}), ["--images", "1"], {}, ("summaries+photos", 200704)),   # nothing recorded: the flags decide
 ])
 def test_judging_keeps_the_mode_its_operating_point_was_calibrated_in(monkeypatch, op, flags, environ, expected):
     for name in ("GROUP_QC_STAGE_B_IMAGES", "GROUP_QC_STAGE_B_MAX_PIXELS"):

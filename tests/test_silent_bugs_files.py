@@ -121,7 +121,7 @@ def _judge_page(tmp_path: Path, photos: Path, images: dict) -> Path:
     (g1, g2) = GROUPS
     out = tmp_path / "judged"
     out.mkdir()
-    point = {**manual_point(0.5), "source": "--threshold"}
+    point = manual_point(0.5)
     with JsonlAppender(judge.verdicts_path(out, A)) as f:
         for gid, p, reply, summaries in [(g1, 0.9, f"{FAIL}\n理由: {MARKUP_REASON}", [MARKUP_SUMMARY, "接地排×1"]),
                                          (g2, 0.1, MARKUP_REPLY, ["接地线×1/已捆扎", "接地排×1"])]:

@@ -148,7 +148,7 @@ def judged_day(op_path: Path, p: float) -> dict:
     point = thresholds_for(op, op_path, [A], model=MODEL, adapters=[])[A]
     record = {"group_id": "QC-NEW-20250102-1", "mission": A, "label": None, "images": ["1.jpg"],
               "per_image": {"图片_1": "接地线×1/已捆扎"}}
-    said = verdict_at(p, point["threshold"])
+    said = verdict_at(p, point.threshold)
     reply = f"{said}\n理由: 图片_1 接地线" + ("未捆扎" if said == FAIL else "已捆扎")
     return verdict_record(record, p, point, reply, provenance={})
 

@@ -11,7 +11,7 @@ import torch
 from qc_core.jsonl import write_jsonl_atomic
 from stage_b.calibration import reliability
 from stage_b.grounding import MAX_RANGE, asserted_defects, cited_photos, defect_terms
-from stage_b.operating_point import (OperatingPointError, build_operating_point, certified_fail_threshold,
+from stage_b.operating_point import (MissionPoint, OperatingPoint, OperatingPointError, build_operating_point, certified_fail_threshold,
                                      thresholds_for)
 from tests.helpers import fresh_page
 
@@ -62,7 +62,7 @@ def test_uncertified_missions_decide_nothing_in_the_automation_share_nor_in_the_
 def test_an_operating_point_is_refused_for_other_adapters_on_the_same_base(made_with, used_with):
     op = op_for({M: separated()}, adapters=made_with)
     with pytest.raises(OperatingPointError, match="adapters"):
-        thresholds_for(op, "op.json", [M], model=MODEL, adapters=used_with)
+        thresholds_for(OperatingPoint.from_json(op, "op.json"), "op.json", [M], model=MODEL, adapters=used_with)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
 
 def test_the_reason_is_written_after_the_verdict_the_missions_threshold_gives():
     from stage_b.judge import reply_starts
-    point = {"threshold": 0.3, "threshold_fail": 0.3, "certified": True}
+    point = MissionPoint(threshold=0.3, threshold_fail=0.3, review_margin=0.0, certified=True, promise="")
     starts = reply_starts({0: {"summaries": ["接地线×1/散乱 备注：接地线散乱未捆扎"], "mission": M}}, {0: 0.4}, point,
                           guided=True)
     assert starts[0][0].startswith("不通过\n")   # at 0.5 it would have been 通过

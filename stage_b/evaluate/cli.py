@@ -15,7 +15,8 @@ from ..certify import DEFAULT_CONFIDENCE, check_confidence
 from ..dataset import load_records, stage_a_files
 from ..engine_settings import EngineSettings, add_engine_args
 from ..model_replies import guide_citations, verdict_probabilities
-from ..operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, fmt_p, parse_targets
+from ..numbers import fmt_p
+from ..operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
 from ..run_record import selection_for, stage_a_changes
 from ..settings import add_selection_args, selection_flags
 from .held_out import HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis, with_evidence

@@ -3,7 +3,7 @@ the weight each may carry in a promise (stage_b.routes) and what the promise res
 from __future__ import annotations
 
 from ..dataset import build_rows, load_records
-from ..operating_point import stage_a_identity
+from qc_core.checkpoints import stage_a_identity
 from ..routes import evidence_weight, why_not_fair
 from ..run_record import run_selection, train_overlap
 from ..settings import Selection

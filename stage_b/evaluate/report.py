@@ -6,7 +6,8 @@ import html
 
 from qc_core.records import image_key
 
-from ..operating_point import family_text, fmt_distinct, fmt_p, pick_threshold, rates_at
+from ..numbers import fmt_distinct, fmt_p
+from ..operating_point import family_text, pick_threshold, rates_at
 from ..verdict import FAIL, parse
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
