@@ -88,7 +88,7 @@ def test_an_audit_share_out_of_range_is_refused_before_the_model_loads(tiny_qwen
 def withdrawing_monitor(tmp_path, op_path):
     """A monitor.json that withdrew M at this operating point (every audited auto-passed group failed)."""
     from qc_core.jsonl import file_sha256
-    from tests.test_monitor import run_monitor, write_day, write_labels
+    from tests.helpers import run_monitor, write_day, write_labels
     digest = file_sha256(op_path)
     op = json.loads(op_path.read_text(encoding="utf-8"))
     write_day(tmp_path / "day1", digest, [(f"x{i}", "通过", 0.05, "audit", False) for i in range(12)])
