@@ -236,18 +236,110 @@ def _prefetch(groups: list[Group], input_dir: Path, opts: StageAOptions, prepare
         put(_DONE)
 
 
+def _preparer(engine, messages):
+    """What the prefetch threads do to each loaded photo: the engine's own encoding for this mission's prompt, or
+    (any engine with summarize([(messages, image), ...])) the photo paired with the prompt."""
+    if hasattr(engine, "prepare"):
+        return functools.partial(engine.prepare, messages)
+
+    def prepare(image):
+        return messages, image
+    return prepare
+
+
+@dataclass
+class _MissionWriter:
+    """Where a mission's finished groups go, counted: a record to the main file, a failure to the errors file."""
+    name: str
+    main: JsonlAppender
+    errors: JsonlAppender
+    model_name: str
+    adapters: tuple
+    input_dir: Path
+    fingerprint: str
+    written: int = 0
+    failed: int = 0
+
+    def fail(self, group: Group, message: str, stage: str) -> None:
+        self.errors.write(error_record(self.name, message, group_id=group.group_id, path=group.folder,
+                                       stage=stage, label=group.label))
+        log.warning("%s: group %s failed: %s", self.name, group.group_id, message)
+        self.failed += 1
+
+    def write_finished(self, batcher: GroupBatcher) -> None:
+        """Every group whose last photo is summarised: its record, or why there is none."""
+        for done in batcher.finished():
+            if done.error:
+                self.fail(done.group, done.error, "summary")
+                continue
+            try:
+                record = make_record(done.group, done.summaries, self.model_name, self.adapters,
+                                     input_dir=self.input_dir.resolve(), model_fingerprint=self.fingerprint)
+            except RecordError as exc:
+                self.fail(done.group, str(exc), "summary")
+                continue
+            self.main.write(record)
+            self.written += 1
+
+
+def _fill_batcher(batcher: GroupBatcher, prepared: queue.Queue, writer: _MissionWriter, pbar) -> bool:
+    """Takes prepared groups into the batcher until it has enough for a batch; a group with a bad photo fails here.
+    Returns True once the producer is done (nothing more will come)."""
+    while batcher.wants_more():
+        item = prepared.get()
+        if item is _DONE:
+            return True
+        group, photos, err = item
+        if isinstance(err, BaseException):
+            raise err
+        if err is not None:
+            writer.fail(group, err, "image")
+            pbar.update(len(group.images))
+            continue
+        batcher.add(group, photos)
+    return False
+
+
+def _summarize_batch(engine, batch: list, batcher: GroupBatcher, report: RunReport) -> None:
+    """One engine call for a batch of photos; each photo's summary (or why there is none) goes to its group."""
+    results = engine.summarize([slot.photo for slot in batch])
+    for slot, result in zip(batch, results):
+        if result.error is not None:
+            batcher.record(slot, error=f"inference failed on {slot.path}: {result.error}")
+            continue
+        if result.finish_reason == "length":
+            report.truncated += 1
+        try:
+            batcher.record(slot, summary=normalize_summary(result.text))
+        except RecordError as exc:
+            batcher.record(slot, error=f"summary of {slot.path} ({image_key(slot.index + 1)}) is "
+                                       f"invalid: {exc}")
+
+
+def _summarize_groups(prepared: queue.Queue, engine, batch_size, writer: _MissionWriter, report: RunReport,
+                      pbar) -> None:
+    """Batches the prepared groups' photos through the engine and writes each group as soon as it is finished."""
+    batcher = GroupBatcher(batch_size)
+    exhausted = False
+    while True:
+        if not exhausted:
+            exhausted = _fill_batcher(batcher, prepared, writer, pbar)
+        batch = batcher.next_batch()
+        if not batch:
+            break
+        _summarize_batch(engine, batch, batcher, report)
+        report.photos += len(batch)
+        pbar.update(len(batch))
+        writer.write_finished(batcher)
+
+
 def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path, model_name: str,
                  report: RunReport, pbar) -> None:
     messages = stage_a_messages(plan.mission)
     name = plan.mission.name
     fingerprint = stage_a_fingerprint(opts.model, opts.adapters)
-    written = failed = 0
     setup = getattr(engine, "setup_preparation_thread", None)
-    if hasattr(engine, "prepare"):
-        prepare = functools.partial(engine.prepare, messages)
-    else:  # any engine with summarize([(messages, image), ...])
-        def prepare(image):
-            return messages, image
+    prepare = _preparer(engine, messages)
     prepared: queue.Queue = queue.Queue(maxsize=1)  # groups ready; the lookahead is in _prefetch
     stop = threading.Event()
     producer = threading.Thread(target=_prefetch, args=(plan.todo, input_dir, opts, prepare, setup, prepared, stop),
@@ -256,66 +348,15 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
         for issue in plan.new_issues:
             errors.write(issue)
             log.warning("%s: %s", name, issue["error"])
-
-        def fail(group: Group, message: str, stage: str) -> None:
-            nonlocal failed
-            errors.write(error_record(name, message, group_id=group.group_id, path=group.folder,
-                                      stage=stage, label=group.label))
-            log.warning("%s: group %s failed: %s", name, group.group_id, message)
-            failed += 1
-
+        writer = _MissionWriter(name, main, errors, model_name, opts.adapters, input_dir, fingerprint)
         producer.start()
         try:
-            batcher = GroupBatcher(opts.batch_size)
-            exhausted = False
-            while True:
-                while not exhausted and batcher.wants_more():
-                    item = prepared.get()
-                    if item is _DONE:
-                        exhausted = True
-                        break
-                    group, photos, err = item
-                    if isinstance(err, BaseException):
-                        raise err
-                    if err is not None:
-                        fail(group, err, "image")
-                        pbar.update(len(group.images))
-                        continue
-                    batcher.add(group, photos)
-                batch = batcher.next_batch()
-                if not batch:
-                    break
-                results = engine.summarize([slot.photo for slot in batch])
-                for slot, result in zip(batch, results):
-                    if result.error is not None:
-                        batcher.record(slot, error=f"inference failed on {slot.path}: {result.error}")
-                        continue
-                    if result.finish_reason == "length":
-                        report.truncated += 1
-                    try:
-                        batcher.record(slot, summary=normalize_summary(result.text))
-                    except RecordError as exc:
-                        batcher.record(slot, error=f"summary of {slot.path} ({image_key(slot.index + 1)}) is "
-                                                   f"invalid: {exc}")
-                report.photos += len(batch)
-                pbar.update(len(batch))
-                for done in batcher.finished():
-                    if done.error:
-                        fail(done.group, done.error, "summary")
-                        continue
-                    try:
-                        record = make_record(done.group, done.summaries, model_name, opts.adapters,
-                                             input_dir=input_dir.resolve(), model_fingerprint=fingerprint)
-                    except RecordError as exc:
-                        fail(done.group, str(exc), "summary")
-                        continue
-                    main.write(record)
-                    written += 1
+            _summarize_groups(prepared, engine, opts.batch_size, writer, report, pbar)
         finally:
             stop.set()
             producer.join(timeout=5)
-    report.written[name] = report.written.get(name, 0) + written
-    report.failed[name] = report.failed.get(name, 0) + failed
+    report.written[name] = report.written.get(name, 0) + writer.written
+    report.failed[name] = report.failed.get(name, 0) + writer.failed
 
 
 class NothingReadableError(ValueError):
@@ -333,6 +374,65 @@ def _nothing_readable(plans: list[MissionPlan], report: RunReport) -> str | None
             + f". Fix what they say and rerun the same command ({others} group(s) of other missions written this run)")
 
 
+def _plan_missions(missions, folders, opts: StageAOptions, registry, input_dir: Path, output_dir: Path,
+                   stack: ExitStack, report: RunReport) -> list[MissionPlan]:
+    """Each selected mission with photos, locked (the locks held by `stack`) and planned: what is done, what to do.
+    A mission without a folder is an error when named, a warning under --mission all."""
+    num_shards, shard_index = shard_from_env(opts.num_shards, opts.shard_index)
+    plans = []
+    for mission in missions:
+        if not folders[mission.name]:
+            if not is_all(opts.mission):
+                raise FileNotFoundError(f"no folder for mission {mission.name!r} under {input_dir} "
+                                        f"(looked for: {', '.join(registry.folders_of(mission))})")
+            log.warning("no photos for mission %s under %s; nothing to do for it", mission.name, input_dir)
+            continue
+        outputs = MissionOutputs(output_dir, mission.stage_a_stem, num_shards, shard_index)
+        stack.enter_context(output_lock(outputs.mission_lock, shared=outputs.sharded))
+        if outputs.sharded:   # two processes never run the same shard
+            stack.enter_context(output_lock(outputs.main))
+        plan = _plan(mission, folders[mission.name], opts, registry, outputs, input_dir)
+        log.info("%s: %d groups discovered; shard %d/%d: %d already written, %d failed before%s, %d to do",
+                 mission.name, plan.discovered, shard_index, num_shards, plan.skipped_done, plan.skipped_errors,
+                 "" if opts.retry_errors else " (use --retry_errors to retry)", len(plan.todo))
+        report.skipped[mission.name] = plan.skipped_done + plan.skipped_errors
+        # The output file exists from here on, before the model loads (15-25 s on a 7B): `tail -f` works at once.
+        # Appending nothing to an existing file leaves it as it is.
+        plan.outputs.main.open("a").close()
+        plans.append(plan)
+    return plans
+
+
+def _ready_engine(engine, spec, opts: StageAOptions, plans: list[MissionPlan], total_photos: int,
+                  report: RunReport):
+    """The engine, built from `spec` only when there are photos to summarise and none was given; --batch_size auto
+    resolved and the compiled decode started on it. Returns the engine and the options with the batch size set."""
+    if total_photos and engine is None:
+        from .engine import SwiftSummaryEngine
+        engine = SwiftSummaryEngine(spec, backend=opts.infer_backend, batch_size=opts.batch_size,
+                                    max_pixels=opts.max_pixels, max_new_tokens=opts.max_new_tokens,
+                                    temperature=opts.temperature, seed=opts.seed)
+        report.model_loaded = True
+    if opts.batch_size == AUTO:   # resolved once the engine is there (a run with nothing to do loads none)
+        resolve = getattr(engine, "resolve_batch_size", None)
+        batch = resolve(stage_a_messages(plans[0].mission)) if resolve and total_photos else CPU_AUTO_BATCH
+        opts = dataclasses.replace(opts, batch_size=batch)
+    if opts.compiled_decode != "off" and total_photos:
+        engine.start_compiled_decode(opts.compiled_decode, opts.batch_size, stage_a_messages(plans[0].mission))
+    return engine, opts
+
+
+def _run_missions(plans: list[MissionPlan], engine, opts: StageAOptions, input_dir: Path, total_photos: int,
+                  report: RunReport) -> None:
+    """Every planned mission in turn, under one progress bar over all their photos."""
+    from tqdm import tqdm
+    with tqdm(total=total_photos, unit="photo", disable=not opts.progress or not total_photos,
+              dynamic_ncols=True, desc="stage-a") as pbar:
+        for plan in plans:
+            pbar.set_postfix_str(plan.mission.name)
+            _run_mission(plan, engine, opts, input_dir, opts.model, report, pbar)
+
+
 def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     """Run Stage-A for the selected missions; `engine` (anything with `summarize`) is built from
     opts on first need when not given, so a fully resumed run never loads the model. A mission of which discovery
@@ -348,49 +448,12 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     folders = mission_folders(input_dir, registry, missions, strict_unknown=is_all(opts.mission))
     spec = resolve_model(opts.model, opts.adapters, opts.model_type, opts.template) if engine is None else None
     ensure_writable(output_dir)
-    num_shards, shard_index = shard_from_env(opts.num_shards, opts.shard_index)
     report = RunReport()
     with ExitStack() as stack:
-        plans = []
-        for mission in missions:
-            if not folders[mission.name]:
-                if not is_all(opts.mission):
-                    raise FileNotFoundError(f"no folder for mission {mission.name!r} under {input_dir} "
-                                            f"(looked for: {', '.join(registry.folders_of(mission))})")
-                log.warning("no photos for mission %s under %s; nothing to do for it", mission.name, input_dir)
-                continue
-            outputs = MissionOutputs(output_dir, mission.stage_a_stem, num_shards, shard_index)
-            stack.enter_context(output_lock(outputs.mission_lock, shared=outputs.sharded))
-            if outputs.sharded:   # two processes never run the same shard
-                stack.enter_context(output_lock(outputs.main))
-            plan = _plan(mission, folders[mission.name], opts, registry, outputs, input_dir)
-            log.info("%s: %d groups discovered; shard %d/%d: %d already written, %d failed before%s, %d to do",
-                     mission.name, plan.discovered, shard_index, num_shards, plan.skipped_done, plan.skipped_errors,
-                     "" if opts.retry_errors else " (use --retry_errors to retry)", len(plan.todo))
-            report.skipped[mission.name] = plan.skipped_done + plan.skipped_errors
-            # The output file exists from here on, before the model loads (15-25 s on a 7B): `tail -f` works at once.
-            # Appending nothing to an existing file leaves it as it is.
-            plan.outputs.main.open("a").close()
-            plans.append(plan)
+        plans = _plan_missions(missions, folders, opts, registry, input_dir, output_dir, stack, report)
         total_photos = sum(len(g.images) for p in plans for g in p.todo)
-        if total_photos and engine is None:
-            from .engine import SwiftSummaryEngine
-            engine = SwiftSummaryEngine(spec, backend=opts.infer_backend, batch_size=opts.batch_size,
-                                        max_pixels=opts.max_pixels, max_new_tokens=opts.max_new_tokens,
-                                        temperature=opts.temperature, seed=opts.seed)
-            report.model_loaded = True
-        if opts.batch_size == AUTO:   # resolved once the engine is there (a run with nothing to do loads none)
-            resolve = getattr(engine, "resolve_batch_size", None)
-            batch = resolve(stage_a_messages(plans[0].mission)) if resolve and total_photos else CPU_AUTO_BATCH
-            opts = dataclasses.replace(opts, batch_size=batch)
-        if opts.compiled_decode != "off" and total_photos:
-            engine.start_compiled_decode(opts.compiled_decode, opts.batch_size, stage_a_messages(plans[0].mission))
-        from tqdm import tqdm
-        with tqdm(total=total_photos, unit="photo", disable=not opts.progress or not total_photos,
-                  dynamic_ncols=True, desc="stage-a") as pbar:
-            for plan in plans:
-                pbar.set_postfix_str(plan.mission.name)
-                _run_mission(plan, engine, opts, input_dir, opts.model, report, pbar)
+        engine, opts = _ready_engine(engine, spec, opts, plans, total_photos, report)
+        _run_missions(plans, engine, opts, input_dir, total_photos, report)
     report.seconds = time.perf_counter() - start
     if report.truncated:
         log.warning("%d summaries stopped at --max_new_tokens %d; raise it if summaries look cut off",
@@ -399,4 +462,3 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     if problem:
         raise NothingReadableError(problem)
     return report
-

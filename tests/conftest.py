@@ -1,7 +1,8 @@
-"""Session fixtures: tiny random-weight Qwen-VL checkpoints (built once, offline) and synthetic photos."""
+"""Session fixtures: tiny random-weight Qwen-VL checkpoints (built once, offline) and synthetic photos; the stand-in
+engine and checkpoint folder of the in-process judge and evaluation tests; the test order. Plain builders are in
+helpers.py."""
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import sys
@@ -9,16 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def load_script(name: str):
-    """scripts/<name>.py (a user launcher, not a package module) as a module, for tests of its functions."""
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.insert(0, str(REPO / "scripts"))
-    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +43,35 @@ def synthetic():
     return synthetic
 
 
-def run_command(argv, log: Path, env=None, timeout=900) -> str:
-    """Runs a command from the repository root, offline, CPU only; its output goes to `log`; it must succeed."""
-    import subprocess
-    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
-                                 "PYTHON": sys.executable, **(env or {})})
-    log.write_text(result.stdout + result.stderr, encoding="utf-8")
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    return result.stdout + result.stderr
+@pytest.fixture
+def no_group_qc_environment(monkeypatch):
+    """No GROUP_QC_* setting from the environment of whoever runs the tests (the modules that want this name it in
+    `pytestmark = pytest.mark.usefixtures(...)`)."""
+    for name in [n for n in os.environ if n.startswith("GROUP_QC_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """tests.helpers.StandInEngine, in place of stage_b.generate.VerdictEngine for every command that builds one,
+    with nothing asked and no p_fail set yet."""
+    from stage_b import generate
+    from tests.helpers import StandInEngine
+    monkeypatch.setattr(generate, "VerdictEngine", StandInEngine)
+    monkeypatch.setattr(StandInEngine, "asked", [])
+    monkeypatch.setattr(StandInEngine, "P_FAIL", {})
+    return StandInEngine
+
+
+@pytest.fixture
+def model(tmp_path) -> Path:
+    """A checkpoint folder as qc_core.checkpoints.resolve_model checks it (config.json naming a Qwen-VL type);
+    nothing loads it."""
+    import json
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}), encoding="utf-8")
+    return folder
 
 
 START_POINT_SFT_STEPS = 100
@@ -89,6 +102,8 @@ def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     on a small workshop set: it writes the two-line format, and its verdict is a coin (both verdicts seen
     for every group), so GRPO from here has reward spread to learn from. 155 s: built once per test run."""
     import json
+
+    from tests.helpers import run_command
 
     def build(root: Path) -> None:
         synthetic.generate(root / "workshop", seed=0, groups_per_label=12)

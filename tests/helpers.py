@@ -3,13 +3,16 @@ Fixtures live in conftest.py (the headless Chromium `browser` among them)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from qc_core.missions import load_registry
 from stage_b.operating_point import MissionPoint
+from stage_b.verdict import FAIL, PASS
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -179,3 +182,186 @@ def certified_op(model, path, **entry):
 def judge_args(model, stage_a, op, out, *extra, review=False):
     return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
             str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *extra]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Commands and scripts
+# ----------------------------------------------------------------------------------------------------------------
+def load_script(name: str):
+    """scripts/<name>.py (a user launcher, not a package module) as a module, for tests of its functions."""
+    import importlib
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPO / "scripts"))
+    return importlib.import_module(name)
+
+
+def run_command(argv, log: Path, env=None, timeout=900) -> str:
+    """Runs a command from the repository root, offline, CPU only; its output goes to `log`; it must succeed."""
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
+                                 "PYTHON": sys.executable, **(env or {})})
+    log.write_text(result.stdout + result.stderr, encoding="utf-8")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result.stdout + result.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stage-A files of every mission
+# ----------------------------------------------------------------------------------------------------------------
+REGISTRY = load_registry()
+ALL_MISSIONS = REGISTRY.names   # every mission of the registry (MISSIONS above is the two a judged day has)
+
+
+def write_stage_a_all_missions(folder, groups_per_mission=10, mission_field=None, unreviewed=()):
+    """<folder>/<mission>_stage_a.jsonl for every mission, through Stage-A's own record builder and appender; groups
+    numbered in `unreviewed` get label None, as Stage-A --unlabeled writes them."""
+    from qc_core.jsonl import JsonlAppender
+    from qc_core.records import make_record
+    from stage_a.discovery import Group
+    folder.mkdir(parents=True, exist_ok=True)
+    for m in REGISTRY.missions:
+        with JsonlAppender(folder / f"{m.stage_a_stem}.jsonl") as out:
+            for k in range(groups_per_mission):
+                label = None if k in unreviewed else "fail" if k % 2 else "pass"
+                images = tuple(f"{m.name}/x/g{k}/{i}.jpg" for i in range(1, 1 + k % 3 + 1))
+                group = Group(f"QC-T-20250101-{k}", mission_field or m.name, label, images)
+                out.write(make_record(group, [f"摘要{i}" for i in range(len(images))], model="m"))
+    return folder
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The judge and evaluation in process, with a stand-in engine (the `engine` and `model` fixtures, conftest.py)
+# ----------------------------------------------------------------------------------------------------------------
+A, B = "BBU接地线检查", "挡风板安装检查"
+
+
+class StandInEngine:
+    """Stands in for stage_b.generate.VerdictEngine: p_fail from `P_FAIL[(mission, group id)]`, a two-line reply
+    that agrees with it, and a log of what it was asked (`asked`: (method, mission, group id))."""
+    P_FAIL: dict = {}
+    asked: list = []
+
+    def __init__(self, model, **kwargs):
+        self.model = model
+
+    def verdict_logprobs(self, rows):
+        scores = []
+        for row in rows:
+            self.asked.append(("verdict_logprobs", row["mission"], row["group_id"]))
+            p = self.P_FAIL[(row["mission"], row["group_id"])]
+            scores.append({FAIL: math.log(p), PASS: math.log1p(-p)})
+        return scores, {}
+
+    def generate(self, rows, n=1, prefixes=None):
+        replies = []
+        for i, row in enumerate(rows):
+            self.asked.append(("generate", row["mission"], row["group_id"]))
+            p = self.P_FAIL[(row["mission"], row["group_id"])]
+            verdict = FAIL if p >= 0.5 else PASS
+            head = prefixes[i] if prefixes else f"{verdict}\n"
+            rest = ("理由: " if head.endswith("\n") else "") + ("图片_1 接地线未捆扎" if head.startswith(FAIL)
+                                                               else "图片_1 接地线已捆扎")
+            replies.append([head + rest] * n)
+        return replies, {}
+
+
+def write_stage_a_groups(folder: Path, groups: dict[str, list[tuple[str, str | None]]]) -> Path:
+    """<folder>/<mission>_stage_a.jsonl through Stage-A's record builder; groups: {mission: [(group id, label)]}."""
+    from qc_core.jsonl import JsonlAppender
+    from qc_core.records import make_record
+    from stage_a.discovery import Group
+    folder.mkdir(parents=True, exist_ok=True)
+    for mission, members in groups.items():
+        with JsonlAppender(folder / f"{REGISTRY.resolve(mission).stage_a_stem}.jsonl") as out:
+            for gid, label in members:
+                summary = "接地线×1/未捆扎" if label == "fail" else "接地线×1/已捆扎"
+                out.write(make_record(Group(gid, mission, label, ("1.jpg",)), [summary], model="m"))
+    return folder
+
+
+def jsonl_records(path: Path) -> list[dict]:
+    """The records of a JSONL file, read as the product reads them (qc_core.jsonl.iter_jsonl)."""
+    from qc_core.jsonl import iter_jsonl
+    return [rec for _, rec in iter_jsonl(path)]
+
+
+RUN_SPLIT, EVAL_SEED = (0.5, 7), 8
+
+
+def overlap_ids(overlapping: int) -> list[str]:
+    """Group ids: 3 in the validation split of both the run and the evaluation, `overlapping` in the evaluation's
+    validation split but the run's train split, 2 in the evaluation's train split (not scored)."""
+    from stage_b.split import split_of
+    want = {"both": 3, "overlap": overlapping, "unscored": 2}
+    found = {k: [] for k in want}
+    for k in range(10_000):
+        gid = f"QC-OV-20250101-{k}"
+        run_val = split_of(gid, *RUN_SPLIT) == "val"
+        eval_val = split_of(gid, RUN_SPLIT[0], EVAL_SEED) == "val"
+        kind = "both" if run_val and eval_val else "overlap" if eval_val else "unscored" if not eval_val else None
+        if kind and len(found[kind]) < want[kind]:
+            found[kind].append(gid)
+        if all(len(found[k]) == n for k, n in want.items()):
+            return [g for kind in found.values() for g in kind]
+    raise AssertionError("not enough ids")
+
+
+def trained_run(tmp_path: Path, ids: list[str]) -> Path:
+    """A run folder as the plugin leaves it: group_qc_run.json (written by the real record builder) beside a LoRA
+    checkpoint folder."""
+    from stage_b.dataset import build_rows, stage_a_files
+    from stage_b.run_record import build_run_record, write_run_record
+    from stage_b.settings import Selection
+    stage_a = write_stage_a_groups(tmp_path / "sa", {A: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]})
+    selection = Selection(stage_a_dir=str(stage_a), missions=A, val_ratio=RUN_SPLIT[0], seed=RUN_SPLIT[1])
+    _, train = build_rows(selection, "train", allow_empty=True)
+    _, val = build_rows(selection, "val", allow_empty=True)
+    run = tmp_path / "run" / "v0-20250101-000000"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / "checkpoint-2" / "adapter_config.json").write_text("{}", encoding="utf-8")
+    files = stage_a_files(selection, REGISTRY.select(A), REGISTRY)
+    write_run_record(run, build_run_record(selection, train, val, files, rewards=["qc_label"], reward_weights=[1.0],
+                                           lora={}, world_size=1, output_dir=str(run)))
+    return run / "checkpoint-2"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Decisions files and the monitor
+# ----------------------------------------------------------------------------------------------------------------
+def write_decision_file(tmp_path, out, verdict, decision="不通过", name="d.jsonl"):
+    """tmp_path/<name>: one decision on `verdict`, whose verdict file is in `out`, as a review page exports it."""
+    from qc_core.jsonl import file_sha256, write_jsonl_atomic
+    from stage_b import judge
+    from stage_b.decisions import decision_line
+    path = judge.verdicts_path(out, verdict["mission"])
+    line = decision_line(verdict, decision, "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
+    write_jsonl_atomic(tmp_path / name, [line])
+    return tmp_path / name
+
+
+def write_day(folder, digest, groups, mission=M):
+    """groups: [(group id, verdict, p_fail, route, defect summary?)] as the judge writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [{"group_id": g, "mission": mission, "verdict": v, "p_fail": p, "route": r, "needs_review": r == "review",
+              "audit_share": 0.5, "operating_point": digest,
+              "summaries": ["接地线松动" if defect else "接地线连接牢固"]} for g, v, p, r, defect in groups]
+    with open(folder / f"{mission}_verdicts.jsonl", "a", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def write_labels(folder, decided: dict):
+    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "decisions.jsonl", "w", encoding="utf-8") as f:
+        for (mission, gid), decision in decided.items():
+            f.write(json.dumps({"group_id": gid, "mission": mission, "decision": decision, "note": "",
+                                "reviewer": "r", "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None,
+                                "p_fail": None, "source": {"file": "x", "sha256": "y"}, "record": {}},
+                               ensure_ascii=False) + "\n")
+
+
+def run_monitor(tmp_path, op, op_path, digest, folders, labels):
+    from stage_b import monitor as mon
+    days = mon.read_days(folders, digest, load_registry())
+    return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)

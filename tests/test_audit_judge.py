@@ -88,7 +88,7 @@ def test_an_audit_share_out_of_range_is_refused_before_the_model_loads(tiny_qwen
 def withdrawing_monitor(tmp_path, op_path):
     """A monitor.json that withdrew M at this operating point (every audited auto-passed group failed)."""
     from qc_core.jsonl import file_sha256
-    from tests.test_monitor import run_monitor, write_day, write_labels
+    from tests.helpers import run_monitor, write_day, write_labels
     digest = file_sha256(op_path)
     from stage_b.operating_point import load_operating_point
     op = load_operating_point(op_path)

@@ -9,14 +9,7 @@ import pytest
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
 from stage_b import judge
 from stage_b.decisions import DecisionsError, decision_line, import_decisions, main
-from tests.helpers import audited_day
-
-
-def export(tmp_path, out, verdict, decision="不通过", name="d.jsonl"):
-    path = judge.verdicts_path(out, verdict["mission"])
-    line = decision_line(verdict, decision, "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
-    write_jsonl_atomic(tmp_path / name, [line])
-    return tmp_path / name
+from tests.helpers import audited_day, write_decision_file
 
 
 def test_a_decision_from_a_verdict_file_without_routes_is_labelled_and_said_once_to_be_chosen_by_score(
@@ -42,7 +35,7 @@ def test_a_decision_from_a_verdict_file_without_routes_is_labelled_and_said_once
 def test_an_audit_decision_whose_source_changed_is_refused_and_the_same_audit_twice_adds_nothing(tmp_path, synthetic):
     out, verdicts = audited_day(tmp_path, synthetic)
     audit = next(v for v in verdicts if v["route"] == "audit")
-    decisions = export(tmp_path, out, audit)
+    decisions = write_decision_file(tmp_path, out, audit)
     first = import_decisions([decisions], tmp_path / "labels")
     again = import_decisions([decisions], tmp_path / "labels")
     assert (first["added"], again["added"], again["already"]) == (1, 0, 1)
@@ -60,7 +53,8 @@ def test_the_import_reports_reviewed_groups_and_blind_audits_apart(tmp_path, syn
     out, verdicts = audited_day(tmp_path, synthetic)
     audit = next(v for v in verdicts if v["route"] == "audit" and v["verdict"] == "通过")
     review = next(v for v in verdicts if v["route"] == "review" and v["mission"] == audit["mission"])
-    files = [export(tmp_path, out, audit, "不通过", "a.jsonl"), export(tmp_path, out, review, review["verdict"], "r.jsonl")]
+    files = [write_decision_file(tmp_path, out, audit, "不通过", "a.jsonl"),
+             write_decision_file(tmp_path, out, review, review["verdict"], "r.jsonl")]
     assert main(["--decisions", *map(str, files), "--output_dir", str(tmp_path / "labels")]) == 0
     printed = capsys.readouterr().out
     s = import_decisions(files, tmp_path / "labels")["summary"][audit["mission"]]

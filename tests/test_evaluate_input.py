@@ -82,7 +82,7 @@ def test_report_md_writes_data_as_text_never_markup(tmp_path):
     """A group id, reason or summary holding markup is written escaped: a Markdown viewer that renders HTML runs
     nothing, and a `|` does not break the tables."""
     evil = '<img src=x onerror=alert(1)>|'
-    path = _file(tmp_path, lambda ps: [{**ps[1], "group_id": evil, "completion": f"通过\n理由: <script>x</script>",
+    path = _file(tmp_path, lambda ps: [{**ps[1], "group_id": evil, "completion": "通过\n理由: <script>x</script>",
                                          "summaries": ["<b>光纤</b>"]}] + ps[2:])
     out = tmp_path / "out"
     assert evaluate.main(["--predictions", str(path), "--output_dir", str(out), "--no_review"]) == 0

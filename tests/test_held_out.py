@@ -1,15 +1,18 @@
 """Which groups a run trained on, exactly: groups labelled since (reviewers' decisions on new work orders) are held
 out, whatever the run's hash split says of their ids; `--split held_out` scores them with the run's validation
 groups, so an operating point can be certified again on them. Through `python -m stage_b.evaluate` in process, with
-the stand-in engine of tests/test_silent_bugs_commands.py (the model is not what is tested)."""
+the stand-in engine of tests/helpers.py (the model is not what is tested)."""
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from stage_b import evaluate
 from stage_b.split import split_of
-from tests.test_silent_bugs_commands import (A, RUN_SPLIT, _overlap_ids, _trained_run, engine, model,  # noqa: F401
-                                             write_stage_a, _no_group_qc_environment)
+from tests.helpers import A, EVAL_SEED, RUN_SPLIT, overlap_ids, trained_run, write_stage_a_groups
+
+pytestmark = pytest.mark.usefixtures("no_group_qc_environment")
 
 
 def _new_groups(n_train_hashed: int, n_val_hashed: int) -> list[str]:
@@ -31,11 +34,11 @@ def _scored(folder) -> set[str]:
 
 def test_groups_labelled_since_are_held_out_and_scored_with_the_runs_validation_groups(tmp_path, engine, model,
                                                                                         capsys):
-    ids = _overlap_ids(2)
-    adapter = _trained_run(tmp_path, ids)
+    ids = overlap_ids(2)
+    adapter = trained_run(tmp_path, ids)
     run_val = {g for g in ids if split_of(g, *RUN_SPLIT) == "val"}
     new = _new_groups(3, 1)
-    labels = write_stage_a(tmp_path / "labels", {A: [(g, "fail") for g in new]})
+    labels = write_stage_a_groups(tmp_path / "labels", {A: [(g, "fail") for g in new]})
     for k, g in enumerate(ids + new):
         engine.P_FAIL[(A, g)] = 0.05 + 0.04 * k
     base = ["--model", str(model), "--adapters", str(adapter), "--no_review"]
@@ -55,10 +58,10 @@ def test_groups_labelled_since_are_held_out_and_scored_with_the_runs_validation_
 
 def test_when_the_runs_input_changed_the_hash_split_decides_and_errs_towards_refusing(tmp_path, engine, model,
                                                                                       capsys):
-    ids = _overlap_ids(2)
-    adapter = _trained_run(tmp_path, ids)
+    ids = overlap_ids(2)
+    adapter = trained_run(tmp_path, ids)
     new = _new_groups(1, 0)
-    write_stage_a(tmp_path / "sa", {A: [(new[0], "fail")]})   # appended to the run's own file: its ids are unknown now
+    write_stage_a_groups(tmp_path / "sa", {A: [(new[0], "fail")]})   # appended to the run's own file: its ids are unknown now
     engine.P_FAIL.update({(A, g): 0.1 for g in ids + new})
     out = tmp_path / "out"
     assert evaluate.main(["--model", str(model), "--adapters", str(adapter), "--no_review", "--split", "all",
@@ -67,7 +70,7 @@ def test_when_the_runs_input_changed_the_hash_split_decides_and_errs_towards_ref
 
 
 def test_held_out_needs_a_training_run(tmp_path, engine, model, capsys):
-    labels = write_stage_a(tmp_path / "labels", {A: [("QC-X-1", "fail")]})
+    labels = write_stage_a_groups(tmp_path / "labels", {A: [("QC-X-1", "fail")]})
     assert evaluate.main(["--model", str(model), "--stage_a_dir", str(labels), "--split", "held_out", "--no_review",
                           "--output_dir", str(tmp_path / "o")]) == 2
     assert "--split held_out means the groups a training run did not train on" in capsys.readouterr().err
@@ -77,13 +80,12 @@ def test_a_model_merged_from_a_runs_adapter_obeys_the_run(tmp_path, engine, mode
     """`swift export --merge_lora true` writes <run>/checkpoint-N-merged: evaluating that merged model (no adapters)
     must still refuse the groups the run trained on."""
     import json as _json
-    ids = _overlap_ids(1)
-    adapter = _trained_run(tmp_path, ids)
+    ids = overlap_ids(1)
+    adapter = trained_run(tmp_path, ids)
     merged = adapter.parent / f"{adapter.name}-merged"
     merged.mkdir()
     (merged / "config.json").write_text(_json.dumps({"model_type": "qwen2_5_vl"}), encoding="utf-8")
     engine.P_FAIL.update({(A, g): 0.2 for g in ids})
-    from tests.test_silent_bugs_commands import EVAL_SEED
     assert evaluate.main(["--model", str(merged), "--no_review", "--val_ratio", str(RUN_SPLIT[0]), "--split_seed",
                           str(EVAL_SEED), "--output_dir", str(tmp_path / "o")]) == 2
     assert "were in the training run's train split" in capsys.readouterr().err

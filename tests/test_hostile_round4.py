@@ -64,9 +64,9 @@ def day(tmp_path, synthetic):
 
 
 def one_decision(tmp_path, day, name="d.jsonl", **edit):
-    from tests.test_decisions_routes import export
+    from tests.helpers import write_decision_file
     out, verdicts = day
-    path = export(tmp_path, out, verdicts[0], name=name)
+    path = write_decision_file(tmp_path, out, verdicts[0], name=name)
     line = {**json.loads(path.read_text(encoding="utf-8")), **edit}
     for key in [k for k, v in edit.items() if v is ...]:
         del line[key]

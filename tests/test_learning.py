@@ -26,7 +26,7 @@ from stage_a.discovery import Group
 from qc_core.jsonl import write_jsonl_atomic
 from qc_core.missions import load_registry
 from qc_core.records import make_record
-from tests.conftest import run_command
+from tests.helpers import run_command
 
 REPO = Path(__file__).resolve().parent.parent
 # Measured with 30 steps: the label reward jumped from chance to 0.94 at step 13 and stayed >= 0.91 from step 16

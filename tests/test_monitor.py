@@ -10,6 +10,7 @@ import pytest
 
 from stage_b import monitor as mon
 from stage_b.operating_point import MissionPoint, OperatingPoint, build_operating_point
+from tests.helpers import run_monitor, write_day, write_labels
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -79,38 +80,10 @@ def make_op(tmp_path, name="op.json"):
     return OperatingPoint.from_json(op, path), path, file_sha256(path)
 
 
-def write_day(folder, digest, groups, mission=M):
-    """groups: [(group id, verdict, p_fail, route, defect summary?)] as the judge writes them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [{"group_id": g, "mission": mission, "verdict": v, "p_fail": p, "route": r, "needs_review": r == "review",
-              "audit_share": 0.5, "operating_point": digest,
-              "summaries": ["接地线松动" if defect else "接地线连接牢固"]} for g, v, p, r, defect in groups]
-    with open(folder / f"{mission}_verdicts.jsonl", "a", encoding="utf-8") as f:
-        for line in lines:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-
-def write_labels(folder, decided: dict):
-    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "decisions.jsonl", "w", encoding="utf-8") as f:
-        for (mission, gid), decision in decided.items():
-            f.write(json.dumps({"group_id": gid, "mission": mission, "decision": decision, "note": "",
-                                "reviewer": "r", "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None,
-                                "p_fail": None, "source": {"file": "x", "sha256": "y"}, "record": {}},
-                               ensure_ascii=False) + "\n")
-
-
 def normal_day(prefix, n=20):
     half = n // 2
     return ([(f"{prefix}f{i}", "不通过", 0.9, "auto", True) for i in range(half)]
             + [(f"{prefix}p{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(half)])
-
-
-def run_monitor(tmp_path, op, op_path, digest, folders, labels):
-    from qc_core.missions import load_registry
-    days = mon.read_days(folders, digest, load_registry())
-    return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
 
 
 def test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_path):

@@ -27,7 +27,7 @@ from stage_b.lora import target_regex
 from stage_b.run_record import RUN_FILE, file_facts
 from stage_b.settings import Selection
 from stage_b.split import split_of
-from tests.conftest import run_command
+from tests.helpers import run_command
 
 REPO = Path(__file__).resolve().parent.parent
 VAL_RATIO, SEED, LAST_K = 0.5, 7, 2

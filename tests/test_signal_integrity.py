@@ -24,10 +24,10 @@ from stage_b.dataset import DatasetError, build_rows
 from stage_b.rewards import qc_consistency
 from stage_b.settings import Selection
 from stage_b.split import split_of
-from tests.test_stage_b_data import MISSIONS, write_stage_a
+from tests.helpers import ALL_MISSIONS, write_stage_a_all_missions
 
 REPO = Path(__file__).resolve().parent.parent
-IDS = [f"QC-T-20250101-{i}" for i in range(12)]   # the ids write_stage_a gives, per mission
+IDS = [f"QC-T-20250101-{i}" for i in range(12)]   # the ids write_stage_a_all_missions gives, per mission
 # sha1("<seed>:<id>") as a fraction of 2^64 below the ratio -> val. Fixed forever: a run trained last month
 # must split the same way as evaluation today.
 GOLDEN = {(0.5, 7): ["train", "train", "val", "val", "val", "train", "train", "val", "val", "val", "val", "train"],
@@ -48,7 +48,7 @@ def test_split_is_the_same_in_every_process():
 
 
 def test_split_follows_group_ids_not_row_positions(tmp_path):
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=12)
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=12)
     selection = Selection(stage_a_dir=str(folder), val_ratio=0.5, seed=7)
     before = {(r["mission"], r["group_id"]) for r in build_rows(selection, "val")[0]}
     for path in folder.glob("*.jsonl"):   # the same groups in another order, e.g. a Stage-A rerun
@@ -56,7 +56,7 @@ def test_split_follows_group_ids_not_row_positions(tmp_path):
         path.write_text("\n".join(lines[::-1]) + "\n", encoding="utf-8")
     after = {(r["mission"], r["group_id"]) for r in build_rows(selection, "val")[0]}
     assert after == before
-    expected = {(m, g) for m in MISSIONS for g, s in zip(IDS, GOLDEN[(0.5, 7)]) if s == "val"}
+    expected = {(m, g) for m in ALL_MISSIONS for g, s in zip(IDS, GOLDEN[(0.5, 7)]) if s == "val"}
     assert before == expected
 
 
@@ -74,7 +74,7 @@ def _load_with_ms_swift(name: str) -> list[dict]:
 
 
 def test_plugin_datasets_take_the_split_from_the_environment(plugin, tmp_path, monkeypatch):
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=12)
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=12)
     monkeypatch.setenv("GROUP_QC_STAGE_A_DIR", str(folder))
     monkeypatch.setenv("GROUP_QC_VAL_RATIO", "0.5")
     monkeypatch.setenv("GROUP_QC_SPLIT_SEED", "7")
@@ -86,7 +86,7 @@ def test_plugin_datasets_take_the_split_from_the_environment(plugin, tmp_path, m
 
 
 def test_an_empty_split_is_refused(plugin, tmp_path, monkeypatch):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     with pytest.raises(DatasetError, match="the val split of the selection 'all' is empty"):
         build_rows(Selection(stage_a_dir=str(folder), val_ratio=0.0), "val")
     monkeypatch.setenv("GROUP_QC_STAGE_A_DIR", str(folder))
@@ -97,15 +97,15 @@ def test_an_empty_split_is_refused(plugin, tmp_path, monkeypatch):
 
 
 def test_a_requested_missions_missing_file_is_an_error(tmp_path, caplog):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     (folder / "挡风板安装检查_stage_a.jsonl").unlink()
     with pytest.raises(DatasetError, match=r"missing Stage-A output: .*挡风板安装检查_stage_a.jsonl"):
         build_rows(Selection(stage_a_dir=str(folder), missions="BBU接地线检查,挡风板安装检查"), "all")
     with pytest.raises(DatasetError, match=r"挡风板安装检查_stage_a.jsonl"):  # every mission named, one by one
-        build_rows(Selection(stage_a_dir=str(folder), missions=",".join(MISSIONS)), "all")
+        build_rows(Selection(stage_a_dir=str(folder), missions=",".join(ALL_MISSIONS)), "all")
     with caplog.at_level(logging.WARNING, logger="group_qc.stage_b"):
         rows, counts = build_rows(Selection(stage_a_dir=str(folder)), "all")   # 'all': what exists, with a warning
-    assert set(counts) == set(MISSIONS) - {"挡风板安装检查"}
+    assert set(counts) == set(ALL_MISSIONS) - {"挡风板安装检查"}
     assert "left out of 'all'" in caplog.text and "挡风板安装检查_stage_a.jsonl" in caplog.text
 
 
@@ -139,7 +139,7 @@ def test_evaluate_pairs_each_completion_with_its_own_row(tiny_qwen2_5_vl, tmp_pa
     """Batched evaluation through the CLI; each prediction's completion must be what the model says to that
     row alone (greedy), and the completions must differ across rows, or a mix-up could hide."""
     from stage_b.generate import VerdictEngine
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=3)
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=3)
     out = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir",
                           str(folder), "--split", "all", "--batch_size", "5", "--max_new_tokens", "6",
                           "--output_dir", str(tmp_path / "eval")], cwd=REPO, capture_output=True, text=True,

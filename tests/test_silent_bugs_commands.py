@@ -2,104 +2,24 @@
 11), caught through the commands themselves (their real argument parsers, Stage-A files, selection, run record,
 output files), in process.
 
-The model is not what these tests are about, so a stand-in takes the place of stage_b.generate.VerdictEngine (its
-two methods, `generate(rows, prefixes=...)` and `verdict_logprobs(rows)`, as stage_b/generate.py defines them): it
-answers each group from a table keyed by (mission, group id), with p_fail values far apart (0.02 at least), and
-notes every group it is asked about. The real engine's p_fail is pinned in tests/test_judge.py; with the tiny
+The model is not what these tests are about, so a stand-in (tests/helpers.py: StandInEngine, put in place by the
+`engine` fixture of tests/conftest.py) takes the place of stage_b.generate.VerdictEngine (its two methods,
+`generate(rows, prefixes=...)` and `verdict_logprobs(rows)`, as stage_b/generate.py defines them): it answers each
+group from a table keyed by (mission, group id), with p_fail values far apart (0.02 at least), and notes every group
+it is asked about. The real engine's p_fail is pinned in tests/test_judge.py; with the tiny
 model every p_fail sits near 1.5e-6, which is why a value paired with the wrong group went unseen there.
 """
 from __future__ import annotations
 
 import json
-import math
-import os
-from pathlib import Path
 
 import pytest
 
-from stage_a.discovery import Group
-from qc_core.jsonl import JsonlAppender, iter_jsonl
-from qc_core.missions import load_registry
-from qc_core.records import make_record
-from stage_b import evaluate, generate, judge
-from stage_b.dataset import build_rows, stage_a_files
-from stage_b.run_record import build_run_record, write_run_record
-from stage_b.settings import Selection
-from stage_b.split import split_of
+from stage_b import evaluate, judge
 from stage_b.verdict import FAIL, PASS
+from tests.helpers import A, B, EVAL_SEED, RUN_SPLIT, jsonl_records, overlap_ids, trained_run, write_stage_a_groups
 
-REGISTRY = load_registry()
-A, B = "BBU接地线检查", "挡风板安装检查"
-
-
-@pytest.fixture(autouse=True)
-def _no_group_qc_environment(monkeypatch):
-    for name in [n for n in os.environ if n.startswith("GROUP_QC_")]:
-        monkeypatch.delenv(name)
-
-
-class StandInEngine:
-    """Stands in for stage_b.generate.VerdictEngine: p_fail from `P_FAIL[(mission, group id)]`, a two-line reply
-    that agrees with it, and a log of what it was asked (`asked`: (method, mission, group id))."""
-    P_FAIL: dict = {}
-    asked: list = []
-
-    def __init__(self, model, **kwargs):
-        self.model = model
-
-    def verdict_logprobs(self, rows):
-        scores = []
-        for row in rows:
-            self.asked.append(("verdict_logprobs", row["mission"], row["group_id"]))
-            p = self.P_FAIL[(row["mission"], row["group_id"])]
-            scores.append({FAIL: math.log(p), PASS: math.log1p(-p)})
-        return scores, {}
-
-    def generate(self, rows, n=1, prefixes=None):
-        replies = []
-        for i, row in enumerate(rows):
-            self.asked.append(("generate", row["mission"], row["group_id"]))
-            p = self.P_FAIL[(row["mission"], row["group_id"])]
-            verdict = FAIL if p >= 0.5 else PASS
-            head = prefixes[i] if prefixes else f"{verdict}\n"
-            rest = ("理由: " if head.endswith("\n") else "") + ("图片_1 接地线未捆扎" if head.startswith(FAIL)
-                                                               else "图片_1 接地线已捆扎")
-            replies.append([head + rest] * n)
-        return replies, {}
-
-
-@pytest.fixture
-def engine(monkeypatch):
-    """The stand-in, in place of the real engine for every command that builds one."""
-    monkeypatch.setattr(generate, "VerdictEngine", StandInEngine)
-    monkeypatch.setattr(StandInEngine, "asked", [])
-    monkeypatch.setattr(StandInEngine, "P_FAIL", {})
-    return StandInEngine
-
-
-@pytest.fixture
-def model(tmp_path) -> Path:
-    """A checkpoint folder as qc_core.checkpoints.resolve_model checks it (config.json naming a Qwen-VL type);
-    nothing loads it."""
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}), encoding="utf-8")
-    return folder
-
-
-def write_stage_a(folder: Path, groups: dict[str, list[tuple[str, str | None]]]) -> Path:
-    """<folder>/<mission>_stage_a.jsonl through Stage-A's record builder; groups: {mission: [(group id, label)]}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for mission, members in groups.items():
-        with JsonlAppender(folder / f"{REGISTRY.resolve(mission).stage_a_stem}.jsonl") as out:
-            for gid, label in members:
-                summary = "接地线×1/未捆扎" if label == "fail" else "接地线×1/已捆扎"
-                out.write(make_record(Group(gid, mission, label, ("1.jpg",)), [summary], model="m"))
-    return folder
-
-
-def lines(path: Path) -> list[dict]:
-    return [rec for _, rec in iter_jsonl(path)]
+pytestmark = pytest.mark.usefixtures("no_group_qc_environment")
 
 
 # ---------------------------------------------------------------- class 4: the judge resumes by group identity
@@ -117,14 +37,14 @@ def test_the_judge_resumes_by_group_identity_not_by_position(tmp_path, engine, m
     always holds the first k groups in input order. Here the file holds groups out of input order: the resumed run
     must ask the model about exactly the missing groups of each mission, each once, keep the lines already there,
     and end with every group exactly once."""
-    stage_a = write_stage_a(tmp_path / "sa", {m: [(g, None) for g in IDS] for m in (A, B)})
+    stage_a = write_stage_a_groups(tmp_path / "sa", {m: [(g, None) for g in IDS] for m in (A, B)})
     for m_index, m in enumerate((A, B)):
         for k, gid in enumerate(IDS):
             engine.P_FAIL[(m, gid)] = 0.05 + 0.15 * k + 0.04 * m_index
     args = ["--model", str(model), "--stage_a_dir", str(stage_a), "--mission", "all", "--threshold", "0.5",
             "--no_review", "--batch_size", "2"]
     assert judge.main([*args, "--output_dir", str(tmp_path / "full")]) == 0
-    full = {m: {r["group_id"]: r for r in lines(judge.verdicts_path(tmp_path / "full", m))} for m in (A, B)}
+    full = {m: {r["group_id"]: r for r in jsonl_records(judge.verdicts_path(tmp_path / "full", m))} for m in (A, B)}
     assert all(list(full[m]) == IDS for m in (A, B))
 
     resumed = tmp_path / "resumed"
@@ -139,7 +59,7 @@ def test_the_judge_resumes_by_group_identity_not_by_position(tmp_path, engine, m
         missing = [g for g in IDS if g not in already[m]]
         asked = [g for method, mission, g in engine.asked if method == "verdict_logprobs" and mission == m]
         assert asked == missing, (m, asked)
-        after = lines(judge.verdicts_path(resumed, m))
+        after = jsonl_records(judge.verdicts_path(resumed, m))
         assert after[:len(already[m])] == [full[m][g] for g in already[m]]     # kept as they were
         assert sorted(r["group_id"] for r in after) == sorted(IDS)           # every group, exactly once
         for r in after:                                                       # each with its own p_fail
@@ -154,7 +74,7 @@ def test_each_prediction_carries_its_own_groups_p_fail(tmp_path, engine, model):
     differs from every other's by 0.02 or more, one work order is in both missions, and each prediction, the curve's
     points and the verdicts must carry the value of their own (mission, group)."""
     ids = [f"QC-PF-20250101-{k}" for k in range(10)]
-    stage_a = write_stage_a(tmp_path / "sa", {m: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]
+    stage_a = write_stage_a_groups(tmp_path / "sa", {m: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]
                                               for m in (A, B)})
     for m_index, m in enumerate((A, B)):
         for k, gid in enumerate(ids):
@@ -162,7 +82,7 @@ def test_each_prediction_carries_its_own_groups_p_fail(tmp_path, engine, model):
     out = tmp_path / "out"
     assert evaluate.main(["--model", str(model), "--stage_a_dir", str(stage_a), "--split", "all", "--no_review",
                           "--output_dir", str(out)]) == 0
-    predictions = lines(out / "predictions.jsonl")
+    predictions = jsonl_records(out / "predictions.jsonl")
     assert len(predictions) == 20 and len({(p["mission"], p["group_id"]) for p in predictions}) == 20
     for p in predictions:
         own = engine.P_FAIL[(p["mission"], p["group_id"])]
@@ -177,42 +97,6 @@ def test_each_prediction_carries_its_own_groups_p_fail(tmp_path, engine, model):
 
 
 # ---------------------------------------------------------------- class 11: one trained-on group is refused
-RUN_SPLIT, EVAL_SEED = (0.5, 7), 8
-
-
-def _overlap_ids(overlapping: int) -> list[str]:
-    """Group ids: 3 in the validation split of both the run and the evaluation, `overlapping` in the evaluation's
-    validation split but the run's train split, 2 in the evaluation's train split (not scored)."""
-    want = {"both": 3, "overlap": overlapping, "unscored": 2}
-    found = {k: [] for k in want}
-    for k in range(10_000):
-        gid = f"QC-OV-20250101-{k}"
-        run_val = split_of(gid, *RUN_SPLIT) == "val"
-        eval_val = split_of(gid, RUN_SPLIT[0], EVAL_SEED) == "val"
-        kind = "both" if run_val and eval_val else "overlap" if eval_val else "unscored" if not eval_val else None
-        if kind and len(found[kind]) < want[kind]:
-            found[kind].append(gid)
-        if all(len(found[k]) == n for k, n in want.items()):
-            return [g for kind in found.values() for g in kind]
-    raise AssertionError("not enough ids")
-
-
-def _trained_run(tmp_path: Path, ids: list[str]) -> Path:
-    """A run folder as the plugin leaves it: group_qc_run.json (written by the real record builder) beside a LoRA
-    checkpoint folder."""
-    stage_a = write_stage_a(tmp_path / "sa", {A: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]})
-    selection = Selection(stage_a_dir=str(stage_a), missions=A, val_ratio=RUN_SPLIT[0], seed=RUN_SPLIT[1])
-    _, train = build_rows(selection, "train", allow_empty=True)
-    _, val = build_rows(selection, "val", allow_empty=True)
-    run = tmp_path / "run" / "v0-20250101-000000"
-    (run / "checkpoint-2").mkdir(parents=True)
-    (run / "checkpoint-2" / "adapter_config.json").write_text("{}", encoding="utf-8")
-    files = stage_a_files(selection, REGISTRY.select(A), REGISTRY)
-    write_run_record(run, build_run_record(selection, train, val, files, rewards=["qc_label"], reward_weights=[1.0],
-                                           lora={}, world_size=1, output_dir=str(run)))
-    return run / "checkpoint-2"
-
-
 @pytest.mark.parametrize("overlapping", [1, 2])
 def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, model, capsys, overlapping):
     """Silent bug: evaluation refusing an overlap with the training run's train split only when more than one
@@ -220,10 +104,10 @@ def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, 
     among the validation groups, `python -m stage_b.evaluate --adapters RUN/checkpoint-N` with another split seed
     must refuse (exit status 2, nothing written, the count named, the way out said); --allow_train_overlap scores
     it and the report says so; the run's own split scores with no overlap."""
-    ids = _overlap_ids(overlapping)
+    ids = overlap_ids(overlapping)
     for k, g in enumerate(ids):
         engine.P_FAIL[(A, g)] = 0.03 + 0.08 * k
-    adapter = _trained_run(tmp_path, ids)
+    adapter = trained_run(tmp_path, ids)
     base = ["--model", str(model), "--adapters", str(adapter), "--no_review"]
     other_seed = ["--val_ratio", str(RUN_SPLIT[0]), "--split_seed", str(EVAL_SEED)]
 

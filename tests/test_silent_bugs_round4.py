@@ -133,10 +133,9 @@ def test_each_reviewers_newest_decision_counts_and_unsure_takes_no_side(log, sta
 
 def test_the_same_decision_in_two_files_of_one_import_is_appended_once(tmp_path, synthetic):
     from stage_b.decisions import import_decisions
-    from tests.helpers import audited_day
-    from tests.test_decisions_routes import export
+    from tests.helpers import audited_day, write_decision_file
     out, verdicts = audited_day(tmp_path, synthetic)
-    first = export(tmp_path, out, verdicts[0], name="a.jsonl")
+    first = write_decision_file(tmp_path, out, verdicts[0], name="a.jsonl")
     (tmp_path / "b.jsonl").write_bytes(first.read_bytes())
     result = import_decisions([first, tmp_path / "b.jsonl"], tmp_path / "labels")
     assert (result["added"], result["already"]) == (1, 1)

@@ -242,8 +242,8 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
 def test_merge_says_what_it_skips_in_a_finished_part(tmp_path, caplog):
     import logging
     from stage_a.merge import merge_mission
-    from tests.test_stage_b_data import write_stage_a
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=4)
+    from tests.helpers import write_stage_a_all_missions
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=4)
     whole = (folder / f"{STEM}.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (folder / f"{STEM}.jsonl").unlink()
     for i, lines in enumerate([whole[:2], whole[2:]]):

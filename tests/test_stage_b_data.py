@@ -4,31 +4,14 @@ from dataclasses import replace
 
 import pytest
 
-from stage_a.discovery import Group
-from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
-from qc_core.records import make_record
 from stage_b.dataset import DatasetError, balance_by_label, build_rows, load_records
 from stage_b.settings import Selection, SettingError, selection_from
 from stage_b.prompts import stage_b_messages
 from stage_b.split import split_of
+from tests.helpers import ALL_MISSIONS, write_stage_a_all_missions
 
 REGISTRY = load_registry()
-MISSIONS = REGISTRY.names
-
-
-def write_stage_a(folder, groups_per_mission=10, mission_field=None, unreviewed=()):
-    """<folder>/<mission>_stage_a.jsonl through Stage-A's own record builder and appender; groups numbered in
-    `unreviewed` get label None, as Stage-A --unlabeled writes them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for m in REGISTRY.missions:
-        with JsonlAppender(folder / f"{m.stage_a_stem}.jsonl") as out:
-            for k in range(groups_per_mission):
-                label = None if k in unreviewed else "fail" if k % 2 else "pass"
-                images = tuple(f"{m.name}/x/g{k}/{i}.jpg" for i in range(1, 1 + k % 3 + 1))
-                group = Group(f"QC-T-20250101-{k}", mission_field or m.name, label, images)
-                out.write(make_record(group, [f"摘要{i}" for i in range(len(images))], model="m"))
-    return folder
 
 
 def test_prompt_is_byte_identical_and_lists_summaries_in_order():
@@ -42,11 +25,11 @@ def test_prompt_is_byte_identical_and_lists_summaries_in_order():
     assert "第一行：通过 或 不通过" in a[0]["content"] and "理由:" in a[0]["content"]
 
 
-@pytest.mark.parametrize("name", MISSIONS)
+@pytest.mark.parametrize("name", ALL_MISSIONS)
 def test_each_mission_has_its_own_prompt(name):
     content = stage_b_messages(REGISTRY.resolve(name), ["x"])[0]["content"]
     assert name in content
-    others = [n for n in MISSIONS if n != name]
+    others = [n for n in ALL_MISSIONS if n != name]
     assert not any(o in content for o in others)
 
 
@@ -65,16 +48,16 @@ def test_bad_ratio(ratio):
 
 
 def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     source = Selection(stage_a_dir=str(folder), val_ratio=0.3)
     with caplog.at_level(logging.INFO, logger="group_qc.stage_b"):
         train, counts = build_rows(source, "train")
         val, _ = build_rows(source, "val")
         everything, _ = build_rows(source, "all")
-    assert set(counts) == set(MISSIONS) and all(c["groups"] == 10 for c in counts.values())
+    assert set(counts) == set(ALL_MISSIONS) and all(c["groups"] == 10 for c in counts.values())
     assert len(train) + len(val) == len(everything) == 40
     assert not {(r["mission"], r["group_id"]) for r in train} & {(r["mission"], r["group_id"]) for r in val}
-    assert all(f"{m}: 10 Stage-A groups -> " in caplog.text for m in MISSIONS)
+    assert all(f"{m}: 10 Stage-A groups -> " in caplog.text for m in ALL_MISSIONS)
     row = everything[1]
     assert set(row) == {"messages", "solution", "mission", "group_id", "summaries"}
     assert row["solution"] == "不通过" and everything[0]["solution"] == "通过"
@@ -82,7 +65,7 @@ def test_rows_for_all_four_missions_groups_in_equal_rows_out(tmp_path, caplog):
 
 
 def test_one_mission_by_alias_and_explicit_globs(tmp_path):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     rows, counts = build_rows(Selection(stage_a_dir=str(folder), missions="BBU线缆布放"), "all")
     assert set(counts) == {"BBU线缆布放要求"} and len(rows) == 10
     rows, counts = build_rows(Selection(files=(str(folder / "BBU*_stage_a.jsonl"),)), "all")
@@ -90,7 +73,7 @@ def test_one_mission_by_alias_and_explicit_globs(tmp_path):
 
 
 def test_alias_in_older_records_is_canonicalised(tmp_path):
-    folder = write_stage_a(tmp_path / "sa", mission_field="BBU线缆布放")
+    folder = write_stage_a_all_missions(tmp_path / "sa", mission_field="BBU线缆布放")
     rows, counts = build_rows(Selection(files=(str(folder / "挡风板安装检查_stage_a.jsonl"),)), "all")
     assert set(counts) == {"BBU线缆布放要求"}
 
@@ -115,7 +98,7 @@ def test_wrong_selection_is_a_clear_error(tmp_path, setup, missions, message):
     (["BBU安装方式检查（正装）", "BBU安装方式检查(正装)"], None, "under 2 of its names"),
 ])
 def test_a_stage_a_file_named_after_an_alias_is_read_or_refused_naming_both(tmp_path, names, read, refusal):
-    source = write_stage_a(tmp_path / "src", groups_per_mission=4)
+    source = write_stage_a_all_missions(tmp_path / "src", groups_per_mission=4)
     folder = tmp_path / "sa"
     folder.mkdir()
     for name in names:
@@ -132,7 +115,7 @@ def test_a_stage_a_file_named_after_an_alias_is_read_or_refused_naming_both(tmp_
 
 
 def test_a_stage_a_file_naming_no_mission_is_named_in_a_warning(tmp_path, caplog):
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=2)
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=2)
     (folder / "RRU安装检查_stage_a.jsonl").write_text("")
     with caplog.at_level(logging.WARNING, logger="group_qc.stage_b"):
         build_rows(Selection(stage_a_dir=str(folder)), "all")
@@ -146,7 +129,7 @@ def test_unmerged_shards_are_pointed_out(tmp_path):
 
 
 def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_path):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     path = folder / "BBU接地线检查_stage_a.jsonl"
     one = Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
     with path.open("a", encoding="utf-8") as f:
@@ -179,7 +162,7 @@ def _preflight(selection):
 ], ids=["train", "val", "all", "load_records"])
 def test_an_unreviewed_record_is_never_a_target_nor_scored_and_its_line_is_named(tmp_path, use):
     """A null label would otherwise become 不通过 (`PASS if pass else FAIL`): the whole selection is refused."""
-    folder = write_stage_a(tmp_path / "sa", unreviewed={3})
+    folder = write_stage_a_all_missions(tmp_path / "sa", unreviewed={3})
     one = Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
     with pytest.raises(DatasetError, match=r"BBU接地线检查_stage_a.jsonl:4: group QC-T-20250101-3 is unreviewed "
                                            r"\(label null: Stage-A ran with --unlabeled\), so it cannot be a "
@@ -188,13 +171,13 @@ def test_an_unreviewed_record_is_never_a_target_nor_scored_and_its_line_is_named
 
 
 def test_preflight_refuses_unreviewed_records_naming_the_line(tmp_path, capsys):
-    folder = write_stage_a(tmp_path / "sa", unreviewed={0})
+    folder = write_stage_a_all_missions(tmp_path / "sa", unreviewed={0})
     assert _preflight(Selection(stage_a_dir=str(folder), missions="BBU接地线检查")) == 2
     assert "BBU接地线检查_stage_a.jsonl:1: group QC-T-20250101-0 is unreviewed" in capsys.readouterr().err
 
 
 def test_judging_reads_unreviewed_records_with_require_label_false(tmp_path):
-    folder = write_stage_a(tmp_path / "sa", unreviewed={3})
+    folder = write_stage_a_all_missions(tmp_path / "sa", unreviewed={3})
     records = load_records(Selection(stage_a_dir=str(folder), missions="BBU接地线检查"), require_label=False)
     assert [r["label"] for r in records][2:5] == ["pass", None, "pass"]
 
@@ -224,7 +207,7 @@ def test_balanced_order_alternates_verdicts_so_every_even_window_is_half_fails(f
 
 
 def test_balance_applies_to_the_train_split_only_and_bad_setting_is_refused(tmp_path):
-    folder = write_stage_a(tmp_path / "sa", groups_per_mission=12)
+    folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=12)
     source = selection_from(environ={"GROUP_QC_STAGE_A_DIR": str(folder), "GROUP_QC_BALANCE_LABELS": "1"})
     assert source.balance_labels
     train, _ = build_rows(source, "train")
@@ -253,7 +236,7 @@ def _one_mission(folder):
     (lambda p: p.write_bytes(b""), 0, "BBU接地线检查_stage_a.jsonl holds no group of the selected missions (an empty file)"),
 ])
 def test_partial_stage_a_files_are_read_or_reported(tmp_path, caplog, damage, rows, warning):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     damage(folder / "BBU接地线检查_stage_a.jsonl")
     with caplog.at_level(logging.WARNING, logger="group_qc.stage_b"):
         got, _ = build_rows(_one_mission(folder), "all", allow_empty=True)
@@ -265,7 +248,7 @@ def test_partial_stage_a_files_are_read_or_reported(tmp_path, caplog, damage, ro
 
 
 def test_shard_parts_beside_a_merged_file_must_be_merged(tmp_path):
-    folder = write_stage_a(tmp_path / "sa")
+    folder = write_stage_a_all_missions(tmp_path / "sa")
     merged = folder / "BBU接地线检查_stage_a.jsonl"
     lines = merged.read_text(encoding="utf-8").splitlines(keepends=True)
     part = folder / "BBU接地线检查_stage_a.shard-00001-of-00002.jsonl"

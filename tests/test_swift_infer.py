@@ -43,8 +43,8 @@ def test_swift_infer_without_a_stage_a_folder_says_what_to_export_before_the_mod
 def test_swift_infer_with_the_folder_exported_writes_a_row_per_validation_group(tiny_qwen2_5_vl, tmp_path):
     from stage_b.dataset import build_rows
     from stage_b.settings import Selection
-    from tests.test_stage_b_data import write_stage_a
-    stage_a = write_stage_a(tmp_path / "sa", groups_per_mission=6)
+    from tests.helpers import write_stage_a_all_missions
+    stage_a = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=6)
     val = build_rows(Selection(stage_a_dir=str(stage_a)), "val")[0]
     result = _recipe(tiny_qwen2_5_vl, tmp_path / "infer.jsonl", tmp_path, GROUP_QC_STAGE_A_DIR="sa")  # relative: cwd's
     assert result.returncode == 0, result.stderr[-3000:]

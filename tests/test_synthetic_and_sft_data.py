@@ -8,7 +8,7 @@ from stage_a.prompts import stage_a_messages
 from stage_b.prompts import VERDICT_REQUEST
 from stage_b.verdict import parse
 from group_qc_dev import sft_data
-from tests.conftest import load_script
+from tests.helpers import load_script
 
 
 def test_generator_layout_labels_and_ground_truth(tmp_path, synthetic):

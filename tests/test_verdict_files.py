@@ -1,9 +1,8 @@
 """Verdict files that stay true (issue 26): each verdict records what it rests on, a rerun judges again the groups
 whose Stage-A record changed, and a file edited by hand is refused line by line. Through `python -m stage_b.judge`
-in process, with the stand-in engine of tests/test_silent_bugs_commands.py (the model is not what is tested)."""
+in process, with the stand-in engine of tests/helpers.py (the model is not what is tested)."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -12,14 +11,15 @@ from qc_core.jsonl import write_jsonl_atomic
 from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b import judge
-from tests.test_silent_bugs_commands import (A, B, engine, lines, model, write_stage_a,  # noqa: F401
-                                             _no_group_qc_environment)
+from tests.helpers import A, B, jsonl_records, write_stage_a_groups
+
+pytestmark = pytest.mark.usefixtures("no_group_qc_environment")
 
 IDS = [f"QC-VF-20251127-{k}" for k in range(4)]
 
 
 def _setup(tmp_path, engine):
-    stage_a = write_stage_a(tmp_path / "sa", {A: [(g, None) for g in IDS]})
+    stage_a = write_stage_a_groups(tmp_path / "sa", {A: [(g, None) for g in IDS]})
     for k, gid in enumerate(IDS):
         engine.P_FAIL[(A, gid)] = 0.1 + 0.25 * k
     args = ["--model", str(tmp_path / "model"), "--stage_a_dir", str(stage_a), "--mission", A, "--threshold", "0.5",
@@ -31,10 +31,10 @@ def test_a_group_whose_stage_a_record_changed_is_judged_again_and_the_others_kep
     stage_a, args = _setup(tmp_path, engine)
     assert judge.main(args) == 0
     path = judge.verdicts_path(tmp_path / "out", A)
-    before = {r["group_id"]: r for r in lines(path)}
+    before = {r["group_id"]: r for r in jsonl_records(path)}
     # Stage-A redone for two groups: new summaries (and a new Stage-A model for one)
     file = stage_a / f"{load_registry().resolve(A).stage_a_stem}.jsonl"
-    records = lines(file)
+    records = jsonl_records(file)
     records[1] = make_record(Group(IDS[1], A, None, ("1.jpg",)), ["接地线×1/散乱"], model="m")
     records[2] = make_record(Group(IDS[2], A, None, ("1.jpg", "2.jpg")), ["接地线×1/已捆扎", "接地排×1"], model="m2")
     write_jsonl_atomic(file, records)
@@ -43,8 +43,8 @@ def test_a_group_whose_stage_a_record_changed_is_judged_again_and_the_others_kep
     assert judge.main(args) == 0
     assert "2 to judge (2 again: their Stage-A record changed since they were judged)" in capsys.readouterr().out
     assert sorted(g for method, _, g in engine.asked if method == "verdict_logprobs") == sorted(IDS[1:3])
-    after = {r["group_id"]: r for r in lines(path)}
-    assert sorted(after) == sorted(IDS) and len(lines(path)) == 4                      # each group once
+    after = {r["group_id"]: r for r in jsonl_records(path)}
+    assert sorted(after) == sorted(IDS) and len(jsonl_records(path)) == 4                      # each group once
     assert after[IDS[0]] == before[IDS[0]] and after[IDS[3]] == before[IDS[3]]        # the others kept as they were
     assert after[IDS[2]]["summaries"] == ["接地线×1/已捆扎", "接地排×1"]
     assert after[IDS[2]]["rests_on"]["stage_a_model"] == "m2" != before[IDS[2]]["rests_on"]["stage_a_model"]
@@ -63,7 +63,7 @@ def test_a_verdicts_file_edited_by_hand_is_refused_naming_the_line(tmp_path, eng
     _, args = _setup(tmp_path, engine)
     assert judge.main(args) == 0
     path = judge.verdicts_path(tmp_path / "out", A)
-    write_jsonl_atomic(path, edit(lines(path)))
+    write_jsonl_atomic(path, edit(jsonl_records(path)))
     edited = path.read_bytes()
     capsys.readouterr()
     assert judge.main(args) == 2
