@@ -43,15 +43,18 @@ def _marks(g) -> dict:
 
 
 def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dict], review_all: bool,
-                     sources: dict[tuple[str, str], int] | None = None) -> list[dict]:
+                     sources: dict[tuple[str, str], int] | None = None, grounded: list | None = None) -> list[dict]:
     """Cards for predictions (with `records`, the Stage-A records by (mission, group id), for the photos; `sources`:
-    the index of the Stage-A file each group came from, which a reviewer's decision names)."""
+    the index of the Stage-A file each group came from, which a reviewer's decision names; `grounded`: each
+    prediction's grounding as the metrics computed it, carried here rather than computed again)."""
     order = {k: n for n, (k, _) in enumerate(EVALUATION_OUTCOMES)}
     cards = []
-    for p in predictions:
+    for i, p in enumerate(predictions):
         record = records.get((p["mission"], p["group_id"]), {})
         summaries = p.get("summaries") or (summaries_of(record) if record else [])
-        g = ground(p["completion"], summaries, p["mission"])
+        # a prediction without summaries is grounded on its Stage-A record's, which the metrics did not read
+        g = grounded[i] if grounded is not None and p.get("summaries") else \
+            ground(p["completion"], summaries, p["mission"])
         outcome = evaluation_outcome(p["expected"], p["predicted"], not g.review_why())
         if outcome == "correct" and not review_all:
             continue

@@ -69,17 +69,24 @@ def metrics_from_confusion(cm: dict, format_ok: int = 0) -> dict:
     }
 
 
-def compute_metrics(predictions: list[dict], missions: list[str] | None = None) -> dict:
+def compute_metrics(predictions: list[dict], missions: list[str] | None = None, grounded: list | None = None) -> dict:
     """{"overall": {...}, "per_mission": {mission: {...}}}. `missions` lists missions to report even
-    when they have no groups (n = 0, rates None)."""
+    when they have no groups (n = 0, rates None). `grounded`: each prediction's grounding (stage_b.grounding.ground
+    of its completion), when the caller has them; computed here otherwise."""
+    if grounded is None:
+        grounded = [ground(p["completion"], p.get("summaries"), p["mission"]) if "completion" in p else None
+                    for p in predictions]
+    pairs = list(zip(predictions, grounded))
     names = list(dict.fromkeys((missions or []) + [p["mission"] for p in predictions]))
-    per_mission = {m: _metrics([p for p in predictions if p["mission"] == m]) for m in names}
-    return {"overall": _metrics(predictions), "per_mission": per_mission}
+    per_mission = {m: _metrics([(p, g) for p, g in pairs if p["mission"] == m]) for m in names}
+    return {"overall": _metrics(pairs), "per_mission": per_mission}
 
 
-def _metrics(rows: list[dict]) -> dict:
+def _metrics(pairs: list[tuple[dict, object]]) -> dict:
+    """The figures of (prediction, grounding) pairs."""
+    rows = [r for r, _ in pairs]
     out = metrics_from_confusion(confusion((r["expected"], r["predicted"]) for r in rows),
                                  format_ok=sum(1 for r in rows if r.get("rewards", {}).get("qc_format") == 1.0))
     if all("completion" in r for r in rows):
-        out.update(grounding_metrics([ground(r["completion"], r.get("summaries"), r["mission"]) for r in rows]))
+        out.update(grounding_metrics([g for _, g in pairs]))
     return out

@@ -141,6 +141,14 @@ def pick_threshold(points, target_miss_rate: float) -> float | None:
     return next(c["threshold"] for c in curve(points) if c["miss_rate"] <= target_miss_rate)
 
 
+def picks_at(points, targets) -> list[tuple[float | None, dict | None]]:
+    """For each miss-rate target, the point rule's threshold on these (p_fail, expected) points and the rates there
+    ((None, None) without a fail group): report.md's curve table."""
+    points = [tuple(pt) for pt in points]
+    picked = [pick_threshold(points, target) for target in targets]
+    return [(t, rates_at(points, t) if t is not None else None) for t in picked]
+
+
 def _weighted_below(points, label: str) -> tuple[list[float], list[float], list[float]]:
     """(sorted p_fail, weights in that order, their running sums) of the points with this label."""
     chosen = sorted((pt[0], weight(pt)) for pt in points if pt[1] == label)

@@ -334,3 +334,32 @@ def test_real_swift_infer_results_are_rescored(tiny_qwen2_5_vl, tmp_path):
     scored = [json.loads(line) for line in preds.splitlines()]
     assert [(p["group_id"], p["expected"], p["completion"]) for p in scored] == \
         [(r["group_id"], r["solution"], r["response"]) for r in lines]
+
+
+def test_an_evaluation_computes_each_rule_once_and_carries_it_to_the_report_and_page(tmp_path, monkeypatch):
+    """Issue 38: data flows one way. Writing an evaluation grounds each reply once (the metrics and the page's cards
+    share it), collects the (p_fail, expected) points once (the curve, its table and the reliability diagram share
+    them), and the report renders the curve table's thresholds it is given rather than running the rule again."""
+    import stage_b.cards
+    import stage_b.evaluate.outputs as outputs
+    import stage_b.evaluate.report
+    import stage_b.metrics
+    calls = {"ground": 0, "points_of": 0, "pick_threshold": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+    for module in (outputs, stage_b.cards, stage_b.metrics):
+        counted(module, "ground")
+    counted(outputs, "points_of")
+    import stage_b.operating_point
+    counted(stage_b.operating_point, "pick_threshold")
+    preds = predictions_from_rows(ROWS, COMPLETIONS, p_fails=[0.9, 0.2, 0.6])
+    outputs.write_outputs(tmp_path, preds, [M], "once", review={"records": {}, "input_dirs": [], "all": True})
+    assert calls["ground"] == len(preds) and calls["points_of"] == 1
+    assert calls["pick_threshold"] == 2 * len(stage_b.evaluate.report.CURVE_TARGETS)   # the mission's row and pooled
+    assert "t=" in (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -389,10 +389,11 @@ def test_every_printed_figure_says_what_it_measures(split, groups):
     pooled row said "certified: yes" with 1 of 2 missions certified; two thresholds 1.4e-4 apart both printed as
     0.982; the verdict line's rates sat beside the promises without saying they measure something else."""
     from stage_b.evaluate import operating_curves, render_operating, render_promises
+    from stage_b.evaluate.report import curve_picks
     preds, op = _two_missions(split)
     assert groups in op["missions"][M]["promise"] and op["missions"][M]["certified"]
     metrics = {"operating_curve": operating_curves(preds, [M, N]), "operating_point": op, "data": {"split": split}}
-    text = "\n".join(render_operating(metrics) + render_promises(metrics))
+    text = "\n".join(render_operating(metrics, curve_picks(metrics["operating_curve"])) + render_promises(metrics))
     assert "pooled bound only: yes; missions certified on their own: 1 of 2" in text
     assert f"Decided without review on these {op['evidence']} groups" in text
     row = next(line for line in text.splitlines() if line.startswith(f"| {N} | t="))

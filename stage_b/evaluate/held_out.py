@@ -70,9 +70,10 @@ def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, 
         rows = without_trained(rows, trained)
         counts = {m: {**c, "rows": sum(r["mission"] == m for r in rows)} for m, c in counts.items()}
         print(f"held out from the training run: {len(rows)} groups ({len(trained)} it trained on left out)")
+        overlap = []   # checked once: the groups the run trained on were just left out
     else:
         rows, counts = build_rows(selection, split, allow_empty=True, records=records)
-    overlap = train_overlap(run, run_path, rows) if run else []
+        overlap = train_overlap(run, run_path, rows) if run else []
     if overlap and not allow_overlap:
         raise EvaluationError(
             f"{len(overlap)} of the {len(rows)} groups of the {split} split were in the training run's train split "

@@ -14,18 +14,20 @@ from review.page import REVIEW_DIR
 from ..calibration import calibration
 from ..certify import DEFAULT_CONFIDENCE
 from ..dataset import group_files
+from ..grounding import ground
 from ..metrics import compute_metrics
 from ..operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
 from .predictions import EvaluationError
-from .report import _ci, _pct, render_report
+from .report import _ci, _pct, curve_picks, render_report
 
 OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
            "operating_point.json", "review")
 
-def operating_curves(predictions: list[dict], missions: list[str]) -> dict | None:
+def operating_curves(predictions: list[dict], missions: list[str], by_mission: dict | None = None) -> dict | None:
     """metrics.json's `operating_curve`: per mission and pooled, the curve and the (p_fail, expected) points it
-    comes from (so it can be recomputed); None when no prediction has a p_fail."""
-    by_mission = points_of(predictions)
+    comes from (so it can be recomputed); None when no prediction has a p_fail. `by_mission`: points_of(predictions),
+    when the caller has it."""
+    by_mission = points_of(predictions) if by_mission is None else by_mission
     if not by_mission:
         return None
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
@@ -43,17 +45,19 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
     "input_dirs", "all"}) the review page; `source` (re-scoring: the file and which tool wrote it) goes into
     metrics.json. Everything is computed before the first file is written."""
-    metrics = compute_metrics(predictions, missions)
+    grounded = [ground(p["completion"], p.get("summaries"), p["mission"]) for p in predictions]   # metrics and page
+    metrics = compute_metrics(predictions, missions, grounded)
     if source:
         metrics["rescored"] = source
     if data:
         metrics["data"] = data   # which groups were scored, and why these
     if checkpoints:
         metrics["checkpoints"] = checkpoints   # which model made the predictions (operating points name it)
-    curves = operating_curves(predictions, list(metrics["per_mission"]))
+    by_mission = points_of(predictions)   # the curve, its table and the reliability diagram
+    curves = operating_curves(predictions, list(metrics["per_mission"]), by_mission)
     if curves:
         metrics["operating_curve"] = curves
-        metrics["calibration"] = calibration(points_of(predictions), list(metrics["per_mission"]))
+        metrics["calibration"] = calibration(by_mission, list(metrics["per_mission"]))
     op = None
     if targets:
         if not curves:
@@ -80,7 +84,8 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
         name = "metrics.json"
         (staging / name).write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
         name = "report.md"
-        (staging / name).write_text(render_report(metrics, predictions, title), encoding="utf-8")
+        (staging / name).write_text(render_report(metrics, predictions, title, picks=curve_picks(curves)),
+                                    encoding="utf-8")
         if curves:
             from ..plot_operating import plot_curves, plot_reliability
             name = "operating_curve.png"
@@ -99,11 +104,12 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
         os.replace(f, output_dir / f.name)
     staging.rmdir()
     if review is not None:
-        write_review(output_dir, predictions, metrics, title, **review)
+        write_review(output_dir, predictions, metrics, title, **review, grounded=grounded)
     return metrics
 
 def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
-                 input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None) -> dict:
+                 input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None,
+                 grounded: list | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
     from review.page import render_review, report
@@ -129,7 +135,7 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     files = sorted({str(f) for f in (record_files or {}).values()})
     sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
     source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
-    cards = evaluation_cards(predictions, records, all, source_of)
+    cards = evaluation_cards(predictions, records, all, source_of, grounded)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
                            input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
                            sources=sources,

@@ -7,7 +7,7 @@ import html
 from qc_core.records import image_key
 
 from ..numbers import fmt_distinct, fmt_p
-from ..operating_point import family_text, pick_threshold, rates_at
+from ..operating_point import family_text, picks_at
 from ..verdict import FAIL, parse
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
@@ -27,7 +27,9 @@ def _md_items(by_name: dict):
     """(escaped name, value) pairs of a per-mission dict, for report.md."""
     return [(_md(name), value) for name, value in by_name.items()]
 
-def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5) -> str:
+def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5,
+                  picks: dict | None = None) -> str:
+    """report.md. `picks`: curve_picks of the metrics' curve (computed once, by write_outputs)."""
     data = metrics.get("data") or {}
     lines = [f"# Verdict evaluation: {_md(title)}", ""]
     if metrics.get("review"):
@@ -82,7 +84,7 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
             reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
             lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; reason: {_md(reason)}"]
             lines += [f"  - {image_key(i)}: {_md(s)}" for i, s in enumerate(p["summaries"], start=1)]
-    lines += render_operating(metrics)
+    lines += render_operating(metrics, picks or {})
     lines += render_calibration(metrics)
     return "\n".join(lines) + "\n"
 
@@ -143,8 +145,18 @@ def render_calibration(metrics: dict) -> list[str]:
         lines.append(f"| {name} | {r['n']} | {ece} |")
     return lines
 
-def render_operating(metrics: dict) -> list[str]:
-    """report.md's threshold sections: the curve summarised at a few miss-rate targets, and the operating point."""
+def curve_picks(curves: dict | None) -> dict:
+    """{row name: picks_at(points, CURVE_TARGETS)} for each mission of the curve and the pooled row: what the curve
+    table shows."""
+    if not curves:
+        return {}
+    return {**{name: picks_at(points, CURVE_TARGETS) for name, points in _md_items(curves["points"])},
+            "**overall**": picks_at(curves["overall_points"], CURVE_TARGETS)}
+
+
+def render_operating(metrics: dict, picks: dict) -> list[str]:
+    """report.md's threshold sections: the curve summarised at a few miss-rate targets (`picks`: curve_picks), and
+    the operating point."""
     curves = metrics.get("operating_curve")
     if not curves:
         return []
@@ -157,11 +169,9 @@ def render_operating(metrics: dict) -> list[str]:
              "curve is in metrics.json (`operating_curve`).", "",
              "| mission | " + " | ".join(f"miss <= {100 * r:.0f}%" for r in CURVE_TARGETS) + " |",
              "|---|" + "---|" * len(CURVE_TARGETS)]
-    for name, points in [*_md_items(curves["points"]), ("**overall**", curves["overall_points"])]:
+    for name, at_targets in picks.items():
         cells = []
-        picked = [pick_threshold([tuple(pt) for pt in points], target) for target in CURVE_TARGETS]
-        for t, shown in zip(picked, fmt_distinct(picked)):
-            at = rates_at([tuple(pt) for pt in points], t) if t is not None else None
+        for (t, at), shown in zip(at_targets, fmt_distinct([t for t, _ in at_targets])):
             cells.append("n/a (no fail group)" if at is None else
                          f"t={shown}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
