@@ -73,8 +73,16 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     if curves and curves["groups_without_p_fail"]:
         print(f"note: {curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored): left out "
               f"of the curve" + (" and the operating point" if op else "") + "; report.md lists them", file=sys.stderr)
-    # All or nothing: every file is written into a staging folder first and moved into place only when all are
-    # written (a full disk leaves the earlier set whole, and the error names the file).
+    write_all_or_nothing(output_dir, predictions, metrics, title, curves, op)
+    if review is not None:
+        write_review(output_dir, predictions, metrics, title, **review, grounded=grounded)
+    return metrics
+
+
+def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dict, title: str, curves: dict | None,
+                         op: dict | None) -> None:
+    """Every file is written into a staging folder first and moved into place only when all are written (a full disk
+    leaves the earlier set whole, and the error names the file)."""
     staging = output_dir / f".evaluate-{os.getpid()}"
     staging.mkdir(parents=True, exist_ok=True)
     name = None
@@ -103,9 +111,6 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     for f in sorted(staging.iterdir()):
         os.replace(f, output_dir / f.name)
     staging.rmdir()
-    if review is not None:
-        write_review(output_dir, predictions, metrics, title, **review, grounded=grounded)
-    return metrics
 
 def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
                  input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None,
