@@ -7,7 +7,7 @@ export OPENSPEC_TELEMETRY := 0
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-fast specs clean
+.PHONY: setup demo test test-fast lint specs clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,10 @@ test-fast: setup
 
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)
+
+# ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns)
+lint: setup
+	$(PY) -m ruff check .
 
 specs: .ci/node/node_modules/.bin/openspec
 	.ci/node/node_modules/.bin/openspec validate --all --strict
