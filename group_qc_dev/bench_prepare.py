@@ -9,7 +9,8 @@ Per photo, on one thread: decoding and resizing (qc_core.images.load_photo: PIL,
 ms-swift's template encode (the image processor: rescale, normalise, patches; the prompt's tokens), the two steps
 the runner's preparation threads do while the model works on the previous batch. Then a pool like the runner's
 preparing all the photos at each --threads count (the runner uses stage_a.runner.PREPARATION_THREADS), in ms per
-photo: how well the steps share a machine's cores (decoding releases the GIL; the encode's Python does not). Photos are the synthetic ones
+photo: how well the steps share a machine's cores (decoding releases the GIL; the encode's Python does not).
+Photos are the synthetic ones
 enlarged --photo_scale times per side (18: 4032x3024, a phone's 12 MP), so decoding costs what a real photo's does.
 
 The verdict line compares the pool's time per photo with --gpu_ms_per_photo, the GPU's time per photo: 60 ms is

@@ -3,7 +3,8 @@
 
     python -m group_qc_dev.bench_review [--groups 1000] [--photo_scale 1]
 
-Makes --groups synthetic photo groups (--photo_scale 12 blows each up to about a phone photo's 3000 px), then: thumbnails/s (first run) and the rerun that reuses them; the review
+Makes --groups synthetic photo groups (--photo_scale 12 blows each up to about a phone photo's 3000 px), then:
+thumbnails/s (first run) and the rerun that reuses them; the review
 folder's size per 1,000 photos; and, in headless Chromium (chromium + chromium-driver), the load time of a page of
 200 cards (the renderer's cap) and of one page holding every card, from navigation start to the load event, with
 lazy thumbnails as a browser loads them.
@@ -36,7 +37,8 @@ def load_seconds(page: Path, repeats: int = 3) -> float | None:
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1280,1600"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
@@ -98,7 +100,8 @@ def main(argv=None) -> int:
     print(f"  thumbnails: {result['thumbnails_per_s']:.0f} photos/s ({result['thumbnail_seconds']:.1f} s); "
           f"rerun {result['rerun_seconds']:.1f} s, {result['rerun_reused']} reused")
     print(f"  review folder: {result['review_bytes_per_1000_photos'] / 2**20:.2f} MiB per 1,000 photos; "
-          f"{result['pages']} pages of at most 200 cards ({result['html_bytes_per_200_card_page'] / 1024:.0f} KiB each)")
+          f"{result['pages']} pages of at most 200 cards "
+          f"({result['html_bytes_per_200_card_page'] / 1024:.0f} KiB each)")
     for key in result:
         if key.startswith("load_s_"):
             value = result[key]

@@ -144,7 +144,8 @@ def main(argv=None) -> int:
         result = import_decisions([tmp / "decisions.jsonl"], tmp / "labels")
         import_s = time.perf_counter() - t
         wrong = sum(g["status"] != truth[k] for k, g in result["groups"].items())
-    summary = {"groups": total, "decided": decided, "keystrokes": keys, "keystrokes_per_decision": keys / max(decided, 1),
+    summary = {"groups": total, "decided": decided, "keystrokes": keys,
+               "keystrokes_per_decision": keys / max(decided, 1),
                "page_loads": loads, "handler_ms_median": statistics.median(handler),
                "handler_ms_p95": _pct(handler, 0.95), "frame_ms_median": statistics.median(frame),
                "frame_ms_p95": _pct(frame, 0.95), "webdriver_s_per_key_median": statistics.median(key_s),
@@ -157,7 +158,8 @@ def main(argv=None) -> int:
           f"95th percentile {summary['handler_ms_p95']:.1f} ms")
     print(f"  key to the next frame: median {summary['frame_ms_median']:.1f} ms, 95th percentile "
           f"{summary['frame_ms_p95']:.1f} ms (a reviewer at 300 groups an hour spends 12,000 ms per group)")
-    print(f"  WebDriver round trip per key (not the page's): median {1000 * summary['webdriver_s_per_key_median']:.0f} ms;"
+    print(f"  WebDriver round trip per key (not the page's): median "
+          f"{1000 * summary['webdriver_s_per_key_median']:.0f} ms;"
           f" the whole run {wall_s:.0f} s")
     print(f"  export -> import: {result['added']} decisions in {import_s:.2f} s, {wrong} labels unlike the truth")
     if args.json:

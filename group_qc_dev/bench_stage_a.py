@@ -311,7 +311,8 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             "ours_swift_stops": lambda: with_setting(engine, "host_stop_words", False, ours),
             # transformers' own vision attention (a call per window) in place of stage_a.vision_windows
             "ours_window_loop": lambda: with_setting(engine, "window_batches", False, ours),
-            **{key: (lambda key=key: with_setting(engine, "compiled_decode", compiled[key, b], ours)) for key in COMPILED},
+            **{key: (lambda key=key: with_setting(engine, "compiled_decode", compiled[key, b], ours))
+               for key in COMPILED},
         }
         return sides[key]()
 
@@ -388,7 +389,7 @@ def bench_backend(backend: str, model: str, photos: Path, tmp: Path, args, progr
             rows.append({**failed_row("auto", exc), "auto": True, "auto_batch": engine.auto_batch})
         if progress:
             progress(rows)
-    del engine
+    engine = None  # frees the model (the nested functions share this binding)
     gc.collect()
     try:
         import torch
@@ -500,8 +501,8 @@ def main(argv=None) -> int:
     p.add_argument("--stop_after_s", type=float, default=None,
                    help="start no further batch size after this many seconds (the JSON says which were left out)")
     p.add_argument("--peak_tflops", type=float, default=None,
-                   help="the card's peak dense bf16 TFLOP/s for MFU (default: by the card's name, group_qc_dev/flops.py; "
-                        "none on a CPU)")
+                   help="the card's peak dense bf16 TFLOP/s for MFU (default: by the card's name, "
+                        "group_qc_dev/flops.py; none on a CPU)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     if args.all_variants:
@@ -576,10 +577,12 @@ def main(argv=None) -> int:
         print(f"backend {backend}: not measured ({why})")
     if resume:
         print(f"resume of a finished mission with {resume['groups']} groups: {resume['seconds']:.2f} s (no model load)")
-    print(f"peak RSS: {peak_mb:.0f} MiB" + (f"; peak GPU memory allocated: {gpu_peak_mb:.0f} MiB" if gpu_peak_mb else ""))
+    print(f"peak RSS: {peak_mb:.0f} MiB"
+          + (f"; peak GPU memory allocated: {gpu_peak_mb:.0f} MiB" if gpu_peak_mb else ""))
     result = {"device": device_name(), "photos": n_photos, "max_new_tokens": args.max_new_tokens,
-              "max_pixels": args.max_pixels, "photo_scale": args.photo_scale, "model": args.preset or model, "backends": results,
-              "skipped": skipped, "resume": resume, "peak_rss_mib": peak_mb, "peak_gpu_mib": gpu_peak_mb}
+              "max_pixels": args.max_pixels, "photo_scale": args.photo_scale, "model": args.preset or model,
+              "backends": results, "skipped": skipped, "resume": resume, "peak_rss_mib": peak_mb,
+              "peak_gpu_mib": gpu_peak_mb}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))

@@ -40,15 +40,17 @@ from stage_a.discovery import Group  # noqa: E402
 from qc_core.jsonl import write_jsonl_atomic  # noqa: E402
 from qc_core.missions import load_registry  # noqa: E402
 from qc_core.records import make_record  # noqa: E402
-from stage_b.dataset import build_rows
+from stage_b.dataset import build_rows  # noqa: E402 - HF_HUB_OFFLINE is set first
 from stage_b.settings import Selection  # noqa: E402
 from stage_b.rewards import REWARDS  # noqa: E402
 
 M = "BBU接地线检查"
-SUMMARIES = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎", "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎",
+SUMMARIES = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",
+             "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎",
              "无关图片", "接地排×1，接地排侧接地螺丝×1，接地线×1/已捆扎"]
-COMPLETIONS = ["不通过\n理由: 图片_1 接地线散乱未捆扎", "通过\n理由: 图片_2、图片_4 接地线已捆扎", "不通过\n理由: 图片_7 螺丝缺失",
-               "通过", "<think>先看图片_1</think>不通过\n理由：图片_1 接地线未捆扎", "乱码 random text " * 6]
+COMPLETIONS = ["不通过\n理由: 图片_1 接地线散乱未捆扎", "通过\n理由: 图片_2、图片_4 接地线已捆扎",
+               "不通过\n理由: 图片_7 螺丝缺失", "通过",
+               "<think>先看图片_1</think>不通过\n理由：图片_1 接地线未捆扎", "乱码 random text " * 6]
 
 
 def bench_rewards(n: int) -> dict:
@@ -282,7 +284,8 @@ def main(argv=None) -> int:
     if "grpo_photos" in result:
         t = result["prompt_tokens"]
         print(f"  photo-aware vs text-only GRPO, s/step: {result['grpo_photos']['s_per_step']:.2f} vs "
-              f"{result['grpo_ours']['s_per_step']:.2f} = {result['grpo_photos']['s_per_step'] / result['grpo_ours']['s_per_step']:.2f}x")
+              f"{result['grpo_ours']['s_per_step']:.2f} = "
+              f"{result['grpo_photos']['s_per_step'] / result['grpo_ours']['s_per_step']:.2f}x")
         print(f"  tokens per prompt ({t['text']['photos_per_prompt']:.1f} photos per group): text-only "
               f"{t['text']['tokens_per_prompt']:.0f}, photo-aware {t['photos']['tokens_per_prompt']:.0f} of which "
               f"{t['photos']['visual_tokens_per_prompt']:.0f} visual = "
@@ -290,9 +293,9 @@ def main(argv=None) -> int:
     if "judging" in result:
         j = result["judging"]
         g = j["groups_per_s"]
-        print(f"  judging {j['groups']} groups (batch {j['batch_size']}, up to {j['max_new_tokens']} new tokens, best of "
-              f"{j['repeats']}): judge {g['judge']:.2f} groups/s; evaluate {g['evaluate_with_p_fail']:.2f} with p_fail, "
-              f"{g['evaluate_generation_only']:.2f} generation only")
+        print(f"  judging {j['groups']} groups (batch {j['batch_size']}, up to {j['max_new_tokens']} new tokens, "
+              f"best of {j['repeats']}): judge {g['judge']:.2f} groups/s; evaluate {g['evaluate_with_p_fail']:.2f} "
+              f"with p_fail, {g['evaluate_generation_only']:.2f} generation only")
         print(f"  judge / evaluate: {g['judge'] / g['evaluate_with_p_fail']:.3f} (both with p_fail), "
               f"{g['judge'] / g['evaluate_generation_only']:.3f} (against generation alone); p_fail "
               f"{j['p_fail_ms_per_group']:.1f} ms per group")

@@ -65,7 +65,8 @@ PROFILES = {
     # Timeouts well above the 2-3 minutes the whole --tiny check takes on 2 idle cores: on a shared machine every
     # step can take several times as long, and a timeout here is a failure, not a measurement.
     "tiny": dict(
-        timeouts=dict(model=120, stage_a=240, prepare=240, judge=240, grpo_text=300, grpo_photos=300, grpo_photos_bare=300),
+        timeouts=dict(model=120, stage_a=240, prepare=240, judge=240, grpo_text=300, grpo_photos=300,
+                      grpo_photos_bare=300),
         stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
                  "--variants", "ours_window_loop", "ours_compiled_decode"],
         prepare=["--photos", "8", "--photo_scale", "4", "--max_pixels", "12544", "--threads", "1", "2"],
@@ -313,7 +314,7 @@ def step_commands(mode: str, model: Path, out: Path, stage_a: Path, preset: str)
         return ["bash", "scripts/run_grpo.sh", f"mission={MISSION}", f"cuda={cuda}", "rollout=hf", "deepspeed=none",
                 f"model={model}", f"stage_a_dir={stage_a}", f"output_dir={out / name}", f"max_steps={GRPO_STEPS}",
                 "val=0", f"num_generations={g['num_generations']}", f"prompts_per_step={g['prompts_per_step']}",
-                *([f"images=1", f"max_pixels={g['max_pixels']}"] if images else []),
+                *(["images=1", f"max_pixels={g['max_pixels']}"] if images else []),
                 f"extra=--max_completion_length {g['max_completion_length']} --dynamic_sample false "
                 f"--save_strategy no --report_to none --gradient_accumulation_steps 1 --logging_steps 1"]
 
@@ -453,8 +454,9 @@ def headline(name: str, r: dict) -> str:
                                                   f"photos/s ({b['ours_over_bare']}x, same tokens {b['same_tokens']}, "
                                                   f"MFU {mfu_text(b['mfu'].get('ours'))})")
                  for b in r["batches"]]
-        parts += [f"{side}: {split['ms_per_photo']} ms per photo (vision tower, prefill) + {split['ms_per_decode_step']} "
-                  f"ms per decode step" for side, split in (r.get("time_split") or {}).items() if split]
+        parts += [f"{side}: {split['ms_per_photo']} ms per photo (vision tower, prefill) + "
+                  f"{split['ms_per_decode_step']} ms per decode step"
+                  for side, split in (r.get("time_split") or {}).items() if split]
         return "; " + "; ".join(parts)
     if name == "prepare" and r.get("pool_ms_per_photo"):
         return (f"; one photo: decode+resize {r['decode_resize_ms']:.1f} ms, encode {r['encode_ms']:.1f} ms; pools: "

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""The demo's reviewer: decides the judge's flagged and audited groups from the generator's truth and writes decisions.jsonl
-exactly as a review page exports it (stage_b.decisions.decision_line), for `python -m stage_b.decisions`.
+"""The demo's reviewer: decides the judge's flagged and audited groups from the generator's truth and writes
+decisions.jsonl exactly as a review page exports it (stage_b.decisions.decision_line), for
+`python -m stage_b.decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
         [--reviewer demo]

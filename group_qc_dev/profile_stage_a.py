@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where one Stage-A batch spends its time: bare ms-swift's engine on one batch of photos, timed with 1 and with
---max_new_tokens new tokens (prefill + vision tower against the decode steps), then with --profile one call under torch's profiler (the ops that
-take the most CPU and GPU time, and how much of the wall the GPU was busy).
+--max_new_tokens new tokens (prefill + vision tower against the decode steps), then with --profile one call under
+torch's profiler (the ops that take the most CPU and GPU time, and how much of the wall the GPU was busy).
 
     python -m group_qc_dev.profile_stage_a --model DIR [--batch_size 16] [--photo_scale 4 --max_pixels 602112]
         [--static_cache] [--ours] [--profile] [--json out.json]
@@ -73,7 +73,8 @@ def main(argv=None) -> int:
     p.add_argument("--ours", action="store_true",
                    help="with our changes to the engine on (the stop test, vision windows by length), as Stage-A runs")
     p.add_argument("--profile", action="store_true",
-                   help="then one call under torch's profiler (CPU and CUDA ops); can hang where CUPTI is proxied (gVisor)")
+                   help="then one call under torch's profiler (CPU and CUDA ops); "
+                        "can hang where CUPTI is proxied (gVisor)")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--json")
     args = p.parse_args(argv)

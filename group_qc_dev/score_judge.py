@@ -56,8 +56,9 @@ def score(photos: Path, verdicts_dir: Path, operating_point: Path) -> dict:
                                 "fail_groups_needed": promise.get("fail_groups_needed"),
                                 "promise": promise["promise"],
                                 "validation_automation_share": promise.get("automation_share")}
-    return {"per_mission": per_mission, "overall": {**score_rows(everything, truth),
-                                                    "validation_automation_share": op["automation"]["automation_share"]},
+    return {"per_mission": per_mission,
+            "overall": {**score_rows(everything, truth),
+                        "validation_automation_share": op["automation"]["automation_share"]},
             "confidence": op["confidence"]}
 
 

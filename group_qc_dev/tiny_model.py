@@ -230,8 +230,8 @@ PRESETS = {
 
 
 def build_config(arch: str, layers: int, hidden: int, vision_depth: int, vision_hidden: int,
-                 init_std: float = 0.1, *, dtype: str = "float32", heads: int = 4, kv_heads: int = 2, head_dim: int | None = None,
-                 intermediate: int | None = None, vision_intermediate: int | None = None,
+                 init_std: float = 0.1, *, dtype: str = "float32", heads: int = 4, kv_heads: int = 2,
+                 head_dim: int | None = None, intermediate: int | None = None, vision_intermediate: int | None = None,
                  vision_heads: int | None = None):
     import torch
 

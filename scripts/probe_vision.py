@@ -99,8 +99,10 @@ def probe(model_dir: str, train_root: Path, test_root: Path, max_pixels: int, po
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="checkpoint folder (Qwen2.5-VL or Qwen3-VL)")
-    p.add_argument("--train_photos", required=True, type=Path, help="folder from python -m group_qc_dev.synthetic (fit)")
-    p.add_argument("--test_photos", required=True, type=Path, help="folder from python -m group_qc_dev.synthetic (score)")
+    p.add_argument("--train_photos", required=True, type=Path,
+                   help="folder from python -m group_qc_dev.synthetic (fit)")
+    p.add_argument("--test_photos", required=True, type=Path,
+                   help="folder from python -m group_qc_dev.synthetic (score)")
     p.add_argument("--max_pixels", type=int, default=224 * 168)
     p.add_argument("--pool", choices=["flat", "mean"], default="flat")
     p.add_argument("--json", help="also write the result here")

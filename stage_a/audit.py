@@ -47,7 +47,8 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
         for e in failed:
             folder = e.get("path") or ""
             cards.append({"group_id": e.get("group_id") or folder, "mission": mission.name, "outcome": "error",
-                          "facts": [("stage", e.get("stage")), ("reviewer", LABEL_TEXT.get(e.get("label")))], "reason": None,
+                          "facts": [("stage", e.get("stage")), ("reviewer", LABEL_TEXT.get(e.get("label")))],
+                          "reason": None,
                           "error": e.get("error"), "images": [], "summaries": [], "folder": folder})
         source = None
         if records:
@@ -57,7 +58,8 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
         order = {id(r): k for k, r in enumerate(records)}
         for r in sorted(sample, key=lambda r: order[id(r)]):
             cards.append({"group_id": r["group_id"], "mission": mission.name, "outcome": "sample",
-                          "facts": [("reviewer", LABEL_TEXT.get(r.get("label"))), ("photos", len(r["images"])), ("model", r.get("model"))],
+                          "facts": [("reviewer", LABEL_TEXT.get(r.get("label"))), ("photos", len(r["images"])),
+                                    ("model", r.get("model"))],
                           "reason": None, "error": None, "images": r["images"], "summaries": summaries_of(r),
                           "source": source, "seen": record_digest(r)})
         table.append([mission.name, len(records), len(failed), len(sample)])
@@ -69,7 +71,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage_a_dir", required=True, help="Stage-A output folder (<mission>_stage_a.jsonl)")
     p.add_argument("--output_dir", required=True, help="the page goes to <output_dir>/review/index.html")
-    p.add_argument("--input_dir", help="where the photos are; without it the page names the folder the records say and shows no photo")
+    p.add_argument("--input_dir", help="where the photos are; without it the page names the folder the records say "
+                                       "and shows no photo")
     p.add_argument("--mission", default="all")
     p.add_argument("--per_mission", type=int, default=20, help="groups sampled per mission (errors: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -97,7 +100,8 @@ def _review(args) -> int:
                            intro=[f"Every group Stage-A could not "
                                   f"write comes first, with its error; then {args.per_mission} sampled groups per "
                                   f"mission. Check that each summary says what its photo shows."],
-                           tables=[{"title": "Per mission", "columns": ["mission", "groups written", "errors", "sampled"],
+                           tables=[{"title": "Per mission",
+                                    "columns": ["mission", "groups written", "errors", "sampled"],
                                     "rows": table}])
     report(result)
     return 0

@@ -131,6 +131,7 @@ def auto_batch_size(free_bytes: float, fixed_bytes: float, per_photo_bytes: floa
     per_photo = max(per_photo_bytes, 1.0)
     if budget < per_photo:
         raise ValueError(f"--batch_size auto: {device} has {free_bytes / GIB:.2f} GiB free after loading the model, "
-                         f"and one photo needs {(max(fixed_bytes, 0.0) + per_photo) / GIB:.2f} GiB at this --max_pixels "
+                         f"and one photo needs {(max(fixed_bytes, 0.0) + per_photo) / GIB:.2f} GiB "
+                         f"at this --max_pixels "
                          f"(with {1 - headroom:.0%} kept free): lower --max_pixels, free the GPU, or use a larger one")
     return max(1, min(cap, int(budget // per_photo)))

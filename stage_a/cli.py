@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     io = p.add_argument_group("data")
     io.add_argument("--input_dir", required=True,
-                    help="root of <mission>/<审核通过|审核不通过>/<group>/*.jpg (with --unlabeled: <mission>/<group>/*.jpg)")
+                    help="root of <mission>/<审核通过|审核不通过>/<group>/*.jpg "
+                         "(with --unlabeled: <mission>/<group>/*.jpg)")
     io.add_argument("--unlabeled", action="store_true",
                     help="new, unreviewed work orders: read <mission>/<group>/ folders (no label folder) and write "
                          "\"label\": null; a label folder under a mission is then reported in the errors file")

@@ -4,9 +4,9 @@ Layouts: reviewed groups at <input_dir>/<mission or alias>/<label folder>/<group
 unreviewed ones (`--unlabeled`, label None) at <input_dir>/<mission or alias>/<group folder>/<images>.
 Problems that concern one group or folder (empty group, unknown label folder, a group id found twice,
 an unreadable folder, a dangling photo link, a file where a folder belongs, a folder of the other layout, a name
-that is not valid UTF-8) become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on. A folder of the
-other layout is never guessed at: read as a group, a label folder would drop its reviewer's label, and
-read as a label folder, a group of unreviewed photos would be skipped without a word.
+that is not valid UTF-8) become `DiscoveryIssue`s that the caller writes to the errors file; the rest goes on.
+A folder of the other layout is never guessed at: read as a group, a label folder would drop its reviewer's
+label, and read as a label folder, a group of unreviewed photos would be skipped without a word.
 
 Names that are not valid UTF-8 (photos unzipped from a Windows archive keep their GBK bytes) reach Python as lone
 surrogates (os.fsdecode), which no JSONL line can hold: such a file or folder is an issue whose path shows the bad

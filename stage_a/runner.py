@@ -147,9 +147,9 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
         if other:
             total, path = other[0]
             raise ValueError(f"{mission.name}: {path} is a part of a run with --num_shards {total}, and this "
-                             f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): merge that "
-                             f"run (python -m stage_a.merge) if its groups are wanted, remove its part files, then "
-                             f"run again")
+                             f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): "
+                             f"merge that run (python -m stage_a.merge) if its groups are wanted, remove its part "
+                             f"files, then run again")
     groups, issues = discover_mission(input_dir, mission, folders, registry, unlabeled=opts.unlabeled)
     if opts.overwrite:
         # A shard removes its own part only (other shards may be running, holding the mission lock shared; a

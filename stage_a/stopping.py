@@ -4,8 +4,9 @@ ms-swift's `StopWordsCriteria` (swift/template/utils.py, 4.6) runs after every d
 the last 20 generated tokens of every row and then, row by row, reads `is_done[i]` from the device and writes it
 back, so a batch of B photos pays about 2B host-device round trips per step on top of the model's own; on a GPU
 each read waits for the GPU to drain. On the H200 (3B preset, batch 16-128) ours with ms-swift's test in place of this
-one ran at 0.84-1.10x, within the run's noise (docs/gpu/h200_gpu_check_engine_changes.json). `HostStopWords` keeps the rule exactly (same window, same text test, same token-suffix
-test, done rows stay done) and its state on the host: one copy of the window down, one small tensor up.
+one ran at 0.84-1.10x, within the run's noise (docs/gpu/h200_gpu_check_engine_changes.json). `HostStopWords` keeps
+the rule exactly (same window, same text test, same token-suffix test, done rows stay done) and its state on the
+host: one copy of the window down, one small tensor up.
 """
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ def check_confidence(value, what: str = "--confidence") -> float:
         raise CertificationError(f"{what} {value!r} is out of range: use a confidence strictly between 0 and 1 "
                                  f"(0.9 means the promise holds in 9 of 10 validation sets)")
     if c < MIN_CONFIDENCE:
-        raise CertificationError(f"{what} {value!r} is below {MIN_CONFIDENCE}: a promise at that confidence is likelier "
+        raise CertificationError(f"{what} {value!r} is below {MIN_CONFIDENCE}: a promise at that confidence is "
+                                 f"likelier "
                                  f"false than true. Did you mean {1 - c:g} (an error rate of {c:g} is a confidence of "
                                  f"{1 - c:g})?")
     return c

@@ -3,7 +3,8 @@
 Selection: a Stage-A output folder plus missions (`all`, names or aliases), or explicit files/globs.
 Each row: `messages` (system + user), `solution` (`通过`|`不通过` from `label`), `mission`, `group_id`,
 `summaries`; in photo-aware mode (Selection.images, GROUP_QC_STAGE_B_IMAGES=1) also `images`, the group's photos
-(ms-swift's multimodal column; stage_b.photos), with an `<image>` before each summary line. Files of the project's public origin are read too (qc_core.records.from_origin).
+(ms-swift's multimodal column; stage_b.photos), with an `<image>` before each summary line.
+Files of the project's public origin are read too (qc_core.records.from_origin).
 Split by group-id hash (stage_b.split), the same everywhere. An unreviewed record
 (`label` null, from Stage-A's --unlabeled) is refused: it has no verdict to train toward or to score.
 The selection (input, missions, split, balancing) is `stage_b.settings.Selection`; ms-swift reaches this

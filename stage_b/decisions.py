@@ -128,7 +128,8 @@ def stage_a_record(source_record: dict, label: str, review: dict | None = None) 
         record = {"group_id": source_record["group_id"], "mission": source_record["mission"],
                   "images": source_record["images"],
                   "per_image": {image_key(i): s for i, s in enumerate(source_record["summaries"], start=1)},
-                  "model": (source_record.get("rests_on") or {}).get("stage_a_model") or "unknown (from a verdicts file)"}
+                  "model": ((source_record.get("rests_on") or {}).get("stage_a_model")
+                            or "unknown (from a verdicts file)")}
         if source_record.get("input_dir"):
             record["input_dir"] = source_record["input_dir"]
         fingerprint = (source_record.get("rests_on") or {}).get("stage_a_fingerprint")
@@ -576,7 +577,8 @@ def main(argv=None) -> int:
         result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer,
                                   min_kappa=check_min_kappa(args.min_kappa),
                                   min_gold_accuracy=check_min_gold_accuracy(args.min_gold_accuracy))
-        print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, {result['already']} already there")
+        print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, "
+              f"{result['already']} already there")
         if result["without_route"]:
             print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "
                   f"before audits): their labels train, and are treated as chosen by score, so no promise's bound "

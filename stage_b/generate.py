@@ -87,7 +87,8 @@ class VerdictEngine:
         self._check_continuation(rows[0], prompts[0], lines)
         with torch.inference_mode():
             # Left-padded by the template for inference: every prompt ends at the last position.
-            inputs = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in template.data_collator(prompts).items()}
+            inputs = {k: v.to(model.device) if hasattr(v, "to") else v
+                      for k, v in template.data_collator(prompts).items()}
             if engine.model_meta.is_multimodal:
                 _, inputs = template.pre_forward_hook(model, None, inputs)
             out = model(**inputs, use_cache=True, logits_to_keep=1)

@@ -41,7 +41,8 @@ def load_gold(files, registry) -> dict[str, list[dict]]:
     problems = []
     for path in map(Path, files):
         if not path.is_file():
-            problems.append(f"--gold {path} does not exist: give labelled Stage-A files (e.g. <labels>/*_stage_a.jsonl)")
+            problems.append(f"--gold {path} does not exist: give labelled Stage-A files "
+                            "(e.g. <labels>/*_stage_a.jsonl)")
             continue
         try:
             for line_no, rec in iter_jsonl(path, allow_torn_tail=False):

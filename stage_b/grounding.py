@@ -8,7 +8,8 @@ judge's review flags and the review page. Pure (stdlib and the mission registry)
     negation's reach, so `无遮挡，螺丝缺失` asserts 缺失.
   - A photo *shows a defect* when its Stage-A summary asserts one.
   - A reason *cites* photo k when it names `图片_k` (also `图片k`, `图k`); a range `图片_1至图片_3` (至, 到, -, ~)
-    cites every photo in it, 1, 2 and 3 (图片_3至图片_1 too, in its order), when it spans at most MAX_RANGE photos (图片_1至图片_64 cites 64); a longer
+    cites every photo in it, 1, 2 and 3 (图片_3至图片_1 too, in its order), when it spans at most MAX_RANGE photos
+    (图片_1至图片_64 cites 64); a longer
     range cites its two ends only. A number runs to at most 6 digits: 图片_1234567 cites nothing. Each photo counts
     once per reason. An index outside 1..N (N photos) is
     a citation all the same, and always a wrong one.

@@ -7,12 +7,13 @@
 Per group: p_fail (the model's probability of 不通过 against 通过 as the first line, stage_b.operating_point),
 the verdict the mission's threshold gives (不通过 iff p_fail >= t), then the reason, generated greedily after
 that verdict line: after 不通过 it starts by citing every photo whose summary shows a defect (--reason_citations
-guided, the default; `free` lets the model cite). `needs_review` is true, with `review_why` saying why, when the operating point's rule does not
-decide the group by itself (stage_b.operating_point.decide: the mission is not certified, p_fail is between the
-auto-pass and auto-fail thresholds or within the review margin), when the reply is not the two-line contract
-(kept, never dropped), when the reason contradicts the verdict or cites a photo whose summary shows no defect, or when the verdict is
-通过 and a summary shows a defect (stage_b.grounding; review_why names the photo). A mission the operating point has no threshold for is judged all
-the same, every group to review; it never stops the other missions. --allow_uncertified decides groups of
+guided, the default; `free` lets the model cite). `needs_review` is true, with `review_why` saying why, when the
+operating point's rule does not decide the group by itself (stage_b.operating_point.decide: the mission is not
+certified, p_fail is between the auto-pass and auto-fail thresholds or within the review margin), when the reply is
+not the two-line contract (kept, never dropped), when the reason contradicts the verdict or cites a photo whose
+summary shows no defect, or when the verdict is 通过 and a summary shows a defect (stage_b.grounding; review_why
+names the photo). A mission the operating point has no threshold for is judged all the same, every group to
+review; it never stops the other missions. --allow_uncertified decides groups of
 uncertified missions without review, and every such record says so.
 
 Output: `<output_dir>/<mission>_verdicts.jsonl`, one line per group, flushed as each batch of groups is done,
@@ -572,8 +573,8 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
 
 
 
-def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict], point: MissionPoint,
-                   provenance: dict, path: Path, errors_file: Path, batch_size: int,
+def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict],
+                   point: MissionPoint, provenance: dict, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:
@@ -592,7 +593,8 @@ def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, 
             p = {i: p_fail(scores[i]) for i in ok}
             starts = reply_starts({i: rows[i] for i in ok}, p, point, guided)
             todo_gen = [i for i in ok if not starts[i][1]]   # complete starts need no generation
-            replies, gen_failed = (engine.generate([rows[i] for i in todo_gen], prefixes=[starts[i][0] for i in todo_gen])
+            replies, gen_failed = (engine.generate([rows[i] for i in todo_gen],
+                                                   prefixes=[starts[i][0] for i in todo_gen])
                                    if todo_gen else ([], {}))
             failed.update({todo_gen[k]: why for k, why in gen_failed.items()})
             written_replies = {i: starts[i][0] for i in ok if starts[i][1]}

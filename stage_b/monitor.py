@@ -261,7 +261,8 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
         other = operating_points_of(folder) - {op_digest}
         if other:
             raise MonitorError(f"day {folder} was judged at another operating point (sha256 "
-                               f"{', '.join(str(d)[:12] for d in sorted(other, key=str))}…, this one {op_digest[:12]}…):"
+                               f"{', '.join(str(d)[:12] for d in sorted(other, key=str))}…, "
+                               f"this one {op_digest[:12]}…):"
                                f" live evidence of two rules is never mixed; monitor each operating point's days "
                                f"separately, or use --days_under to take only this one's")
         day = Day(folder.name, folder)

@@ -51,7 +51,8 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
             ax.legend(fontsize=6, loc="upper right")
             legend_shown = True
         ax = axes[2][c]
-        for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"), ("defect_p", "defect share (Fisher)", "#d35400")):
+        for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"),
+                                   ("defect_p", "defect share (Fisher)", "#d35400")):
             ax.plot(x, [max(d["drift"][key], 1e-300) if d["drift"][key] is not None else float("nan") for d in days],
                     marker="o", label=label, color=colour)
         ax.axhline(alpha, color="black", linestyle=":", label=f"alpha {alpha:g}")
@@ -91,11 +92,13 @@ def render(monitor: dict, png_name: str) -> str:
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
 <style>body {{ font-family: "WenQuanYi Micro Hei", "Noto Sans CJK SC", sans-serif; margin: 1.5em; }}
-table {{ border-collapse: collapse; font-size: .85em; }} th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
+table {{ border-collapse: collapse; font-size: .85em; }} \
+th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
 </head><body>
 <h1>Promises on live work</h1>
 <p>Operating point {e(monitor['operating_point']['file'])} (sha256 {e(monitor['operating_point']['sha256'][:12])}…);
-days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}; drift tests at {monitor['drift_alpha']:g}
+days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}; \
+drift tests at {monitor['drift_alpha']:g}
 each per mission and day (Kolmogorov-Smirnov on p_fail, Fisher's exact on the share of groups with a defect in a
 summary). The live escape bound is a confidence sequence (beta-binomial mixture martingale), valid on every day at
 once.{(' ' + e(family) + '.') if family else ''}</p>

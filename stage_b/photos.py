@@ -33,7 +33,8 @@ def photo_sources(record: dict, input_dir: str | None) -> list[Path]:
     folder = input_dir or record.get("input_dir")
     if not folder:
         raise PhotoSourceError(f"group {record['group_id']} of {record['mission']}: its Stage-A record names no "
-                               f"input_dir, so its photos cannot be found: pass --input_dir (or set GROUP_QC_INPUT_DIR) "
+                               f"input_dir, so its photos cannot be found: pass --input_dir "
+                               f"(or set GROUP_QC_INPUT_DIR) "
                                f"to the folder Stage-A read")
     return [Path(folder).expanduser() / rel for rel in record["images"]]   # an absolute rel stays as it is
 

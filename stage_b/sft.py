@@ -4,8 +4,8 @@ its reviewer label (`group_qc_sft`; group_qc_dev/sft_data.py uses the same reaso
 The reason is grounded in what the summaries say, so the model learns to cite photos, never to invent:
   - a reviewer's own reason, when the Stage-A record carries one (optional field `reviewer_reason`), wins;
   - 不通过: every photo whose summary asserts a defect, with what it says: the text of its 备注 remark, else the
-    defect terms it asserts (stage_b.grounding: the mission's `defect_terms` and the generic ones). When no summary shows a defect,
-    the reason says the key checkpoints cannot be confirmed from the summaries (the conservative rule);
+    defect terms it asserts (stage_b.grounding: the mission's `defect_terms` and the generic ones). When no summary
+    shows a defect, the reason says the key checkpoints cannot be confirmed from the summaries (the conservative rule);
   - 通过: every photo was seen and every checkpoint holds.
 """
 from __future__ import annotations

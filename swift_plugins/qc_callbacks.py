@@ -144,7 +144,8 @@ class QCOrderGuard(TrainerCallback):
             return
         problems = []
         if getattr(args, "dataset_shuffle", True):
-            problems.append("dataset_shuffle is true, which reshuffles the alternating rows: set --dataset_shuffle false")
+            problems.append("dataset_shuffle is true, which reshuffles the alternating rows: "
+                            "set --dataset_shuffle false")
         num_generations = getattr(args, "num_generations", None) or 1
         generation_batch = getattr(args, "generation_batch_size", None) or args.per_device_train_batch_size
         prompts = generation_batch // num_generations
@@ -225,7 +226,8 @@ class QCRunCallback(TrainerCallback):
         token_id = getattr(self.trainer.template, "image_token_id", None)
         if token_id is None or not samples:
             return
-        batches = [b.get("model_inputs", b) for b in batch_encoded_inputs]   # ms-swift 4.6: {"model_inputs", "grpo_batch"}
+        # ms-swift 4.6: {"model_inputs", "grpo_batch"}
+        batches = [b.get("model_inputs", b) for b in batch_encoded_inputs]
         photo = sum(int((b["input_ids"] == token_id).sum()) for b in batches if "input_ids" in b)
         per_sample = photo / len(samples)
         if self.trainer.model.training:

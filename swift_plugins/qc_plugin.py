@@ -108,7 +108,8 @@ def _rows(selection, split: str):
 def dataset_problem(specs: list[str], command: str, eval_batch: tuple[int, int] | None = None) -> str | None:
     """Why the group_qc datasets requested (`--dataset`/`--val_dataset`) cannot serve this command, or None.
     Builds their rows: the loader will build them again after the model loads, in well under a second.
-    `eval_batch`: GRPO's (per-device evaluation batch, processes); ms-swift refuses a total above the validation rows."""
+    `eval_batch`: GRPO's (per-device evaluation batch, processes); ms-swift refuses a total above the validation
+    rows."""
     from swift.dataset.dataset_syntax import DatasetSyntax
     for spec in specs:
         syntax = DatasetSyntax.parse(spec)
@@ -130,8 +131,8 @@ def dataset_problem(specs: list[str], command: str, eval_batch: tuple[int, int] 
             if len(rows) < per_device * processes:
                 return (f"--val_dataset {spec}: the validation split has {len(rows)} groups, fewer than the evaluation "
                         f"batch of {per_device} x {processes} process(es), which ms-swift refuses after loading the "
-                        f"model: pass --per_device_eval_batch_size {max(1, len(rows) // processes)} (or less), or raise "
-                        f"GROUP_QC_VAL_RATIO")
+                        f"model: pass --per_device_eval_batch_size {max(1, len(rows) // processes)} (or less), "
+                        f"or raise GROUP_QC_VAL_RATIO")
     return None
 
 

@@ -126,8 +126,8 @@ AUDITED_POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.
                              promise="a test's")
 
 
-def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoint | None = None, p_of=None, reply_of=None,
-            provenance: dict | None = None) -> tuple[Path, list[dict]]:
+def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoint | None = None, p_of=None,
+            reply_of=None, provenance: dict | None = None) -> tuple[Path, list[dict]]:
     """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
     page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
     from qc_core.jsonl import write_jsonl_atomic

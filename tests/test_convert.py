@@ -37,7 +37,12 @@ ORIGIN_2201F48 = {
 # docs/reference/stage-B-knowledge-Chinese.md @be06f05 ("对应的 Stage-A 输出示例"): the later writer
 # (src/stage_a/inference.py @2226699 onwards): per_image keys image_k, bare file names, no time, no model.
 ORIGIN_IMAGE_K = json.loads(
-    r'''{"group_id": "QC-TEMP-20241206-0015502", "mission": "挡风板安装检查", "label": "fail", "images": ["QC-TEMP-20241206-0015502_4348975.jpeg"], "per_image": {"image_1": "{\"统计\": [{\"类别\": \"BBU设备\", \"品牌\": {\"华为\": 2}, \"可见性\": {\"完整\": 2}, \"挡风板需求\": {\"未按要求配备\": 2}}, {\"类别\": \"BBU安装螺丝\", \"符合性\": {\"符合\": 3}}, {\"类别\": \"光纤\", \"保护措施\": {\"有保护\": 2}}, {\"类别\": \"挡风板\", \"安装方向\": {\"正确\": 1}}], \"备注\": [\"无法判断品牌和是否足够空间安装挡风板\"]}"}}''')
+    r'''{"group_id": "QC-TEMP-20241206-0015502", "mission": "挡风板安装检查", "label": "fail", '''
+    r'''"images": ["QC-TEMP-20241206-0015502_4348975.jpeg"], '''
+    r'''"per_image": {"image_1": "{\"统计\": [{\"类别\": \"BBU设备\", \"品牌\": {\"华为\": 2}, '''
+    r'''\"可见性\": {\"完整\": 2}, \"挡风板需求\": {\"未按要求配备\": 2}}, {\"类别\": \"BBU安装螺丝\", '''
+    r'''\"符合性\": {\"符合\": 3}}, {\"类别\": \"光纤\", \"保护措施\": {\"有保护\": 2}}, {\"类别\": \"挡风板\", '''
+    r'''\"安装方向\": {\"正确\": 1}}], \"备注\": [\"无法判断品牌和是否足够空间安装挡风板\"]}"}}''')
 # tests/test_stage_a_record_validation.py @be06f05: the origin's valid two-photo record and its misaligned one
 # (mission "some_mission" there, a registered mission here).
 ORIGIN_TWO_PHOTOS = {"group_id": "QC-TEST-20250101-1", "mission": "BBU接地线检查", "label": "pass",

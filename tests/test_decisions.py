@@ -54,7 +54,8 @@ def test_decisions_become_a_labelled_stage_a_file_that_evaluation_reads(verdicts
     records = load_records(Selection(stage_a_dir=str(out)))
     assert {r["group_id"]: r["label"] for r in records} == {"QC-D-1": "fail", "QC-D-2": "fail", "QC-D-3": "pass"}
     r = next(r for r in records if r["group_id"] == "QC-D-1")
-    assert summaries_of(r) == ["接地线×1/已捆扎", "接地排×1，接地线×1/散乱"] and r["images"] == ["QC-D-1/1.jpg", "QC-D-1/2.jpg"]
+    assert (summaries_of(r) == ["接地线×1/已捆扎", "接地排×1，接地线×1/散乱"]
+            and r["images"] == ["QC-D-1/1.jpg", "QC-D-1/2.jpg"])
     assert r["input_dir"] == "/photos/today" and r["model"] == "/models/stage-a"
     again = import_decisions([decisions], out)   # the same file again adds nothing
     assert (again["added"], again["already"]) == (0, 4)

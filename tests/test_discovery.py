@@ -62,7 +62,8 @@ def test_issues_empty_group_duplicate_id_unknown_label_and_the_rest_goes_on(tmp_
     assert [(g.group_id, g.folder) for g in groups] == [("中文组", f"{M}/审核不通过/中文组")]
     errors = sorted(i.error.split(":")[0].split(";")[0] for i in issues)
     assert errors == ["empty group", "empty group", "group id 'QC-X-20250101-1' is found 2 times",
-                      "group id 'QC-X-20250101-1' is found 2 times", "unknown label folder '待审核' in BBU接地线检查/待审核"]
+                      "group id 'QC-X-20250101-1' is found 2 times",
+                      "unknown label folder '待审核' in BBU接地线检查/待审核"]
 
 
 def test_alias_folder_is_the_same_mission(tmp_path):

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_every_console_command_is_a_module_main():
     commands = {e.name: e for e in entry_points(group="console_scripts") if e.name.startswith("group-qc-")}
-    assert {"group-qc-stage-a", "group-qc-eval", "group-qc-judge", "group-qc-grpo", "group-qc-plugin-path"} <= set(commands)
+    assert {"group-qc-stage-a", "group-qc-eval", "group-qc-judge", "group-qc-grpo",
+            "group-qc-plugin-path"} <= set(commands)
     for e in commands.values():
         module, _, attr = e.value.partition(":")
         assert callable(getattr(importlib.import_module(module), attr)), e.value
@@ -69,14 +70,16 @@ def test_the_unknown_architecture_message_names_flags_each_command_has(command, 
 def test_run_grpo_takes_model_type_and_template(tmp_path):
     from stage_b.launch import LaunchSettings, build_command
     model = _checkpoint(tmp_path, RENAMED_VL)
-    settings = LaunchSettings.from_tokens([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl", "cuda=cpu"])
+    settings = LaunchSettings.from_tokens([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl",
+                                           "cuda=cpu"])
     _, argv, _ = build_command(settings, environ={})
     assert argv[argv.index("--model_type") + 1] == "qwen2_5_vl" and argv[argv.index("--template") + 1] == "qwen2_5_vl"
     with pytest.raises(ValueError, match="--model_type and --template"):
         build_command(LaunchSettings(model=model, cuda="cpu"), environ={})
 
 
-@pytest.mark.parametrize("variant, file", [("cpu_config", "stage_b_grpo_cpu.yaml"), ("hf_config", "stage_b_grpo_hf.yaml")])
+@pytest.mark.parametrize("variant, file", [("cpu_config", "stage_b_grpo_cpu.yaml"),
+                                           ("hf_config", "stage_b_grpo_hf.yaml")])
 def test_the_cpu_and_no_vllm_yamls_are_the_gpu_recipe(variant, file):
     """configs/stage_b_grpo_cpu.yaml (CPU) and configs/stage_b_grpo_hf.yaml (GPUs without vLLM or DeepSpeed) are
     generated from the GPU YAML: a change to one recipe that the others lack would make them train something else."""

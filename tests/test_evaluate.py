@@ -69,7 +69,8 @@ def test_existing_output_folder_is_refused_unless_overwrite(tmp_path):
 def test_compare_and_plot_clis(tmp_path):
     text_only, photo_aware = Selection(val_ratio=0.5), Selection(val_ratio=0.5, images=True, max_pixels=50176)
     for name, completions, sel in [("a", COMPLETIONS, text_only),
-                                   ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"], photo_aware)]:
+                                   ("b", ["不通过\n理由: 图片_1 未捆扎", COMPLETIONS[1], "不通过\n理由: 图片_1 散乱"],
+                                    photo_aware)]:
         metrics = compute_metrics(predictions_from_rows(ROWS, completions), [M])
         metrics["data"] = {"split": "val", "split_settings": sel.describe_split(), "mode": sel.mode,
                            "mode_settings": sel.describe_mode(), "selection": sel.to_record(), "groups": {M: 3}}
@@ -113,7 +114,8 @@ def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5
     export = subprocess.run([str(Path(sys.executable).parent / "swift"), "export", "--model", str(tiny_qwen2_5_vl),
                              "--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--adapters", str(adapter),
                              "--merge_lora", "true", "--output_dir", str(merged)],
-                            cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert export.returncode == 0, export.stderr[-3000:]
     common = ["--stage_a_dir", str(stage_a), "--split", "all", "--max_new_tokens", "12", "--batch_size", "8"]
     runs = {"base": ["--model", str(tiny_qwen2_5_vl)],
@@ -123,7 +125,8 @@ def test_evaluate_adapter_equals_merged_model_and_differs_from_base(tiny_qwen2_5
     for name, model_args in runs.items():
         result = _evaluate(*model_args, *common, "--output_dir", str(tmp_path / name))
         assert result.returncode == 0, result.stderr[-3000:]
-        preds = [json.loads(l) for l in (tmp_path / name / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+        preds = [json.loads(line)
+                 for line in (tmp_path / name / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
         assert len(preds) == 12 and (tmp_path / name / "report.md").exists()
         completions[name] = [p["completion"] for p in preds]
         p_fails[name] = [p["p_fail"] for p in preds]
@@ -143,7 +146,8 @@ def test_evaluate_bad_inputs(tiny_qwen2_5_vl, tmp_path):
     assert result.returncode == 2 and "has no adapter_config.json" in result.stderr
     (tmp_path / "o2").mkdir()
     (tmp_path / "o2" / "report.md").write_text("old")
-    result = _evaluate("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o2"))
+    result = _evaluate("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a),
+                       "--output_dir", str(tmp_path / "o2"))
     assert result.returncode == 2 and "--overwrite" in result.stderr
 
 
@@ -189,8 +193,9 @@ def test_training_plot_draws_one_curve_per_mission_and_marks_the_best_step(tmp_p
     run = tmp_path / "run" / "v0-20260101-000000"
     run.mkdir(parents=True)
     other = "挡风板安装检查"
-    rows = [{"reward": 0.5, "rewards/qc_label/mean": 0.5, f"qc/label_reward/{M}": 0.1 * s, f"qc/zero_advantage/{M}": 0.0,
-             f"qc/label_reward/{other}": 0.5, "global_step/max_steps": f"{s}/4"} for s in range(1, 5)]
+    rows = [{"reward": 0.5, "rewards/qc_label/mean": 0.5, f"qc/label_reward/{M}": 0.1 * s,
+             f"qc/zero_advantage/{M}": 0.0, f"qc/label_reward/{other}": 0.5,
+             "global_step/max_steps": f"{s}/4"} for s in range(1, 5)]
     rows.insert(2, {"eval_qc_val/balanced_accuracy": 0.7, f"eval_qc_val/balanced_accuracy/{M}": 0.6,
                     "global_step/max_steps": "2/4"})
     (run / "logging.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
@@ -228,7 +233,8 @@ def swift_infer_results(rows, completions):
 def _chat_completion(text):
     return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "Qwen2.5-VL-7B-Instruct",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                         "logprobs": None}], "usage": {"prompt_tokens": 200, "completion_tokens": 12, "total_tokens": 212}}
+                         "logprobs": None}],
+            "usage": {"prompt_tokens": 200, "completion_tokens": 12, "total_tokens": 212}}
 
 
 def _main_rescore(path, out):

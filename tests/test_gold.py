@@ -31,7 +31,8 @@ def test_the_gold_files_are_checked_line_by_line(tmp_path):
     with pytest.raises(GoldError) as err:
         load_gold([tmp_path / "g.jsonl", tmp_path / "nope.jsonl"], load_registry())
     text = str(err.value)
-    assert "g.jsonl:2: group QC-OLD-1 has no label" in text and "g.jsonl:3" in text and "nope.jsonl does not exist" in text
+    assert ("g.jsonl:2: group QC-OLD-1 has no label" in text and "g.jsonl:3" in text
+            and "nope.jsonl does not exist" in text)
     for bad in ("x", "-0.1", "2"):
         with pytest.raises(GoldError, match="--gold_share"):
             check_gold_share(bad)
@@ -158,6 +159,7 @@ def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_pa
 def test_a_gold_file_that_cannot_work_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):
     stage_a = stage_a_folder(tmp_path / "sa", n=2)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
-    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--gold", str(tmp_path / "nope.jsonl")),
+    result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "o", "--gold",
+                                   str(tmp_path / "nope.jsonl")),
                     timeout=120)
     assert result.returncode == 2 and "nope.jsonl does not exist" in result.stderr and "Loading" not in result.stderr

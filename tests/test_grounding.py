@@ -42,9 +42,11 @@ def test_a_photo_shows_a_defect_when_its_summary_asserts_one_not_when_it_denies_
     ("通过\n理由: 图片_1至图片_5 均符合要求", GROUP, True, (), "contradicts 通过: it cites 图片_3、图片_5"),
     ("通过\n理由: 光纤裸露无保护", GROUP, True, (), "contradicts 通过: it names a defect"),
     # a grounded 通过 reason on a group whose summaries show a defect: not a contradiction, still for review
-    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", GROUP, False, (), "the verdict is 通过 and the summaries show"),
+    ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", GROUP, False, (),
+     "the verdict is 通过 and the summaries show"),
     ("通过\n理由: 图片_1、图片_2 光纤已套保护管，无破损", [CLEAN, CLEAN], False, (), None),
-    ("不通过\n理由: 图片_0 与 图片_99 光纤裸露", GROUP, False, (0, 99), "图片_0、图片_99, which the group does not have"),
+    ("不通过\n理由: 图片_0 与 图片_99 光纤裸露", GROUP, False, (0, 99),
+     "图片_0、图片_99, which the group does not have"),
     ("不通过", GROUP, None, (), None),                                 # not two lines: not graded here
 ])
 def test_contradictions_wrong_citations_and_what_review_is_told(reply, summaries, contradiction, wrong, review):

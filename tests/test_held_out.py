@@ -29,7 +29,8 @@ def _new_groups(n_train_hashed: int, n_val_hashed: int) -> list[str]:
 
 
 def _scored(folder) -> set[str]:
-    return {json.loads(line)["group_id"] for line in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()}
+    return {json.loads(line)["group_id"]
+            for line in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()}
 
 
 def test_groups_labelled_since_are_held_out_and_scored_with_the_runs_validation_groups(tmp_path, engine, model,
@@ -61,7 +62,8 @@ def test_when_the_runs_input_changed_the_hash_split_decides_and_errs_towards_ref
     ids = overlap_ids(2)
     adapter = trained_run(tmp_path, ids)
     new = _new_groups(1, 0)
-    write_stage_a_groups(tmp_path / "sa", {A: [(new[0], "fail")]})   # appended to the run's own file: its ids are unknown now
+    # appended to the run's own file: its ids are unknown now
+    write_stage_a_groups(tmp_path / "sa", {A: [(new[0], "fail")]})
     engine.P_FAIL.update({(A, g): 0.1 for g in ids + new})
     out = tmp_path / "out"
     assert evaluate.main(["--model", str(model), "--adapters", str(adapter), "--no_review", "--split", "all",

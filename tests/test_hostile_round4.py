@@ -211,7 +211,8 @@ def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_
     becomes a label, and a Stage-A record gives only its own fields."""
     from qc_core.jsonl import file_sha256
     from stage_b.decisions import decision_line
-    good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
+    good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
+            "per_image": {"图片_1": "接地线×1/已捆扎"},
             "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
     other = {"group_id": "h", "mission": M, "anything": "else"}
     src = tmp_path / "src.jsonl"
@@ -302,7 +303,8 @@ def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
 # --------------------------------------------------------------------------------------------------------------
 def _one_group_source(tmp_path):
     from qc_core.jsonl import file_sha256
-    record = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
+    record = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
+              "per_image": {"图片_1": "接地线×1/已捆扎"},
               "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "input_dir": "/photos"}
     src = tmp_path / "src.jsonl"
     write_jsonl_atomic(src, [record])

@@ -136,4 +136,5 @@ def test_every_photo_mode_decodes_to_what_a_viewer_shows(tmp_path, mode):
     decoded = load_photo(path, max_pixels=None)
     assert decoded.mode == "RGB" and decoded.size == (8, 4)
     got = np.asarray(decoded).astype(float)
-    assert np.abs(got - expected).max() <= 1, f"{mode}: got {got[..., 0].tolist()}, expected {expected[..., 0].tolist()}"
+    assert np.abs(got - expected).max() <= 1, (f"{mode}: got {got[..., 0].tolist()}, "
+                                               f"expected {expected[..., 0].tolist()}")

@@ -59,7 +59,8 @@ def _photo_rows(folder: Path, n=3):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             jpeg(folder / name, size=(96 + 32 * i, 64 + 16 * k), color=(40 * i, 200 - 50 * k, 90))
         records.append({"group_id": f"QC-PH-20250101-{k}", "mission": M, "label": None, "images": names,
-                        "input_dir": str(folder), "per_image": {f"图片_{i + 1}": "接地线×1/已捆扎" for i in range(count)}})
+                        "input_dir": str(folder),
+                        "per_image": {f"图片_{i + 1}": "接地线×1/已捆扎" for i in range(count)}})
     return rows_for(records, Selection(stage_a_dir=str(folder), images=True, max_pixels=12_544), load_registry(),
                     prompt_row)
 
@@ -247,14 +248,16 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     shown = [p for p in preds if p["predicted"] != p["expected"]]   # misses, overkills, unparseable: no correct ones
     assert page.count('class="card"') == len(shown) and all(p["group_id"] in page for p in shown)
     # re-scoring the predictions recomputes the same operating point, with no model
-    re = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions", str(tmp_path / "ev" / "predictions.jsonl"),
+    re = subprocess.run([sys.executable, "-m", "stage_b.evaluate",
+                         "--predictions", str(tmp_path / "ev" / "predictions.jsonl"),
                          "--target_miss_rate", "0.25", "--output_dir", str(tmp_path / "re")], cwd=REPO,
                         capture_output=True, text=True, timeout=300, env=ENV)
     assert re.returncode == 0, re.stderr[-2000:]
     again = json.loads((tmp_path / "re" / "operating_point.json").read_text(encoding="utf-8"))
     assert again["missions"] == op["missions"] and again["model"] == op["model"]
 
-    ok = run_judge(*model, "--stage_a_dir", str(stage_a), "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
+    ok = run_judge(*model, "--stage_a_dir", str(stage_a),
+                "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
                 "--output_dir", str(tmp_path / "j"), "--max_new_tokens", "4")
     assert ok.returncode == 0, ok.stderr[-3000:]
     judged = read_lines(judge.verdicts_path(tmp_path / "j", M))
@@ -281,8 +284,8 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
 def test_judge_refuses_bad_thresholds_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, args, message):
     stage_a = stage_a_folder(tmp_path / "sa", n=2)
     started = time.monotonic()
-    result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--output_dir", str(tmp_path / "o"),
-                    *args, timeout=120)
+    result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a),
+                    "--output_dir", str(tmp_path / "o"), *args, timeout=120)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
     assert time.monotonic() - started < 30 and "Loading" not in result.stderr
 

@@ -83,7 +83,7 @@ exec {sys.executable} "$@"
                                           "BBU接地线检查=0.1", "--overwrite"]
 
 
-# ------------------------------------------------------------------ values stay whole, paths are the caller's (issue 26)
+# ----------------------------------------------------------------- values stay whole, paths are the caller's (issue 26)
 M = "BBU接地线检查"
 COMMANDS = ("stage_a.cli", "stage_a.merge", "stage_b.evaluate", "stage_b.judge", "stage_b.compare")
 

@@ -70,7 +70,8 @@ def test_the_bounds_are_the_edges_of_the_set_the_martingale_leaves_in(k, n):
 def make_op(tmp_path, name="op.json"):
     preds = ([{"group_id": f"v{i}", "mission": m, "p_fail": 0.9, "expected": "不通过",
                "grounding": {"defect_photos": [1]}} for m in (M, N) for i in range(30)]
-             + [{"group_id": f"w{i}", "mission": m, "p_fail": 0.05, "expected": "通过", "grounding": {"defect_photos": []}}
+             + [{"group_id": f"w{i}", "mission": m, "p_fail": 0.05, "expected": "通过",
+                 "grounding": {"defect_photos": []}}
                 for m in (M, N) for i in range(30)])
     op = build_operating_point(preds, [M, N], {"default": 0.1, "per_mission": {}}, review_share=0.8,
                                model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.8)
@@ -114,7 +115,8 @@ def test_a_status_edited_by_hand_is_refused_naming_the_mission_and_day(tmp_path)
     shifted = [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)]
     write_day(tmp_path / "day1", digest, shifted)
     write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})
-    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")))
+    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
+                                               tmp_path / "labels")))
     assert result["missions"][M]["status"] == mon.WITHDRAWN
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][0]["status"] = edited["missions"][M]["status"] = mon.HOLDS
@@ -148,7 +150,8 @@ def test_a_missing_day_folder_is_named(tmp_path):
 def test_a_group_judged_on_two_days_counts_on_the_first(tmp_path):
     op, op_path, digest = make_op(tmp_path)
     write_day(tmp_path / "day1", digest, [("same", "通过", 0.05, "audit", False)])
-    write_day(tmp_path / "day2", digest, [("same", "通过", 0.05, "audit", False), ("other", "通过", 0.05, "auto", False)])
+    write_day(tmp_path / "day2", digest, [("same", "通过", 0.05, "audit", False),
+                                          ("other", "通过", 0.05, "auto", False)])
     write_labels(tmp_path / "labels", {(M, "same"): "不通过"})
     days = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"],
                        tmp_path / "labels")["missions"][M]["days"]

@@ -186,7 +186,8 @@ BAND = replace(POINT, threshold_fail=0.8, review_margin=0.0)
     (0.9, POINT, "不通过\n图片_1 ...\n还有一行", F, ["not the two-line contract"]),        # kept as written, flagged
     (0.9, POINT, "不通过\n", F, ["not the two-line contract"]),
     # the reason against the verdict, naming the photos
-    (0.9, POINT, "不通过\n理由: 图片_2 符合要求", F, ["contradicts 不通过", "cites 图片_2, whose summary shows no defect"]),
+    (0.9, POINT, "不通过\n理由: 图片_2 符合要求", F,
+     ["contradicts 不通过", "cites 图片_2, whose summary shows no defect"]),
     (0.1, POINT, "通过\n理由: 图片_1 符合要求", P, ["contradicts 通过: it cites 图片_1"]),
     (0.9, POINT, "不通过\n理由: 图片_2 接地线散乱", F, ["cites 图片_2, whose summary shows no defect"]),
     (0.9, POINT, "不通过\n理由: 图片_9 接地线散乱", F, ["cites 图片_9, which the group does not have"]),

@@ -183,7 +183,8 @@ def _judge_args(*flags):
     (_op(True), ["--images", "0"], {}, JudgeError),
     (_op(True), ["--max_pixels", "50176"], {}, JudgeError),              # other photos, other probabilities
     (_op(False), ["--max_pixels", "50176"], {}, ("summaries", 50176)),   # no photos: their budget is moot
-    (OperatingPoint(model={}, adapters=[], missions={}), ["--images", "1"], {}, ("summaries+photos", 200704)),   # nothing recorded: the flags decide
+    # nothing recorded: the flags decide
+    (OperatingPoint(model={}, adapters=[], missions={}), ["--images", "1"], {}, ("summaries+photos", 200704)),
 ])
 def test_judging_keeps_the_mode_its_operating_point_was_calibrated_in(monkeypatch, op, flags, environ, expected):
     for name in ("GROUP_QC_STAGE_B_IMAGES", "GROUP_QC_STAGE_B_MAX_PIXELS"):

@@ -107,7 +107,8 @@ def test_with_a_cjk_font_the_chinese_is_drawn_as_it_is(tmp_path, drawn_text):
     if _system_cjk_font() is None:
         pytest.skip("no CJK font on this machine")
     from stage_b.plot_operating import plot_curves
-    plot_curves({"per_mission": {M: _points()}, "overall": _points()}, tmp_path / "c.png", "verdict 不通过 iff p_fail >= t")
+    plot_curves({"per_mission": {M: _points()}, "overall": _points()}, tmp_path / "c.png",
+                "verdict 不通过 iff p_fail >= t")
     assert "verdict 不通过 iff p_fail >= t" in drawn_text and M in drawn_text
 
 

@@ -28,7 +28,8 @@ def test_score_counts_zero_advantage_groups_accuracy_and_format():
 
 
 @pytest.mark.parametrize("stats, expected", [
-    (dict(zero_advantage_share=0.9, format_rate=0.0, accuracy=0.0), ["zero advantage", "SFT", "temperature", "num_generations"]),
+    (dict(zero_advantage_share=0.9, format_rate=0.0, accuracy=0.0),
+     ["zero advantage", "SFT", "temperature", "num_generations"]),
     (dict(zero_advantage_share=0.9, format_rate=1.0, accuracy=0.0), ["zero advantage", "check that labels"]),
     (dict(zero_advantage_share=0.9, format_rate=1.0, accuracy=0.95), ["already high"]),
     (dict(zero_advantage_share=0.2, format_rate=1.0, accuracy=0.5), []),

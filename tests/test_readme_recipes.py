@@ -1,6 +1,7 @@
-"""The README's and its docs pages' recipes stay true: every `python -m <module> …` and `bash scripts/<launcher>.sh …` command in its
-bash blocks names a module or launcher that exists, and every flag or key=value setting it uses is one that command
-knows (read from the command's own --help). A recipe that drifted from the code fails here, not in a user's shell."""
+"""The README's and its docs pages' recipes stay true: every `python -m <module> …` and
+`bash scripts/<launcher>.sh …` command in its bash blocks names a module or launcher that exists, and every flag or
+key=value setting it uses is one that command knows (read from the command's own --help). A recipe that drifted
+from the code fails here, not in a user's shell."""
 from __future__ import annotations
 
 import functools

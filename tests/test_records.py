@@ -79,8 +79,9 @@ def test_merge_keeps_unreviewed_records_in_discovery_order(tmp_path):
     for index, folders in enumerate([["g10", "g1"], ["g2"]]):
         with JsonlAppender(MissionOutputs(tmp_path, stem, 2, index).main) as part:
             for name in folders:
-                part.write(make_record(Group(name, "BBU接地线检查", None, (f"BBU接地线检查/{name}/10.jpg",
-                                                                         f"BBU接地线检查/{name}/9.jpg")), ["a", "b"], "m"))
+                part.write(make_record(Group(name, "BBU接地线检查", None,
+                                             (f"BBU接地线检查/{name}/10.jpg", f"BBU接地线检查/{name}/9.jpg")),
+                                       ["a", "b"], "m"))
     assert merge_mission(tmp_path, stem, ["BBU接地线检查"]) == (3, 0)
     merged = [r for _, r in iter_jsonl(tmp_path / f"{stem}.jsonl")]
     assert [(r["group_id"], r["label"]) for r in merged] == [("g1", None), ("g2", None), ("g10", None)]

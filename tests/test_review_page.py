@@ -62,7 +62,8 @@ def test_the_review_page_in_headless_chromium(browser, tmp_path, synthetic):
     cards = browser.execute_script("""return Array.from(document.querySelectorAll('.card'))
         .map(c => c.dataset.outcome)""")
     assert {k: cards.count(k) for k in counts} == counts and all(counts.values())
-    widths = browser.execute_script("return Array.from(document.querySelectorAll('.photo img')).map(i => i.naturalWidth)")
+    widths = browser.execute_script("return Array.from(document.querySelectorAll('.photo img'))"
+                                    ".map(i => i.naturalWidth)")
     assert widths and all(w > 0 for w in widths)
     placeholders = browser.execute_script("""return Array.from(document.querySelectorAll('.placeholder'))
         .map(p => p.parentElement.querySelector('.file').textContent)""")
@@ -70,8 +71,9 @@ def test_the_review_page_in_headless_chromium(browser, tmp_path, synthetic):
     assert "photo not found" in browser.find_element("css selector", ".placeholder").text
     # filters: outcome buttons and the mission select change what is shown
     total = len(cards)
-    visible = lambda: browser.execute_script(
-        "return Array.from(document.querySelectorAll('.card')).filter(c => c.style.display !== 'none').length")
+    def visible():
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('.card')).filter(c => c.style.display !== 'none').length")
     browser.find_element("css selector", "[data-outcome-filter='miss']").click()
     assert visible() == counts["miss"] == int(browser.find_element("id", "visible-count").text)
     browser.find_element("css selector", "[data-outcome-filter='']").click()

@@ -151,7 +151,8 @@ def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, s
     ("x", "must be a list"),
     ([{"from": None, "to": "maybe", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": 5}], "from/to"),
     ([{"from": None, "to": "通过", "at": "yesterday", "by": "王工", "on_screen_ms": 5}], "ISO time"),
-    ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": -1}], "milliseconds"),
+    ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": -1}],
+     "milliseconds"),
     ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "extra": 1}], "only"),
 ])
 def test_a_history_that_is_not_the_pages_is_refused_naming_the_line(tmp_path, synthetic, history, problem):
@@ -188,9 +189,10 @@ def test_two_exports_of_one_reviewer_with_a_decision_changed_between_them(tmp_pa
     v = verdicts[0]
     path = judge.verdicts_path(out, v["mission"])
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
-    for name, decision, at in [("am", "通过", "2026-11-27T09:00:00+00:00"), ("pm", "不通过", "2026-11-27T15:00:00+00:00")]:
-        write_jsonl_atomic(tmp_path / f"{name}.jsonl", [decision_line(v, decision, "王工", source, seen=record_digest(v),
-                                                                      decided_at=at)])
+    for name, decision, at in [("am", "通过", "2026-11-27T09:00:00+00:00"),
+                               ("pm", "不通过", "2026-11-27T15:00:00+00:00")]:
+        write_jsonl_atomic(tmp_path / f"{name}.jsonl",
+                           [decision_line(v, decision, "王工", source, seen=record_digest(v), decided_at=at)])
     import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")
     import_decisions([tmp_path / "pm.jsonl"], tmp_path / "labels")
     again = import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")

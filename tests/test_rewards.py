@@ -67,7 +67,8 @@ def test_qc_format(completion, reward):
     ("不通过\n理由: 图片_5 螺丝缺失", S, 0.0),                        # clipped at 0
     ("不通过", S, 0.0),                                               # no two-line contract
     ("不通过\n理由: 图片_1 接地线未捆扎", [], 0.0),                   # no summaries: nothing cited is valid
-    ("不通过\n理由: 图片_1、图片_2 均符合要求", S_OK, 0.2),           # 不通过 naming no defect: contradiction, 2/2 wrong
+    # 不通过 naming no defect: contradiction, 2/2 wrong
+    ("不通过\n理由: 图片_1、图片_2 均符合要求", S_OK, 0.2),
     ("不通过\n理由: 图片_2 接地线未捆扎", S, 0.6),                    # the defect on the wrong photo
     ("不通过\n理由: 图片_1至图片_2 接地线未捆扎", S, 0.8),            # a range: 1 of its 2 photos shows no defect
 ])

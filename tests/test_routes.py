@@ -43,8 +43,9 @@ def test_audit_shares_from_0_to_1_are_taken(value):
     assert check_audit_share(value) == float(value)
 
 
-@pytest.mark.parametrize("value, message", [(-0.1, "is out of range"), (1.5, "is out of range"), ("nan", "is out of range"),
-                                            ("abc", "is not a number"), (None, "is not a number")])
+@pytest.mark.parametrize("value, message", [(-0.1, "is out of range"), (1.5, "is out of range"),
+                                            ("nan", "is out of range"), ("abc", "is not a number"),
+                                            (None, "is not a number")])
 def test_audit_shares_out_of_range_are_refused_by_value(value, message):
     with pytest.raises(RouteError, match=f"--audit_share {value!r} {message}".replace("(", r"\(")):
         check_audit_share(value)

@@ -215,7 +215,8 @@ def test_data_parallel_grpo_in_two_cpu_processes(tiny_qwen2_5_vl, synthetic, tmp
     out = tmp_path / "grpo"
     log = run_command(["bash", "scripts/run_grpo.sh", "mission=all", "cuda=cpu", "nproc=2", f"model={tiny_qwen2_5_vl}",
                        f"stage_a_dir={stage_a}", "lora_last_k=2", "num_generations=4", "max_steps=2", "eval_steps=1",
-                       f"output_dir={out}", "extra=--max_completion_length 4 --dynamic_sample false --report_to tensorboard"],
+                       f"output_dir={out}",
+                       "extra=--max_completion_length 4 --dynamic_sample false --report_to tensorboard"],
                       tmp_path / "ddp.log", env=clean_env())
     for rank in (0, 1):
         assert f"[INFO:group_qc.stage_b rank {rank}] group_qc train:" in log

@@ -22,7 +22,8 @@ MISSION = load_registry().resolve(M)
 
 @pytest.mark.parametrize("summaries, verdict, reason", [
     # 不通过: each photo that asserts a defect, with its remark ...
-    (["接地排×1，接地线×1/已捆扎", "机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎"], "不通过", "图片_2 接地线散乱未捆扎"),
+    (["接地排×1，接地线×1/已捆扎", "机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎"], "不通过",
+     "图片_2 接地线散乱未捆扎"),
     # ... or the mission's defect terms found in its summary
     (["接地线×1/松动", "接地排×1", "接地螺丝×1/缺失"], "不通过", "图片_1 松动；图片_3 缺失"),
     # nothing in the summaries shows the defect: the conservative reason, never an invented photo
@@ -86,9 +87,9 @@ COMMON = ["--model_type", "qwen2_5_vl", "--template", "qwen2_5_vl", "--external_
     ("rlhf", "group_qc_train:all", "sa", [], {"GROUP_QC_BARE_ENGINE": "yes"},
      "GROUP_QC_BARE_ENGINE='yes': use 1 (on) or 0 (off)"),
 ])
-def test_a_dataset_or_setting_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path, command,
-                                                                              dataset, stage_a_name, more, env,
-                                                                              message):
+def test_a_dataset_or_setting_that_cannot_serve_the_command_stops_before_the_model_loads(tiny_qwen2_5_vl, tmp_path,
+                                                                              command, dataset, stage_a_name, more,
+                                                                              env, message):
     stage_a_folder(tmp_path / "sa", n=8)
     out = tmp_path / "out"
     extra = ["--rlhf_type", "grpo", "--num_generations", "2", *more] if command == "rlhf" else []

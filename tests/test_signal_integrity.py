@@ -31,7 +31,8 @@ IDS = [f"QC-T-20250101-{i}" for i in range(12)]   # the ids write_stage_a_all_mi
 # sha1("<seed>:<id>") as a fraction of 2^64 below the ratio -> val. Fixed forever: a run trained last month
 # must split the same way as evaluation today.
 GOLDEN = {(0.5, 7): ["train", "train", "val", "val", "val", "train", "train", "val", "val", "val", "val", "train"],
-          (0.2, 0): ["train", "val", "train", "train", "train", "train", "train", "val", "train", "train", "val", "train"]}
+          (0.2, 0): ["train", "val", "train", "train", "train", "train", "train", "val", "train", "train", "val",
+                     "train"]}
 
 
 def test_split_is_the_same_in_every_process():

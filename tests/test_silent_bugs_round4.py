@@ -11,8 +11,8 @@ import torch
 from qc_core.jsonl import write_jsonl_atomic
 from stage_b.calibration import reliability
 from stage_b.grounding import MAX_RANGE, asserted_defects, cited_photos, defect_terms
-from stage_b.operating_point import (MissionPoint, OperatingPoint, OperatingPointError, build_operating_point, certified_fail_threshold,
-                                     thresholds_for)
+from stage_b.operating_point import (MissionPoint, OperatingPoint, OperatingPointError, build_operating_point,
+                                     certified_fail_threshold, thresholds_for)
 from tests.helpers import fresh_page
 
 M, N = "BBU接地线检查", "挡风板安装检查"
@@ -25,7 +25,8 @@ def op_for(points_by_mission: dict, target=0.1, overkill=None, confidence=0.8, a
     return build_operating_point(preds, list(points_by_mission), {"default": target, "per_mission": {}},
                                  review_share=0.8, model=MODEL, adapters=list(adapters), data=None,
                                  confidence=confidence,
-                                 overkill_targets=None if overkill is None else {"default": overkill, "per_mission": {}})
+                                 overkill_targets=None if overkill is None else {"default": overkill,
+                                                                                 "per_mission": {}})
 
 
 def separated(n_fail=40, n_pass=40):
@@ -120,9 +121,12 @@ def decision(reviewer, decision_, at, gid="g1", mission=M):
 
 
 @pytest.mark.parametrize("log, status", [
-    ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("a", "不通过", "2026-11-27T10:00:00+00:00")], "fail"),
-    ([decision("a", "不通过", "2026-11-27T10:00:00+00:00"), decision("a", "通过", "2026-11-27T09:00:00+00:00")], "fail"),
-    ([decision("a", "unsure", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")], "fail"),
+    ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("a", "不通过", "2026-11-27T10:00:00+00:00")],
+     "fail"),
+    ([decision("a", "不通过", "2026-11-27T10:00:00+00:00"), decision("a", "通过", "2026-11-27T09:00:00+00:00")],
+     "fail"),
+    ([decision("a", "unsure", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
+     "fail"),
     ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
      "conflict"),
 ])

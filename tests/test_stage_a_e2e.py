@@ -63,7 +63,7 @@ def test_cli_end_to_end_writes_the_contract_for_both_architectures(arch, tiny_mo
     text = out.read_text(encoding="utf-8")
     assert "\\u" not in text.replace("\\\\", "") and M in text
     recs = records(out)
-    truth = [json.loads(l) for l in (photos / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
+    truth = [json.loads(line) for line in (photos / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted(r["group_id"] for r in recs) == sorted({t["group_id"] for t in truth})
     for rec in recs:
         validate_record(rec, known_missions=[M])
@@ -120,7 +120,8 @@ def test_photos_encoded_ahead_never_reach_ms_swifts_own_encode_and_give_the_same
     Catches the hook going dead (e.g. an ms-swift upgrade renaming `_batch_encode`)."""
     calls = []
     inner = engine25._engine_batch_encode
-    monkeypatch.setattr(engine25, "_engine_batch_encode", lambda reqs, strict: calls.append(len(reqs)) or inner(reqs, strict))
+    monkeypatch.setattr(engine25, "_engine_batch_encode",
+                        lambda reqs, strict: calls.append(len(reqs)) or inner(reqs, strict))
     files = {}
     for ahead in (True, False):
         monkeypatch.setattr(engine25, "pre_encodes", ahead)
@@ -196,7 +197,8 @@ def test_bad_photos_fail_their_group_only_and_name_the_file(tiny_qwen2_5_vl, eng
     assert [Path(p).name for p in big["images"]] == [f"{k}.jpg" for k in range(1, 41)]
     errors = {r["group_id"]: r for r in bad}
     assert set(errors) == {"QC-AB-20250101-2", "QC-AB-20250101-3", "QC-AB-20250101-4"}
-    assert "QC-AB-20250101-2/2.jpg" in errors["QC-AB-20250101-2"]["error"] and "zero-byte" in errors["QC-AB-20250101-2"]["error"]
+    assert ("QC-AB-20250101-2/2.jpg" in errors["QC-AB-20250101-2"]["error"]
+            and "zero-byte" in errors["QC-AB-20250101-2"]["error"])
     assert "照片.jpeg" in errors["QC-AB-20250101-3"]["error"] and "not an image" in errors["QC-AB-20250101-3"]["error"]
     assert "truncated" in errors["QC-AB-20250101-4"]["error"]
     assert all(r["stage"] == "image" for r in bad)

@@ -161,7 +161,8 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
                             preexec_fn=_small_file_limit(4096))
     assert result.returncode == 2
-    assert "cannot write to" in result.stderr and "out.jsonl" in result.stderr and "rerun the same command" in result.stderr
+    assert ("cannot write to" in result.stderr and "out.jsonl" in result.stderr
+            and "rerun the same command" in result.stderr)
     assert "Traceback" not in result.stderr
     lines = (tmp_path / "out.jsonl").read_bytes().split(b"\n")
     assert all(json.loads(line) for line in lines[:-1])   # whole lines, at most a torn last one

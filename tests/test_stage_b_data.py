@@ -229,11 +229,13 @@ def _one_mission(folder):
     (lambda p: p.write_bytes(p.read_bytes() + b'{"group_id": "torn", "mission": "BBU'), 10,
      "BBU接地线检查_stage_a.jsonl:11: torn last line skipped"),
     # a complete but unparseable last line without its newline: the same
-    (lambda p: p.write_bytes(p.read_bytes() + b'{"group_id": oops}'), 10, "BBU接地线检查_stage_a.jsonl:11: torn last line"),
+    (lambda p: p.write_bytes(p.read_bytes() + b'{"group_id": oops}'), 10,
+     "BBU接地线检查_stage_a.jsonl:11: torn last line"),
     # one record, an editor's BOM and no final newline: read, not dropped
     (lambda p: p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes().split(b"\n")[0]), 1, None),
     # a zero-byte mission file: no rows, and a warning naming it
-    (lambda p: p.write_bytes(b""), 0, "BBU接地线检查_stage_a.jsonl holds no group of the selected missions (an empty file)"),
+    (lambda p: p.write_bytes(b""), 0,
+     "BBU接地线检查_stage_a.jsonl holds no group of the selected missions (an empty file)"),
 ])
 def test_partial_stage_a_files_are_read_or_reported(tmp_path, caplog, damage, rows, warning):
     folder = write_stage_a_all_missions(tmp_path / "sa")

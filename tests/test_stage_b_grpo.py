@@ -98,7 +98,8 @@ def _parse_with_ms_swift(argv):
 def test_launcher_argument_lists_parse_with_ms_swift_argument_classes(tiny_qwen2_5_vl, cuda, nproc):
     env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), mission="BBU线缆布放,挡风板安装检查", cuda=cuda,
                                                 nproc=nproc and int(nproc), lora_last_k=3, num_generations=6,
-                                                max_steps=5), val_groups=10, environ={}, can_import=EVERYTHING)   # a GPU node with vLLM and DeepSpeed
+                                                max_steps=5), val_groups=10,
+                                 environ={}, can_import=EVERYTHING)   # a GPU node with vLLM and DeepSpeed
     assert argv[0] == "rlhf"
     ns = _parse_with_ms_swift(argv[1:])
     assert ns.dataset == ["group_qc_train:BBU线缆布放要求/挡风板安装检查"]
@@ -226,7 +227,8 @@ def test_rollout_hf_passes_ms_swift_own_argument_checks(tiny_qwen2_5_vl, tmp_pat
         parser = HfArgumentParser([RLHFArguments])
 
     def parse(**settings):
-        env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0", val="0", output_dir=str(tmp_path), **settings),
+        env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="0", val="0", output_dir=str(tmp_path),
+                                                    **settings),
                                      environ={}, can_import=EVERYTHING)
         return parser.parse_args_into_dataclasses(argv[1:] + ["--torch_dtype", "float32"])[0]
 
@@ -439,13 +441,15 @@ def test_grpo_with_our_engine_changes_trains_exactly_as_ms_swift_alone(tiny_qwen
 
 @pytest.mark.slow
 def test_lora_guard_stops_a_run_whose_layers_are_not_the_last_k(tiny_qwen2_5_vl, stage_a_dir, tmp_path):
-    env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), mission="BBU接地线检查", stage_a_dir=str(stage_a_dir),
+    env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), mission="BBU接地线检查",
+                                                stage_a_dir=str(stage_a_dir),
                                                 lora_last_k=2, num_generations=2, max_steps=1,
                                                 output_dir=str(tmp_path / "o"), val="0"), environ={})
     env["GROUP_QC_LORA_LAST_K"] = "3"   # the K the user asked for never reached the regex
     result = _run_swift(env, argv + ["--max_completion_length", "4"])
     assert result.returncode != 0
-    assert "group-qc LoRA guard: trainable layers [4, 5] != the last 3 layers [3, 4, 5]" in result.stdout + result.stderr
+    assert ("group-qc LoRA guard: trainable layers [4, 5] != the last 3 layers [3, 4, 5]"
+            in result.stdout + result.stderr)
     assert not list((tmp_path / "o").glob("v*/checkpoint-*"))
 
 

@@ -35,7 +35,8 @@ def ids(tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def drive(criterion_class, tokenizer, prompt: list[list[int]], replies: list[list[int]], stop_words) -> list[list[bool]]:
+def drive(criterion_class, tokenizer, prompt: list[list[int]], replies: list[list[int]],
+          stop_words) -> list[list[bool]]:
     """Feed the replies one token per step after the prompts (one row each, equal lengths, as left padding makes
     them), as generate does; the criterion's answer at every step."""
     from swift.template.utils import StopWordsCriteria
@@ -55,7 +56,8 @@ IM_END, EOT = "<|im_end|>", "<|endoftext|>"
 CASES = {
     # name: (replies as text pieces (each piece encoded on its own, so a stop string can be spelled in pieces),
     #        extra stop words)
-    "the end token in one row, not the other": ([["接地线", "已捆扎", IM_END, "多余"], ["机柜", "正装", "无异常", "。"]], []),
+    "the end token in one row, not the other": (
+        [["接地线", "已捆扎", IM_END, "多余"], ["机柜", "正装", "无异常", "。"]], []),
     "the stop string spelled by ordinary pieces": ([["<|", "im", "_end", "|>", "后面"], ["正常", "。"]], []),
     # each piece is one token: a stop word as long as the window is seen, one token longer never is
     "a stop word 20 tokens long is seen": ([["x"] + ["，"] * 20 + ["尾"], ["a"] * 22], ["，" * 20]),

@@ -29,7 +29,7 @@ def test_sft_rows_use_the_inference_prompts_and_shuffled_verdicts_keep_their_mix
     synthetic.generate(tmp_path, seed=1, groups_per_label=4)
     sft = sft_data
     a_rows = sft.stage_a_rows(tmp_path)
-    truth = [json.loads(l) for l in (tmp_path / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
+    truth = [json.loads(line) for line in (tmp_path / "ground_truth.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(a_rows) == len(truth)
     mission = load_registry().resolve(truth[0]["mission"])
     assert a_rows[0]["messages"][:2] == stage_a_messages(mission)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from group_qc_dev import tiny_model as make
 
 REPO = Path(__file__).resolve().parent.parent
-from group_qc_dev import tiny_model as make
 ARCHS = ("qwen2_5_vl", "qwen3_vl")
 
 

@@ -120,7 +120,8 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     from review.page import render_review, report
     from stage_b.cards import EVALUATION_OUTCOMES, evaluation_cards
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
-             f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}", f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
+             f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}",
+             f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
              m["invalid_verdicts"], _pct(m.get("reason_contradiction_rate")), _pct(m.get("citation_precision")),
              _pct(m.get("citation_recall"))]
             for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
@@ -130,8 +131,8 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
                "columns": ["mission", "n", "accuracy", "miss rate (verdict line)", "overkill rate (verdict line)",
                            "unparseable",
                            "reason contradictions", "citation precision", "citation recall"], "rows": rows},
-              {"title": "Confusion (reviewer -> model)", "columns": ["mission", *next(iter(metrics["per_mission"].values()),
-                                                                                 {"confusion": {}})["confusion"]],
+              {"title": "Confusion (reviewer -> model)",
+               "columns": ["mission", *next(iter(metrics["per_mission"].values()), {"confusion": {}})["confusion"]],
                "rows": confusion}]
     images = [{"title": title, "src": f"../{name}"} for name, title in (
         ("operating_curve.png", "Miss rate against overkill rate over thresholds"),

@@ -82,7 +82,8 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         for p in misses[:max_cases]:
             parsed = parse(p["completion"])
             reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
-            lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; reason: {_md(reason)}"]
+            lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; "
+                          f"reason: {_md(reason)}"]
             lines += [f"  - {image_key(i)}: {_md(s)}" for i, s in enumerate(p["summaries"], start=1)]
     lines += render_operating(metrics, picks or {})
     lines += render_calibration(metrics)
@@ -162,7 +163,8 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
         return []
     lines = ["", "## Miss rate against overkill rate over thresholds", "",
              "![miss/overkill curve](operating_curve.png)", "",
-             "Verdict 不通过 iff p_fail >= t (p_fail: the model's probability of 不通过 against 通过 as the first line, "
+             "Verdict 不通过 iff p_fail >= t (p_fail: the model's probability of 不通过 against 通过 "
+             "as the first line, "
              "from both lines' token log-probabilities). For each miss-rate target, the threshold the point rule "
              "picks on these groups (the largest p_fail, or 1.0, whose measured miss rate is within the target: no "
              "confidence, see the operating point for a certified one) and the overkill rate it costs. The whole "
@@ -176,8 +178,8 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
                          f"t={shown}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if curves.get("groups_without_p_fail"):
-        lines += ["", f"{curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored) and are not "
-                      f"on the curve or in the operating point."]
+        lines += ["", f"{curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored) "
+                      f"and are not on the curve or in the operating point."]
     op = metrics.get("operating_point")
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
@@ -185,10 +187,13 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
                   f"{_pct(op['confidence'])} confidence (stage_b.operating_point states the rule). A judged group is "
                   f"auto-通过 when p_fail < the threshold, auto-不通过 when p_fail >= the fail threshold, and goes to "
                   f"review otherwise, when p_fail is within the review margin of the threshold (it covers "
-                  f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.", "",
+                  f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.",
+                  "",
                   "| mission | target miss | certified | threshold | fail threshold | n (fail/pass) | miss rate at the "
-                  "threshold (upper) | overkill rate at the threshold | review margin | decided without review |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, e in [*_md_items(op["missions"]), *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
+                  "threshold (upper) | overkill rate at the threshold | review margin | decided without review |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, e in [*_md_items(op["missions"]),
+                        *([("**overall (pooled)**", op["overall"])] if op["overall"] else [])]:
             certified = "yes" if e["certified"] else f"no: {e.get('fail_groups_needed') or '∞'} fail groups needed"
             if "missions_certified" in e:   # the pooled row: one bound over all missions, not a promise for each
                 k, n = e["missions_certified"]
@@ -204,6 +209,7 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
             t_fail = "none (nothing auto-fails)" if e.get("threshold_fail") is None else shown_fail
             lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | {shown_t} | "
                          f"{t_fail} | {e['n']} ({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} "
-                         f"({_pct(e['miss_rate_upper'])}) | {_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
+                         f"({_pct(e['miss_rate_upper'])}) | "
+                         f"{_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
                          f"{fmt_p(e['review_margin'])} | {auto} |")
     return lines
