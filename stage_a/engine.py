@@ -9,7 +9,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
-from qc_core.checkpoints import BACKENDS, ModelPathError, ModelSpec
+from qc_core.checkpoints import ModelSpec
+from qc_core.engines import build_swift_engine
 
 log = logging.getLogger("group_qc.stage_a")
 
@@ -31,38 +32,6 @@ def stage_a_vllm_settings(max_pixels: int, max_new_tokens: int) -> dict:
     length = PROMPT_TOKEN_ALLOWANCE + visual + max_new_tokens
     return {"limit_mm_per_prompt": {"image": 1, "video": 0}, "mm_processor_cache_gb": 0,
             "max_model_len": -(-length // 256) * 256, "engine_kwargs": dict(VLLM_ENGINE_KWARGS)}
-
-
-def supported_engine_kwargs(engine_kwargs: dict) -> dict:
-    """The engine_kwargs the installed vLLM's EngineArgs accepts; any other is left out with a warning."""
-    import inspect
-
-    from vllm import EngineArgs
-    known = inspect.signature(EngineArgs).parameters
-    for key in set(engine_kwargs) - set(known):
-        log.warning("vLLM %s has no engine argument %s: left out", getattr(__import__("vllm"), "__version__", "?"),
-                    key)
-    return {k: v for k, v in engine_kwargs.items() if k in known}
-
-
-def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
-    """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
-    if backend == "transformers":
-        from swift.infer_engine import TransformersEngine
-        return TransformersEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
-                                  adapters=list(spec.adapters) or None, max_batch_size=batch_size)
-    if backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
-                                 "use --infer_backend transformers otherwise") from None
-        from swift.infer_engine import VllmEngine
-        if "engine_kwargs" in vllm_kwargs:
-            vllm_kwargs["engine_kwargs"] = supported_engine_kwargs(vllm_kwargs["engine_kwargs"])
-        return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
-                          adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
-    raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
 DEFAULT_VLLM_PIXELS = 1024 * 28 * 28   # what a photo may be when no max_pixels is given (Qwen-VL's own default)

@@ -8,7 +8,7 @@ verdict lines, from which stage_b.operating_point.p_fail is computed).
 from __future__ import annotations
 
 from qc_core.checkpoints import ModelSpec, resolve_model
-from stage_a.engine import build_swift_engine
+from qc_core.engines import build_swift_engine
 
 from .verdict import FAIL, PASS
 

@@ -1,0 +1,43 @@
+"""The engine factory both stages load checkpoints through: ms-swift's TransformersEngine or VllmEngine for a resolved
+checkpoint (qc_core.checkpoints). An adapter, but a light one to import: ms-swift and vLLM are imported only when an
+engine is built.
+"""
+from __future__ import annotations
+
+import logging
+
+from .checkpoints import BACKENDS, ModelPathError, ModelSpec
+
+log = logging.getLogger("group_qc.engines")
+
+
+def supported_engine_kwargs(engine_kwargs: dict) -> dict:
+    """The engine_kwargs the installed vLLM's EngineArgs accepts; any other is left out with a warning."""
+    import inspect
+
+    from vllm import EngineArgs
+    known = inspect.signature(EngineArgs).parameters
+    for key in set(engine_kwargs) - set(known):
+        log.warning("vLLM %s has no engine argument %s: left out", getattr(__import__("vllm"), "__version__", "?"),
+                    key)
+    return {k: v for k, v in engine_kwargs.items() if k in known}
+
+
+def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
+    """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
+    if backend == "transformers":
+        from swift.infer_engine import TransformersEngine
+        return TransformersEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
+                                  adapters=list(spec.adapters) or None, max_batch_size=batch_size)
+    if backend == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
+                                 "use --infer_backend transformers otherwise") from None
+        from swift.infer_engine import VllmEngine
+        if "engine_kwargs" in vllm_kwargs:
+            vllm_kwargs["engine_kwargs"] = supported_engine_kwargs(vllm_kwargs["engine_kwargs"])
+        return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
+                          adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
+    raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
