@@ -45,7 +45,7 @@ from .engine_settings import EngineSettings, add_engine_args
 from .grounding import ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
-from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, audit_route, check_audit_share, route_of, route_of_record
+from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, check_audit_share, route_of, route_of_record
 from .model_replies import reply_starts
 from .numbers import fmt_p
 from .operating_point import (UNCALIBRATED_THRESHOLD, MissionPoint, OperatingPoint, OperatingPointError, check_rate,
@@ -90,9 +90,7 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     else:
         group_why += ground(completion, summaries, record["mission"]).review_why()
     route = route_of(mission_why, group_why, provenance.get("audit_share") or 0.0, provenance.get("audit_seed") or 0,
-                     record["mission"], record["group_id"])
-    if "gold_label" in record and not mission_why:   # a known-answer check looks like the day's blind audits
-        route = audit_route(provenance.get("audit_share") or 0.0)
+                     record["mission"], record["group_id"], gold="gold_label" in record)
     assigned = assignees(provenance.get("reviewers") or [], provenance.get("overlap_share") or 0.0,
                          provenance.get("audit_seed") or 0, record["mission"], record["group_id"]) \
         if route["route"] in (REVIEW, AUDIT) else []

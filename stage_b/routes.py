@@ -58,11 +58,14 @@ def audit_draw(seed: int, mission: str, group_id: str) -> float:
 
 
 def route_of(mission_why: list[str], group_why: list[str], audit_share: float, seed: int, mission: str,
-             group_id: str) -> dict:
-    """{"route", "review_scope", "audit_probability", "why"} of one judged group (module doc)."""
-    if mission_why or group_why:
+             group_id: str, gold: bool = False) -> dict:
+    """{"route", "review_scope", "audit_probability", "why"} of one judged group (module doc). `gold`: a known-answer
+    check (stage_b.gold), which looks like the day's blind audits unless its whole mission goes to review."""
+    if mission_why or (group_why and not gold):
         return {"route": REVIEW, "review_scope": MISSION if mission_why else GROUP, "audit_probability": None,
                 "why": [*mission_why, *group_why]}
+    if gold:
+        return audit_route(audit_share)
     if audit_share > 0 and audit_draw(seed, mission, group_id) < audit_share:
         return audit_route(audit_share)
     return {"route": AUTO, "review_scope": None, "audit_probability": audit_share, "why": []}

@@ -83,3 +83,10 @@ def test_no_circle_of_module_level_imports():
     stage_b/routes.py: found as stage_b.routes -> stage_b.judge -> stage_b.routes."""
     from group_qc_dev.import_graph import module_cycles
     assert module_cycles() == []
+
+
+def test_the_architecture_page_draws_the_import_graph_the_code_has():
+    """docs/architecture.md's diagram is group_qc_dev.import_graph's output, so it cannot drift from the code."""
+    from group_qc_dev.import_graph import layer_edges, mermaid
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert f"```mermaid\n{mermaid(layer_edges())}\n```" in page, "run python -m group_qc_dev.import_graph --mermaid"

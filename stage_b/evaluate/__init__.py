@@ -23,50 +23,15 @@ The package: `predictions` (scored and read back), `held_out` (which groups), `r
 """
 from __future__ import annotations
 
-from .cli import EvaluateSettings, evaluate, main  # noqa: F401
-from .held_out import (  # noqa: F401
-    HELD_OUT,
-    _check_operating_split,
-    _records_for,
-    held_out_rows,
-    promise_basis,
-    with_evidence,
-    without_trained,
-)
-from ..model_replies import guide_citations, verdict_probabilities  # noqa: F401
-from .outputs import (  # noqa: F401
-    OUTPUTS,
-    operating_curves,
-    prepare_output_dir,
-    review_inputs,
-    write_outputs,
-    write_review,
-)
-from .predictions import (  # noqa: F401
-    DATASET_FIELDS,
-    OPENAI,
-    OURS,
-    PREDICTION_FIELDS,
-    SWIFT_INFER,
-    EvaluationError,
-    _as_ours,
-    _chat_text,
-    _checked_row,
-    _format_of,
-    predictions_from_rows,
-    read_prediction_file,
-    read_predictions,
-    score_prediction,
-)
-from .report import (  # noqa: F401
-    CURVE_TARGETS,
-    _ci,
-    _md,
-    _md_items,
-    _pct,
-    render_calibration,
-    render_grounding,
-    render_operating,
-    render_promises,
-    render_report,
-)
+# The package's public names (what commands, tests and the dev tools use); the rest lives in its modules.
+from ..model_replies import verdict_probabilities
+from .cli import EvaluateSettings, evaluate, main
+from .held_out import HELD_OUT, held_out_rows, without_trained
+from .outputs import OUTPUTS, operating_curves, prepare_output_dir, review_inputs, write_outputs
+from .predictions import EvaluationError, predictions_from_rows, read_prediction_file, read_predictions
+from .report import render_operating, render_promises, render_report
+
+__all__ = ["EvaluateSettings", "EvaluationError", "HELD_OUT", "OUTPUTS", "evaluate", "held_out_rows", "main",
+           "operating_curves", "predictions_from_rows", "prepare_output_dir", "read_prediction_file",
+           "read_predictions", "render_operating", "render_promises", "render_report", "review_inputs",
+           "verdict_probabilities", "without_trained", "write_outputs"]
