@@ -186,6 +186,7 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
     from stage_b.dataset import load_records
     from stage_b.evaluate import verdict_probabilities
     from stage_b.generate import VerdictEngine
+    from stage_b.operating_point import manual_point
     registry = load_registry()
     selection = Selection(stage_a_dir=str(stage_a_dir))
     records = load_records(selection, registry, require_label=False)
@@ -194,7 +195,7 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
     engine = VerdictEngine(model, adapters=adapters, batch_size=batch_size, max_new_tokens=max_new_tokens)
     engine.generate(rows[:batch_size])               # warm-up: first calls pay one-off costs
     engine.verdict_logprobs(rows[:batch_size])
-    point = {"threshold": 0.5, "review_margin": 0.0}
+    point = manual_point(0.5)
     times = defaultdict(list)
     for r in range(repeats):
         t = time.perf_counter()
