@@ -65,14 +65,16 @@ from qc_core.exits import run_cli
 from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
 from qc_core.records import utc_now
 
+from .detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from .grounding import defect_photos
+from .inspection import NORMAL, NOT_CERTIFIED, WITHDRAWN, Promise
+from .monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
 from .operating_point import MissionPoint, OperatingPoint, family_text, load_operating_point
 from .routes import AUDIT, REVIEW, route_of_record
 from .verdict import FAIL, PASS
 
 MONITOR_FORMAT = 1
 DEFAULT_DRIFT_ALPHA = 0.001
-HOLDS, UNVERIFIED, WITHDRAWN, NOT_CERTIFIED = "holds", "unverified", "withdrawn", "not certified"
 VERDICTS_SUFFIX = "_verdicts.jsonl"
 _MAX_AUDITS_NEEDED = 100_000
 
@@ -125,19 +127,6 @@ def cs_bounds(k: int, n: int, prior: tuple[float, float], delta: float) -> tuple
     return edge(centre, 0.0), edge(centre, 1.0)
 
 
-def day_delta(delta: float, day_number: int) -> float:
-    """The d-th day's share of δ/2 (module doc): 6 / (π² d²) of it, summing to δ/2 over every day."""
-    return (delta / 2) * 6 / (math.pi ** 2 * day_number ** 2)
-
-
-def cp_lower(k: int, n: int, confidence: float) -> float:
-    """Exact one-sided Clopper-Pearson lower bound of a rate at `confidence` (0 when k == 0)."""
-    if k == 0 or n == 0:
-        return 0.0
-    from scipy.stats import beta
-    return float(beta.ppf(1 - confidence, k, n - k + 1))
-
-
 def audits_needed(k: int, n: int, promise: float, prior: tuple[float, float], delta: float) -> int | None:
     """How many more audited auto-passed groups without an escape bring the upper bound to the promise (None: no
     number does within _MAX_AUDITS_NEEDED)."""
@@ -178,43 +167,6 @@ def drift(p_fails: list[float], defect_groups: int, profile: dict | None, alpha:
                        f"validation (Fisher's exact p = {defect_p:.2g} < {alpha:g})")
     return {"ks_p": ks_p, "defect_p": defect_p, "defect_share": defect_groups / n, "validation_defect_share": v_k / v_n,
             "fired": bool(reasons), "why": "; ".join(reasons) or None, "tests": 2}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Status
-# --------------------------------------------------------------------------------------------------------------
-def status_after(day: dict, promise: float | None, prior, delta: float, certified: bool, was_withdrawn: str | None,
-                 audit_share: float | None) -> tuple[str, str]:
-    """(status, why) after a day, from its cumulative counts, bounds and drift (module doc)."""
-    if not certified:
-        return NOT_CERTIFIED, "the mission is not certified: every group goes to review, nothing is audited"
-    if was_withdrawn:
-        return WITHDRAWN, was_withdrawn
-    if promise is None:
-        return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (the rule passed no "
-                            "validation group without review, or the file predates audits): nothing to hold live "
-                            "work to; recompute it with python -m stage_b.evaluate on more validation groups")
-    if day["escape_lower"] > promise:
-        return WITHDRAWN, (f"{day['cum_escapes']} escapes in {day['cum_audited']} audited auto-passed groups: the "
-                           f"escape rate is above the promised {_pct(promise)} at {_pct(1 - delta)} confidence "
-                           f"(live lower bound {_pct(day['escape_lower'])}, day {day['day']})")
-    if day["day_escape_lower"] > promise:
-        return WITHDRAWN, (f"{day['escapes']} escapes in {day['audited_auto_passed']} audited auto-passed groups on "
-                           f"day {day['day']} alone: that day's escape rate is above the promised {_pct(promise)} "
-                           f"(its lower bound {_pct(day['day_escape_lower'])} at the day's share of "
-                           f"{_pct(1 - delta)} confidence)")
-    if day["drift"]["fired"]:
-        return WITHDRAWN, f"drift on day {day['day']}: {day['drift']['why']}"
-    if day["cum_audited"] and day["escape_upper"] <= promise:
-        return HOLDS, (f"escape rate <= {_pct(promise)} at {_pct(1 - delta)} confidence: {day['cum_escapes']} escapes "
-                       f"in {day['cum_audited']} audited auto-passed groups (live upper bound "
-                       f"{_pct(day['escape_upper'])})")
-    if audit_share == 0:
-        return UNVERIFIED, "no audit is drawn (--audit_share 0): nothing checks this promise on live work"
-    more = audits_needed(day["cum_escapes"], day["cum_audited"], promise, prior, delta)
-    return UNVERIFIED, (f"{day['cum_escapes']} escapes in {day['cum_audited']} audited auto-passed groups: "
-                        + (f"{more} more without an escape would confirm <= {_pct(promise)}" if more is not None else
-                           f"no number of audits without an escape confirms <= {_pct(promise)}"))
 
 
 def _pct(x) -> str:
@@ -322,27 +274,38 @@ def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
 # --------------------------------------------------------------------------------------------------------------
 # Building monitor.json
 # --------------------------------------------------------------------------------------------------------------
-def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str, profile: dict | None,
-               alpha: float) -> dict:
-    """One mission's day: judged, automation, audits, escapes, reviewer agreement, drift (module doc)."""
+def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> dict:
+    """One mission's day as counts: judged, automation, audits, escapes, the defects the miss rate's evidence counts,
+    reviewer agreement (module doc; stage_b.inspection reads them)."""
     routes = [route_of_record(v) for v in verdicts]
-    audited = [v for v, r in zip(verdicts, routes) if r == AUDIT]
-    audited_passed = [v for v in audited if v["verdict"] == PASS and (mission, v["group_id"]) in labels]
-    escapes = sum(labels[(mission, v["group_id"])] == "fail" for v in audited_passed)
-    reviewed = [v for v, r in zip(verdicts, routes) if r == REVIEW and (mission, v["group_id"]) in labels]
-    agreed = sum((labels[(mission, v["group_id"])] == "fail") == (v["verdict"] == FAIL) for v in reviewed)
+    label = [labels.get((mission, v["group_id"])) for v in verdicts]
+    audited = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == AUDIT]
+    audited_passed = [lab for v, lab in audited if v["verdict"] == PASS and lab is not None]
+    reviewed = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == REVIEW and lab is not None]
+    agreed = sum((lab == "fail") == (v["verdict"] == FAIL) for v, lab in reviewed)
     auto = sum(r != REVIEW for r in routes)
-    defect = sum(bool(defect_photos(v.get("summaries") or [], mission)) for v in verdicts)
-    shares = {v.get("audit_share") for v in verdicts if v.get("audit_share") is not None}
+    shares = [share_of(v) for v, r in zip(verdicts, routes) if r != REVIEW]
+    shares = [s for s in shares if s is not None]
     return {"day": name, "judged": len(verdicts), "auto_decided": auto,
             "automation_share": auto / len(verdicts) if verdicts else None, "audited": len(audited),
-            "audits_labelled": sum((mission, v["group_id"]) in labels for v in audited),
-            "audited_auto_passed": len(audited_passed), "escapes": escapes,
-            "audited_auto_failed": sum(v["verdict"] == FAIL for v in audited),
-            "reviewed_labelled": len(reviewed), "agreed": agreed,
-            "agreement": agreed / len(reviewed) if reviewed else None,
-            "audit_share": max(shares) if shares else None,
-            "drift": drift([v["p_fail"] for v in verdicts], defect, profile, alpha)}
+            "auto_passed": sum(r != REVIEW and v["verdict"] == PASS for v, r in zip(verdicts, routes)),
+            "audits_labelled": sum(lab is not None for _, lab in audited),
+            "audited_auto_passed": len(audited_passed), "escapes": sum(lab == "fail" for lab in audited_passed),
+            "audited_auto_failed": sum(v["verdict"] == FAIL for v, _ in audited),
+            "audited_auto_failed_defects": sum(v["verdict"] == FAIL and lab == "fail" for v, lab in audited),
+            "reviewed_labelled": len(reviewed), "reviewed_defects": sum(lab == "fail" for _, lab in reviewed),
+            "agreed": agreed, "agreement": agreed / len(reviewed) if reviewed else None,
+            "audit_share": min(shares) if shares else None}
+
+
+def share_of(verdict: dict) -> float | None:
+    """The audit share a decided-without-review verdict was drawn at (its audit_probability; older lines: the run's
+    audit_share)."""
+    for key in ("audit_probability", "audit_share"):
+        value = verdict.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+            return float(value)
+    return None
 
 
 def promised_escape(entry: MissionPoint | None) -> float | None:
@@ -352,48 +315,65 @@ def promised_escape(entry: MissionPoint | None) -> float | None:
     return escape.get("upper") if escape.get("auto_passed") else None
 
 
-def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,
-                    alpha: float) -> dict:
-    """One mission's entry of monitor.json: the promise, each day with cumulative bounds, and the status."""
+def promise_of(entry: MissionPoint | None, false_alarm_years: float) -> Promise:
+    """What a mission's live work is held to: the signed miss rate (its detector withdraws) and the escape rate
+    (its signals tighten), at the detector's alarm level."""
     certified = entry is not None and entry.certified
+    return Promise(miss_rate=entry.target_miss_rate if certified else None, escape_rate=promised_escape(entry),
+                   alarm_level=alarm_level(false_alarm_years), certified=certified)
+
+
+def bounds_for(escape_rate: float | None, delta: float) -> Bounds:
+    return Bounds(prior_for(escape_rate if escape_rate is not None else 0.05), delta, cs_bounds, audits_needed)
+
+
+def pooled(day_verdicts: list[list[dict]], mission: str) -> dict:
+    """A drift reference made of judged days (after a clean tightened run): their p_fails and defect summaries."""
+    lines = [v for day in day_verdicts for v in day]
+    return {"p_fail": sorted(v["p_fail"] for v in lines),
+            "defect_groups": sum(bool(defect_photos(v.get("summaries") or [], mission)) for v in lines),
+            "groups": len(lines)}
+
+
+def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,
+                    alpha: float, false_alarm_years: float) -> dict:
+    """One mission's entry of monitor.json: the promise, each day with its counts, bounds, detectors, inspection
+    state, status and next audit share (stage_b.monitor_replay)."""
+    promise = promise_of(entry, false_alarm_years)
+    bounds = bounds_for(promise.escape_rate, delta)
     profile = entry.profile if entry is not None else None
-    promise = promised_escape(entry)
-    prior = prior_for(promise if promise is not None else 0.05)
-    rows, k, n = [], 0, 0
-    lower, upper = 0.0, 1.0
-    withdrawn = None
-    status, why = UNVERIFIED, "no day yet"
-    for number, day in enumerate(days, start=1):
-        row = day_counts(day.name, day.verdicts.get(mission, []), labels, mission, profile, alpha)
-        k += row["escapes"]
-        n += row["audited_auto_passed"]
-        low, high = cs_bounds(k, n, prior, delta)
-        lower, upper = max(lower, low), min(upper, high)   # running intersection: still valid at every look
-        row.update(cum_escapes=k, cum_audited=n, escape_lower=lower, escape_upper=upper,
-                   day_escape_lower=cp_lower(row["escapes"], row["audited_auto_passed"], 1 - day_delta(delta, number)))
-        status, why = status_after(row, promise, prior, delta, certified, withdrawn, row["audit_share"])
-        if status == WITHDRAWN and withdrawn is None:
-            withdrawn = why
-            row["withdrawn_here"] = True
-        row.update(status=status, why=why)
-        rows.append(row)
-    return {"certified": certified, "promise": {"escape_rate": promise, "confidence": 1 - delta, "prior": list(prior),
-                                                "text": entry.promise if entry is not None else None},
-            "days": rows, "status": status, "why": why}
+    verdicts = [day.verdicts.get(mission, []) for day in days]
+    rows = [day_counts(day.name, v, labels, mission) for day, v in zip(days, verdicts)]
+
+    def drift_for(i: int, reference: tuple | None) -> dict:
+        against = profile if reference is None else pooled(verdicts[reference[0]:reference[1] + 1], mission)
+        defect = sum(bool(defect_photos(v.get("summaries") or [], mission)) for v in verdicts[i])
+        return drift([v["p_fail"] for v in verdicts[i]], defect, against, alpha)
+    rows = replay(rows, promise, bounds, drift_for)
+    last = rows[-1] if rows else None
+    return {"certified": promise.certified,
+            "promise": {"escape_rate": promise.escape_rate, "miss_rate": promise.miss_rate,
+                        "confidence": 1 - delta, "prior": list(bounds.prior), "alarm_level": promise.alarm_level,
+                        "text": entry.promise if entry is not None else None},
+            "days": rows, "status": last["status"] if last else UNVERIFIED,
+            "why": last["why"] if last else "no day yet",
+            "state": last["state"] if last else (NORMAL if promise.certified else NOT_CERTIFIED),
+            "state_why": last["state_why"] if last else "no day yet",
+            "next_audit_share": last["next_audit_share"] if last else None,
+            "withdrawn_day": next((r["day"] for r in rows if r["withdrawn_here"]), None)}
 
 
 def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
-                  labels_dir=None) -> dict:
+                  labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS) -> dict:
     """monitor.json's content (module doc)."""
     delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
     missions = sorted(set(op.missions) | {m for d in days for m in d.verdicts})
     out = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
-           "confidence": 1 - delta, "drift_alpha": alpha, "days": [d.name for d in days],
-           "day_folders": [str(d.folder) for d in days], "labels": str(labels_dir) if labels_dir else None,
-           "created_at": utc_now(), "missions": {}}
+           "confidence": 1 - delta, "drift_alpha": alpha, "false_alarm_years": false_alarm_years,
+           "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],
+           "labels": str(labels_dir) if labels_dir else None, "created_at": utc_now(), "missions": {}}
     for mission in missions:
-        entry = op.missions.get(mission)
-        m = mission_monitor(mission, entry, days, labels, delta, alpha)
+        m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years)
         if m["status"] == WITHDRAWN:
             m["withdrawn_at"] = out["created_at"]
         out["missions"][mission] = m
@@ -408,56 +388,70 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
 # --------------------------------------------------------------------------------------------------------------
 # Reading monitor.json back, and what the judge does with it
 # --------------------------------------------------------------------------------------------------------------
+_CHECKED = ("cum_escapes", "cum_audited", "state", "status", "next_audit_share", "clean_days", "withdrawn_here")
+_CHECKED_NUMBERS = ("escape_lower", "escape_upper", "escape_detector", "miss_detector", "miss_rate_estimate")
+
+
 def check_monitor(monitor: dict, path) -> dict:
-    """monitor.json with every day's bounds and status recomputed from its own counts; a file whose stored status,
-    bounds or drift verdict differ (edited by hand) is refused, naming the mission and day."""
+    """monitor.json with every day replayed from its own counts (stage_b.monitor_replay, the same replay that wrote
+    it); a file whose stored bounds, detectors, states, status or shares differ (edited by hand) is refused, naming
+    the mission and day."""
     if not isinstance(monitor, dict) or monitor.get("format") != MONITOR_FORMAT:
         raise MonitorError(f"{path} is not a monitor.json of format {MONITOR_FORMAT}: write it with python -m "
                            f"stage_b.monitor")
     try:
         delta = 1 - float(monitor["confidence"])
         alpha = float(monitor["drift_alpha"])
+        years = float(monitor["false_alarm_years"])
+        if not (0 < delta < 1 and 0 < alpha < 0.5 and years > 0):
+            raise MonitorError(f"{path}: confidence, drift_alpha or false_alarm_years out of range")
         for mission, m in monitor["missions"].items():
-            promise = m["promise"]["escape_rate"]
-            prior = prior_for(promise if promise is not None else 0.05)
-            if list(prior) != [float(x) for x in m["promise"]["prior"]]:
-                raise MonitorError(f"{path}: {mission}: the prior does not follow from the promised rate")
-            k = n = 0
-            lower, upper, withdrawn = 0.0, 1.0, None
-            for number, row in enumerate(m["days"], start=1):
-                k += int(row["escapes"])
-                n += int(row["audited_auto_passed"])
-                if (k, n) != (row["cum_escapes"], row["cum_audited"]) or not 0 <= k <= n:
-                    raise MonitorError(f"{path}: {mission}, day {row['day']}: cumulative counts do not add up")
-                low, high = cs_bounds(k, n, prior, delta)
-                lower, upper = max(lower, low), min(upper, high)
-                day_lower = cp_lower(int(row["escapes"]), int(row["audited_auto_passed"]), 1 - day_delta(delta, number))
-                if abs(lower - row["escape_lower"]) > 1e-6 or abs(upper - row["escape_upper"]) > 1e-6 or \
-                        abs(day_lower - row["day_escape_lower"]) > 1e-6:
-                    raise MonitorError(f"{path}: {mission}, day {row['day']}: the bounds do not follow from the counts")
-                d = row["drift"]
-                fired = any(p is not None and p < alpha for p in (d.get("ks_p"), d.get("defect_p")))
-                if fired != bool(d.get("fired")):
-                    raise MonitorError(f"{path}: {mission}, day {row['day']}: the drift verdict does not follow from "
-                                       f"its p-values")
-                status, why = status_after(row, promise, prior, delta, bool(m["certified"]), withdrawn,
-                                           row.get("audit_share"))
-                if status == WITHDRAWN and withdrawn is None:
-                    withdrawn = why
-                if status != row["status"]:
-                    raise MonitorError(f"{path}: {mission}, day {row['day']}: status {row['status']!r} does not follow "
-                                       f"from its counts (they give {status!r}: {why}); the file was edited: write it "
-                                       f"again with python -m stage_b.monitor")
-            final = m["days"][-1]["status"] if m["days"] else UNVERIFIED
-            if m["status"] != final:
-                raise MonitorError(f"{path}: {mission}: status {m['status']!r} is not its last day's ({final!r}); the "
-                                   f"file was edited: write it again with python -m stage_b.monitor")
+            _check_mission(path, mission, m, delta, alpha, years)
     except MonitorError:
         raise
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MonitorError(f"{path} is not a monitor.json stage_b.monitor wrote ({type(exc).__name__}: {exc}); write "
                            f"it again with python -m stage_b.monitor") from None
     return monitor
+
+
+def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, years: float) -> None:
+    p = m["promise"]
+    promise = Promise(miss_rate=p["miss_rate"], escape_rate=p["escape_rate"], alarm_level=alarm_level(years),
+                      certified=bool(m["certified"]))
+    bounds = bounds_for(promise.escape_rate, delta)
+    if list(bounds.prior) != [float(x) for x in p["prior"]] or p["alarm_level"] != promise.alarm_level:
+        raise MonitorError(f"{path}: {mission}: the prior or the alarm level does not follow from the promise")
+    stored = m["days"]
+    for row in stored:
+        d = row["drift"]
+        fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
+        if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
+                                                                                              d.get("defect_p"))):
+            raise MonitorError(f"{path}: {mission}, day {row['day']}: the drift verdict does not follow from its "
+                               f"p-values; the file was edited: write it again with python -m stage_b.monitor")
+    replayed = replay([{k: row[k] for k in COUNT_KEYS} for row in stored], promise, bounds,
+                      lambda i, ref: stored[i]["drift"])
+    for row, again in zip(stored, replayed):
+        for key in _CHECKED + _CHECKED_NUMBERS:
+            a, b = row.get(key), again.get(key)
+            same = a == b if key in _CHECKED else (a is None and b is None) or (
+                isinstance(a, (int, float)) and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9))
+            if not same:
+                raise MonitorError(f"{path}: {mission}, day {row['day']}: {key} {a!r} does not follow from the day's "
+                                   f"counts (they give {b!r}); the file was edited: write it again with python -m "
+                                   f"stage_b.monitor")
+    last = replayed[-1] if replayed else None
+    for key, value in (("status", last["status"] if last else UNVERIFIED),
+                       ("state", last["state"] if last else m.get("state")),
+                       ("next_audit_share", last["next_audit_share"] if last else m.get("next_audit_share"))):
+        if m.get(key) != value:
+            raise MonitorError(f"{path}: {mission}: {key} {m.get(key)!r} is not its last day's ({value!r}); the file "
+                               f"was edited: write it again with python -m stage_b.monitor")
+
+
+COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passed", "escapes",
+              "audited_auto_failed_defects", "reviewed_defects")
 
 
 def load_monitor(path) -> dict:
@@ -517,7 +511,11 @@ def main(argv=None) -> int:
     p.add_argument("--labels", required=True, help="the labels folder python -m stage_b.decisions writes")
     p.add_argument("--output_dir", required=True, help="where monitor.json, monitor.png and index.html go")
     p.add_argument("--drift_alpha", default=str(DEFAULT_DRIFT_ALPHA),
-                   help="level of each drift test per mission and day (default %(default)s)")
+                   help="level of each drift test per mission and day (default %(default)s); drift only tightens "
+                        "inspection")
+    p.add_argument("--false_alarm_years", default=str(DEFAULT_FALSE_ALARM_YEARS),
+                   help="the miss-rate detector's average years between false withdrawals of one mission while its "
+                        "promise holds (stage_b.detector; default %(default)s)")
     args = p.parse_args(argv)
     return run_cli(lambda: _monitor(args))
 
@@ -525,13 +523,14 @@ def main(argv=None) -> int:
 def _monitor(args) -> int:
     from qc_core.missions import load_registry
     alpha = check_alpha(args.drift_alpha)
+    years = check_false_alarm_years(args.false_alarm_years)
     op = load_operating_point(args.operating_point)
     digest = file_sha256(args.operating_point)
     registry = load_registry()
     folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), digest)
     days = read_days(folders, digest, registry)
     labels = read_labels(Path(args.labels), registry)
-    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels)
+    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     from .monitor_page import _write, write_page
@@ -543,16 +542,23 @@ def _monitor(args) -> int:
 
 
 def print_days(monitor: dict) -> None:
-    """Per mission and day: automation share, audits, escapes, the live bound, status."""
+    """Per mission and day: inspection state and audit share, audits, escapes, the detectors, the live escape bound,
+    status."""
     for mission, m in monitor["missions"].items():
-        promise = m["promise"]["escape_rate"]
-        print(f"{mission}: promised escape rate of auto-passed groups <= {_pct(promise)}"
+        p = m["promise"]
+        print(f"{mission}: signed miss rate <= {_pct(p['miss_rate'])} (its detector withdraws at {p['alarm_level']:g});"
+              f" escape rate of auto-passed groups <= {_pct(p['escape_rate'])} (tightens)"
               f"{'' if m['certified'] else ' (not certified)'}")
         for d in m["days"]:
-            print(f"  {d['day']}: {d['judged']} judged, automation {_pct(d['automation_share'])}, {d['audited']} "
-                  f"audited ({d['audited_auto_passed']} auto-passed labelled, {d['escapes']} escapes), live escape "
-                  f"bound [{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}], drift "
-                  f"{'FIRED' if d['drift']['fired'] else 'no'} -> {d['status']}")
+            print(f"  {d['day']}: {d['judged']} judged, automation {_pct(d['automation_share'])}, audit share "
+                  f"{_pct(d['audit_share'])}, {d['audited']} audited ({d['audited_auto_passed']} auto-passed labelled, "
+                  f"{d['escapes']} escapes), miss detector {d['miss_detector']:.3g}, escape detector "
+                  f"{d['escape_detector']:.3g}, live escape bound [{_pct(d['escape_lower'])}, "
+                  f"{_pct(d['escape_upper'])}], drift {'FIRED' if d['drift']['fired'] else 'no'} -> {d['state']}, "
+                  f"{d['status']}; next audit share {_pct(d['next_audit_share'])}")
+            if d.get("share_note"):
+                print(f"    note: {d['share_note']}")
+        print(f"  state: {m['state']}: {m['state_why']}")
         print(f"  status: {m['status']}: {m['why']}")
     if monitor["family"].get("text"):
         print(f"all together: {monitor['family']['text']}; holding: {', '.join(monitor['family']['holding']) or 'none'}"

@@ -1,0 +1,186 @@
+"""Inspection states per mission, switched by rules a QC owner recognises: the live guard's decision, day by day.
+Pure (math, scipy for the share a rise needs).
+
+The states follow the switching rules of acceptance sampling (ISO 2859-1 / ANSI-ASQ Z1.4: normal, tightened, and
+discontinued inspection); here:
+
+    normal ──(drift, an escape in an audited auto-pass, the escape detector, the escape bound above its promise)──►
+    tightened ──(TIGHTENED_CLEAN_DAYS tightened days in a row with labelled audits and no evidence against the
+    promise)──► normal;  normal or tightened ──(the miss-rate detector alarms: label evidence)──► withdrawn (stays)
+
+- **normal**: the judge audits its --audit_share of the groups it decides without review.
+- **tightened**: something seen without labels (drift of p_fail or of the defect share: the mix of work may have
+  changed, or the model got worse, and only labels can tell which) or a first escape asks to look harder. The next
+  day is judged at the tightened audit share: the share whose audits alone see a tenfold rise of the promised escape
+  rate within that day (tightened_share; at most 1). The audit draw is nested (stage_b.routes.audit_draw: a group is
+  audited iff its fixed number is below the share), so a tightened day audits every group a normal day would, and
+  more. After TIGHTENED_CLEAN_DAYS = 5 tightened days in a row (ISO 2859-1's "5 consecutive lots accepted") whose
+  labelled audits bring no evidence against the promise (the miss-rate bet of the day is <= 1), the mission goes
+  back to normal, and the drift reference becomes those days' work (the new mix was audited and found as good).
+- **withdrawn**: only label evidence withdraws: the miss-rate e-detector (stage_b.detector) alarms. Every group of
+  the mission then goes to review until a new operating point is certified on labels decided after the day whose
+  evidence broke the promise.
+
+Which rate withdraws, and why: the QC owner signs a **miss rate** (of defective work orders, at most m pass without
+a person). The **escape rate** (of the auto-passed work orders, the share that is defective) is what an audit sees
+directly, but it rises with the share of defective work at an unchanged miss rate (twice the defective work about
+doubles it), so it tightens and never withdraws; its confidence sequence still says when a promise `holds`.
+
+The miss rate's evidence (stratified Horvitz-Thompson: each labelled group weighted by 1 / its probability of being
+labelled, Horvitz & Thompson, JASA 1952): a group routed to review is labelled with probability 1 (weight 1), an
+audited group with probability a, the day's audit share (weight 1/a). For a promise m, the weighted observation
+x = w (escape - m defective) has mean <= 0 while the miss rate is <= m; scaled by a (known before the day), the bets of
+the e-detector are c = 1 - m for an audited auto-pass a person failed, -m for an audited auto-fail a person failed,
+-m a for a reviewed group a person failed, 0 otherwise. A group sent to review and not decided yet counts as not
+defective (the detector leans towards withdrawal, never away from it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .detector import Detector, day_evalue, day_log_evalues, escape_observations
+
+NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED = "normal", "tightened", "withdrawn", "not certified"
+STATES = (NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED)
+TIGHTENED_CLEAN_DAYS = 5
+TENFOLD = 10.0
+MAX_DETECT_RATE = 0.5
+
+
+@dataclass(frozen=True)
+class DayEvidence:
+    """One mission's judged day, as counts: what the rules read (stage_b.monitor.day_counts makes it)."""
+    day: str
+    judged: int
+    auto_passed: int                 # groups passed without review (audited or not)
+    audit_share: float | None        # the smallest audit share the day's verdicts were drawn at
+    audited_auto_passed: int         # audited auto-passed groups a person labelled
+    escapes: int                     # ... of which the person failed
+    audited_auto_failed_defects: int   # audited auto-failed groups a person failed
+    reviewed_defects: int            # groups routed to review that a person failed
+    drift_fired: bool = False
+    drift_why: str | None = None
+    may_end_tightening: bool = True  # False: judged below the share the tightened state asked for
+
+
+@dataclass(frozen=True)
+class Promise:
+    """What one mission's live work is held to."""
+    miss_rate: float | None          # the signed miss rate m (target_miss_rate): its detector withdraws
+    escape_rate: float | None        # the validation bound of the escape rate r: its signals tighten
+    alarm_level: float               # A (stage_b.detector.alarm_level)
+    certified: bool = True
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A mission's inspection after some days."""
+    state: str = NORMAL
+    why: str = "no day yet"
+    clean_days: int = 0              # tightened days in a row without evidence against the promise
+    escape: Detector = Detector()
+    miss: Detector = Detector()
+    withdrawn_day: str | None = None  # the day whose evidence broke the promise
+    rebased: bool = False            # this day ended a tightened run: the drift reference becomes its days
+
+
+def miss_observations(day: DayEvidence, miss_rate: float) -> list[tuple[float, int]]:
+    """The miss rate's bets for a day (module doc)."""
+    a = min(1.0, day.audit_share or 0.0)
+    m = miss_rate
+    return [(1.0 - m, day.escapes), (-m, day.audited_auto_failed_defects), (-m * a, day.reviewed_defects)]
+
+
+def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_above: bool = False) -> Inspection:
+    """The inspection after one more day (module doc). `escape_bound_above`: the escape rate's confidence sequence
+    lies above its promise (label evidence about the escape rate: it tightens)."""
+    if not promise.certified:
+        return Inspection(NOT_CERTIFIED, "the mission is not certified: every group goes to review, nothing is audited")
+    if before.state == WITHDRAWN:
+        return replace(before, rebased=False)
+    miss_e = day_log_evalues(promise.miss_rate, miss_observations(day, promise.miss_rate)) \
+        if promise.miss_rate is not None else None
+    miss = before.miss.after(miss_e) if miss_e is not None else before.miss
+    escape = before.escape.after(day_log_evalues(promise.escape_rate, escape_observations(
+        day.escapes, day.audited_auto_passed, promise.escape_rate))) if promise.escape_rate is not None \
+        else before.escape
+    if miss.alarmed(promise.alarm_level):
+        return Inspection(WITHDRAWN, (
+            f"the miss rate is above the promised {_pct(promise.miss_rate)}: the miss-rate detector reached "
+            f"{miss.value:.3g} >= {promise.alarm_level:.3g} on day {day.day} ({day.escapes} escapes in "
+            f"{day.audited_auto_passed} audited auto-passed groups that day; label evidence withdraws)"),
+            escape=escape, miss=miss, withdrawn_day=day.day)
+    signals = []
+    if day.drift_fired:
+        signals.append(f"drift: {day.drift_why}")
+    if day.escapes:
+        signals.append(f"{day.escapes} escape(s) in {day.audited_auto_passed} audited auto-passed groups")
+    if escape.alarmed(promise.alarm_level):
+        signals.append(f"the escape-rate detector reached {escape.value:.3g} >= {promise.alarm_level:.3g}")
+        escape = Detector()   # restart after its alarm (Page's CUSUM): it may alarm again later
+    if escape_bound_above:
+        signals.append(f"the escape rate's live bound lies above the promised {_pct(promise.escape_rate)}")
+    if before.state == NORMAL or before.state not in STATES:
+        if signals:
+            return Inspection(TIGHTENED, f"tightened on day {day.day}: " + "; ".join(signals) + " (look harder: only "
+                              "labels withdraw)", 0, escape, miss)
+        return Inspection(NORMAL, f"normal on day {day.day}: no drift, no escape", 0, escape, miss)
+    clean = day.may_end_tightening and bool(day.audited_auto_passed) and \
+        (miss_e is None or day_evalue(miss_e) <= 1.0)
+    clean_days = before.clean_days + 1 if clean else 0
+    if clean_days >= TIGHTENED_CLEAN_DAYS:
+        return Inspection(NORMAL, f"back to normal on day {day.day}: {clean_days} tightened days in a row whose "
+                                  f"audits bring no evidence against the promise", 0, escape, miss, rebased=True)
+    return Inspection(TIGHTENED, f"tightened ({clean_days} of {TIGHTENED_CLEAN_DAYS} clean days in a row"
+                      + (f"; day {day.day}: " + "; ".join(signals) if signals else "") + ")",
+                      clean_days, escape, miss)
+
+
+def audits_to_alarm(rate: float, rise: float, level: float, quantile: float = 0.5, limit: int = 100_000) -> int | None:
+    """How many audited auto-passed groups, in one day from a fresh start, make the escape detector alarm at `level`
+    when the escape rate is `rise`, with probability >= `quantile` (escapes at Binomial(n, rise)'s 1 - quantile
+    point); None when no number up to `limit` does."""
+    from scipy.stats import binom
+    if rise <= rate:
+        return None
+
+    def alarms(n: int) -> bool:
+        k = int(binom.ppf(1 - quantile, n, rise))
+        return day_evalue(day_log_evalues(rate, escape_observations(k, n, rate))) >= level
+    high = 1
+    while not alarms(high):
+        high *= 2
+        if high > limit:
+            return None
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if alarms(mid) else (mid, high)
+    return high
+
+
+def tenfold_rise(rate: float) -> float:
+    """The rise a tightened day must see: ten times the promised escape rate, at most MAX_DETECT_RATE."""
+    return min(TENFOLD * rate, max(MAX_DETECT_RATE, rate + (1 - rate) / 2))
+
+
+def tightened_share(escape_rate: float | None, auto_passed_per_day: float, level: float,
+                    normal_share: float) -> float:
+    """The tightened audit share: the share whose audits alone see a tenfold rise of the escape rate within one
+    day (median) at the day's volume of auto-passed groups, never below the normal share, at most 1."""
+    if escape_rate is None or auto_passed_per_day <= 0:
+        return 1.0
+    n = audits_to_alarm(escape_rate, tenfold_rise(escape_rate), level)
+    if n is None:
+        return 1.0
+    return max(normal_share, min(1.0, _ceil_share(n / auto_passed_per_day)))
+
+
+def _ceil_share(x: float) -> float:
+    """A share rounded up to 3 decimals (so that it prints as it is applied)."""
+    return math.ceil(x * 1000 - 1e-9) / 1000
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"

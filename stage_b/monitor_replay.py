@@ -1,0 +1,133 @@
+"""One replay of a mission's days, used both to build monitor.json and to check one read back (stage_b.monitor).
+Pure (math, scipy through the bounds).
+
+For each day, from its counts (stage_b.monitor.day_counts): the escape rate's confidence sequence (cumulative,
+intersected), the inspection state and why (stage_b.inspection: normal, tightened, withdrawn), the two detectors'
+values, the live miss rate estimate (stratified Horvitz-Thompson), the promise's status (`holds`, `unverified`,
+`withdrawn`, `not certified`) and the audit share the next day's judge must use (`next_audit_share`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .detector import day_evalue, day_log_evalues
+from .inspection import (NORMAL, NOT_CERTIFIED, TIGHTENED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
+                         Inspection, Promise, miss_observations, step, tightened_share)
+
+HOLDS, UNVERIFIED = "holds", "unverified"
+VOLUME_DAYS = 7    # the tightened share is planned for the mean auto-passed volume of the last days
+DEFAULT_NORMAL_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The escape rate's confidence sequence, as stage_b.monitor computes it."""
+    prior: tuple[float, float]
+    delta: float
+    cs: Callable            # cs_bounds(k, n, prior, delta) -> (lower, upper)
+    needed: Callable        # audits_needed(k, n, promise, prior, delta) -> int | None
+
+
+def evidence_of(row: dict, drift: dict, share_short: bool = False) -> DayEvidence:
+    """A day's counts (a monitor.json day row) as the inspection reads them."""
+    return DayEvidence(day=str(row["day"]), judged=int(row["judged"]), auto_passed=int(row["auto_passed"]),
+                       audit_share=row["audit_share"], audited_auto_passed=int(row["audited_auto_passed"]),
+                       escapes=int(row["escapes"]),
+                       audited_auto_failed_defects=int(row["audited_auto_failed_defects"]),
+                       reviewed_defects=int(row["reviewed_defects"]),
+                       drift_fired=bool(drift.get("fired")), drift_why=drift.get("why"),
+                       may_end_tightening=not share_short)
+
+
+def replay(rows: list[dict], promise: Promise, bounds: Bounds, drift_for: Callable[[int, tuple | None], dict],
+           normal_share: float | None = None) -> list[dict]:
+    """Each day row completed with its cumulative bounds, inspection, status and next share (module doc).
+    `drift_for(i, reference)`: day i's drift against the validation profile (reference None) or against the days
+    `reference` = (first, last) that ended a tightened run (stage_b.inspection)."""
+    out, k, n = [], 0, 0
+    lower, upper = 0.0, 1.0
+    inspection, reference, asked, was_above = Inspection(), None, None, False
+    misses_w = defects_w = 0.0
+    for i, row in enumerate(rows):
+        row = dict(row)
+        drift = drift_for(i, reference)
+        share = row["audit_share"]
+        short = asked is not None and (share is None or share < asked - 1e-9)
+        row.update(drift=drift, share_asked=asked,
+                   share_note=(f"judged at audit share {share}, and the {TIGHTENED} state asked for {asked}: the day "
+                               f"counts, but not as a clean tightened day" if short else None))
+        if inspection.state == NORMAL and share is not None:
+            normal_share = share
+        k += int(row["escapes"])
+        n += int(row["audited_auto_passed"])
+        low, high = bounds.cs(k, n, bounds.prior, bounds.delta)
+        lower, upper = max(lower, low), min(upper, high)
+        above = promise.escape_rate is not None and lower > promise.escape_rate
+        evidence = evidence_of(row, drift, share_short=short)   # a day judged below the asked share is not clean
+        inspection = step(inspection, evidence, promise, escape_bound_above=above and not was_above)
+        was_above = was_above or above
+        a = min(1.0, share or 0.0)
+        if a > 0:
+            misses_w += int(row["escapes"]) / a
+            defects_w += (int(row["escapes"]) + int(row["audited_auto_failed_defects"])) / a
+        defects_w += int(row["reviewed_defects"])
+        miss_e = day_log_evalues(promise.miss_rate, miss_observations(evidence, promise.miss_rate)) \
+            if promise.miss_rate is not None and promise.certified else None
+        status, status_why = status_of(inspection, promise, k, n, upper, bounds, share)
+        asked = next_share(inspection, promise, out + [row], normal_share)
+        row.update(cum_escapes=k, cum_audited=n, escape_lower=lower, escape_upper=upper, state=inspection.state,
+                   state_why=inspection.why, clean_days=inspection.clean_days,
+                   escape_detector=inspection.escape.value, miss_detector=inspection.miss.value,
+                   miss_day_evalue=day_evalue(miss_e) if miss_e is not None else None,
+                   miss_rate_estimate=misses_w / defects_w if defects_w else None,
+                   status=status, why=status_why, next_audit_share=asked,
+                   withdrawn_here=inspection.state == WITHDRAWN and inspection.withdrawn_day == row["day"]
+                   and not any(r["state"] == WITHDRAWN for r in out),
+                   rebased=inspection.rebased)
+        if inspection.rebased:
+            reference = (max(0, i + 1 - TIGHTENED_CLEAN_DAYS), i)
+        row["drift_reference"] = list(reference) if reference else None
+        out.append(row)
+    return out
+
+
+def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: float, bounds: Bounds,
+              share) -> tuple[str, str]:
+    """The promise's status after a day: withdrawn (the inspection withdrew it), holds (the escape rate's live upper
+    bound is within its promise), unverified (not yet; how many clean audits would make it hold), not certified."""
+    if inspection.state == NOT_CERTIFIED:
+        return NOT_CERTIFIED, inspection.why
+    if inspection.state == WITHDRAWN:
+        return WITHDRAWN, inspection.why
+    r = promise.escape_rate
+    if r is None:
+        return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (the rule passed no "
+                            "validation group without review, or the file predates audits): nothing to hold live "
+                            "work to; recompute it with python -m stage_b.evaluate on more validation groups")
+    if n and upper <= r:
+        return HOLDS, (f"escape rate <= {_pct(r)} at {_pct(1 - bounds.delta)} confidence: {k} escapes in {n} "
+                       f"audited auto-passed groups (live upper bound {_pct(upper)})")
+    if share == 0:
+        return UNVERIFIED, "no audit is drawn (--audit_share 0): nothing checks this promise on live work"
+    more = bounds.needed(k, n, r, bounds.prior, bounds.delta)
+    return UNVERIFIED, (f"{k} escapes in {n} audited auto-passed groups: "
+                        + (f"{more} more without an escape would confirm <= {_pct(r)}" if more is not None else
+                           f"no number of audits without an escape confirms <= {_pct(r)}"))
+
+
+def next_share(inspection: Inspection, promise: Promise, rows: list[dict], normal_share: float | None) -> float | None:
+    """The audit share the next day's judge uses: the normal share in `normal`, the tightened share in `tightened`,
+    None when nothing is decided without review (withdrawn, not certified)."""
+    if inspection.state in (WITHDRAWN, NOT_CERTIFIED):
+        return None
+    normal = normal_share if normal_share is not None else DEFAULT_NORMAL_SHARE
+    if inspection.state == NORMAL:
+        return normal
+    recent = rows[-VOLUME_DAYS:]
+    volume = sum(int(r["auto_passed"]) for r in recent) / len(recent)
+    return tightened_share(promise.escape_rate, volume, promise.alarm_level, normal)
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.3g}%"
