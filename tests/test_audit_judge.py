@@ -107,7 +107,7 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
     if how == "monitor":
         op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")
         extra = ["--monitor", str(withdrawing_monitor(tmp_path, op))]
-        why = "promise withdrawn: 12 escapes in 12 audited auto-passed groups"
+        why = "promise withdrawn: the miss rate is above the promised"
     else:   # certified on summaries of another Stage-A model than these records'
         op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json", stage_a={"models": ["another-stage-a"]})
         extra = []
@@ -132,7 +132,7 @@ def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(ti
     monitor.write_text(json.dumps(edited, ensure_ascii=False), encoding="utf-8")
     result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--monitor", str(monitor)),
                     timeout=120)
-    assert result.returncode == 2 and "status 'holds' does not follow from its counts" in result.stderr
+    assert result.returncode == 2 and "status 'holds' does not follow from the day's counts" in result.stderr
     assert "Loading" not in result.stderr
 
 
