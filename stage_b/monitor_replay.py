@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .detector import day_evalue, day_log_evalues
-from .inspection import (NORMAL, NOT_CERTIFIED, TIGHTENED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
+from .inspection import (NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
                          Inspection, Promise, miss_observations, step, tightened_share)
 
 HOLDS, UNVERIFIED = "holds", "unverified"
@@ -40,56 +40,70 @@ def evidence_of(row: dict, drift: dict, share_short: bool = False) -> DayEvidenc
                        may_end_tightening=not share_short)
 
 
-def replay(rows: list[dict], promise: Promise, bounds: Bounds, drift_for: Callable[[int, tuple | None], dict],
-           normal_share: float | None = None) -> list[dict]:
-    """Each day row completed with its cumulative bounds, inspection, status and next share (module doc).
-    `drift_for(i, reference)`: day i's drift against the validation profile (reference None) or against the days
-    `reference` = (first, last) that ended a tightened run (stage_b.inspection)."""
-    out, k, n = [], 0, 0
-    lower, upper = 0.0, 1.0
-    inspection, reference, asked, was_above = Inspection(), None, None, False
-    misses_w = defects_w = 0.0
-    for i, row in enumerate(rows):
+class MissionReplay:
+    """A mission's days, one at a time (the monitor replays a file's days; the audit planner and the bench feed it
+    simulated days, each judged at the share the day before asked for)."""
+
+    def __init__(self, promise: Promise, bounds: Bounds, normal_share: float | None = None):
+        self.promise, self.bounds, self.normal_share = promise, bounds, normal_share
+        self.rows: list[dict] = []
+        self.inspection, self.reference, self.asked, self.was_above = Inspection(), None, None, False
+        self.k = self.n = 0
+        self.lower, self.upper = 0.0, 1.0
+        self.misses_w = self.defects_w = 0.0
+
+    def add(self, row: dict, drift_for: Callable[[int, tuple | None], dict]) -> dict:
+        """Day row (counts) completed with its bounds, inspection, status and next share (module doc).
+        `drift_for(i, reference)`: day i's drift against the validation profile (reference None) or against the
+        days `reference` = (first, last) that ended a tightened run (stage_b.inspection)."""
+        promise, bounds, i = self.promise, self.bounds, len(self.rows)
         row = dict(row)
-        drift = drift_for(i, reference)
-        share = row["audit_share"]
+        drift = drift_for(i, self.reference)
+        share, asked = row["audit_share"], self.asked
         short = asked is not None and (share is None or share < asked - 1e-9)
         row.update(drift=drift, share_asked=asked,
-                   share_note=(f"judged at audit share {share}, and the {TIGHTENED} state asked for {asked}: the day "
-                               f"counts, but not as a clean tightened day" if short else None))
-        if inspection.state == NORMAL and share is not None:
-            normal_share = share
-        k += int(row["escapes"])
-        n += int(row["audited_auto_passed"])
-        low, high = bounds.cs(k, n, bounds.prior, bounds.delta)
-        lower, upper = max(lower, low), min(upper, high)
-        above = promise.escape_rate is not None and lower > promise.escape_rate
+                   share_note=(f"judged at audit share {share}, and the {self.inspection.state} state asked for "
+                               f"{asked}: the day counts, but not as a clean tightened day" if short else None))
+        if self.inspection.state == NORMAL and share is not None:
+            self.normal_share = share
+        self.k += int(row["escapes"])
+        self.n += int(row["audited_auto_passed"])
+        low, high = bounds.cs(self.k, self.n, bounds.prior, bounds.delta)
+        self.lower, self.upper = max(self.lower, low), min(self.upper, high)
+        above = promise.escape_rate is not None and self.lower > promise.escape_rate
         evidence = evidence_of(row, drift, share_short=short)   # a day judged below the asked share is not clean
-        inspection = step(inspection, evidence, promise, escape_bound_above=above and not was_above)
-        was_above = was_above or above
+        was_withdrawn = self.inspection.state == WITHDRAWN
+        self.inspection = inspection = step(self.inspection, evidence, promise,
+                                            escape_bound_above=above and not self.was_above)
+        self.was_above = self.was_above or above
         a = min(1.0, share or 0.0)
         if a > 0:
-            misses_w += int(row["escapes"]) / a
-            defects_w += (int(row["escapes"]) + int(row["audited_auto_failed_defects"])) / a
-        defects_w += int(row["reviewed_defects"])
+            self.misses_w += int(row["escapes"]) / a
+            self.defects_w += (int(row["escapes"]) + int(row["audited_auto_failed_defects"])) / a
+        self.defects_w += int(row["reviewed_defects"])
         miss_e = day_log_evalues(promise.miss_rate, miss_observations(evidence, promise.miss_rate)) \
             if promise.miss_rate is not None and promise.certified else None
-        status, status_why = status_of(inspection, promise, k, n, upper, bounds, share)
-        asked = next_share(inspection, promise, out + [row], normal_share)
-        row.update(cum_escapes=k, cum_audited=n, escape_lower=lower, escape_upper=upper, state=inspection.state,
-                   state_why=inspection.why, clean_days=inspection.clean_days,
+        status, status_why = status_of(inspection, promise, self.k, self.n, self.upper, bounds, share)
+        self.asked = next_share(inspection, promise, self.rows + [row], self.normal_share)
+        row.update(cum_escapes=self.k, cum_audited=self.n, escape_lower=self.lower, escape_upper=self.upper,
+                   state=inspection.state, state_why=inspection.why, clean_days=inspection.clean_days,
                    escape_detector=inspection.escape.value, miss_detector=inspection.miss.value,
                    miss_day_evalue=day_evalue(miss_e) if miss_e is not None else None,
-                   miss_rate_estimate=misses_w / defects_w if defects_w else None,
-                   status=status, why=status_why, next_audit_share=asked,
-                   withdrawn_here=inspection.state == WITHDRAWN and inspection.withdrawn_day == row["day"]
-                   and not any(r["state"] == WITHDRAWN for r in out),
-                   rebased=inspection.rebased)
+                   miss_rate_estimate=self.misses_w / self.defects_w if self.defects_w else None,
+                   status=status, why=status_why, next_audit_share=self.asked,
+                   withdrawn_here=inspection.state == WITHDRAWN and not was_withdrawn, rebased=inspection.rebased)
         if inspection.rebased:
-            reference = (max(0, i + 1 - TIGHTENED_CLEAN_DAYS), i)
-        row["drift_reference"] = list(reference) if reference else None
-        out.append(row)
-    return out
+            self.reference = (max(0, i + 1 - TIGHTENED_CLEAN_DAYS), i)
+        row["drift_reference"] = list(self.reference) if self.reference else None
+        self.rows.append(row)
+        return row
+
+
+def replay(rows: list[dict], promise: Promise, bounds: Bounds, drift_for: Callable[[int, tuple | None], dict],
+           normal_share: float | None = None) -> list[dict]:
+    """Every day of a mission, in order (MissionReplay)."""
+    mission = MissionReplay(promise, bounds, normal_share)
+    return [mission.add(row, drift_for) for row in rows]
 
 
 def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: float, bounds: Bounds,
