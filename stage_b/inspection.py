@@ -39,13 +39,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .detector import Detector, day_evalue, day_log_evalues, escape_observations
+from .detector import day_evalue, day_log_evalues, escape_observations
+from .detector import Detector
 
 NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED = "normal", "tightened", "withdrawn", "not certified"
 STATES = (NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED)
 TIGHTENED_CLEAN_DAYS = 5
+TIGHTEN_LEVEL = 10.0   # an escape tightens once the escape detector holds evidence 10:1 against the day's rate
 TENFOLD = 10.0
 MAX_DETECT_RATE = 0.5
+MAX_ESCAPE_NULL = 0.5
+MIX_DAYS = 7           # the escape rate's null follows the mix of the last 7 days
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class DayEvidence:
     drift_fired: bool = False
     drift_why: str | None = None
     may_end_tightening: bool = True  # False: judged below the share the tightened state asked for
+    escape_null: float | None = None  # the escape rate the day's mix allows under the promise (mix_adjusted_escape)
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Promise:
     escape_rate: float | None        # the validation bound of the escape rate r: its signals tighten
     alarm_level: float               # A (stage_b.detector.alarm_level)
     certified: bool = True
+    caught_share: float | None = None      # validation: defective groups not auto-passed, per group
+    auto_pass_share: float | None = None   # validation: groups auto-passed, per group
 
 
 @dataclass(frozen=True)
@@ -102,23 +109,28 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
     miss_e = day_log_evalues(promise.miss_rate, miss_observations(day, promise.miss_rate)) \
         if promise.miss_rate is not None else None
     miss = before.miss.after(miss_e) if miss_e is not None else before.miss
-    escape = before.escape.after(day_log_evalues(promise.escape_rate, escape_observations(
-        day.escapes, day.audited_auto_passed, promise.escape_rate))) if promise.escape_rate is not None \
-        else before.escape
+    null = day.escape_null if day.escape_null is not None else promise.escape_rate
+    escape = before.escape.after(day_log_evalues(null, escape_observations(
+        day.escapes, day.audited_auto_passed, null))) if null is not None else before.escape
     if miss.alarmed(promise.alarm_level):
         return Inspection(WITHDRAWN, (
             f"the miss rate is above the promised {_pct(promise.miss_rate)}: the miss-rate detector reached "
             f"{miss.value:.3g} >= {promise.alarm_level:.3g} on day {day.day} ({day.escapes} escapes in "
             f"{day.audited_auto_passed} audited auto-passed groups that day; label evidence withdraws)"),
             escape=escape, miss=miss, withdrawn_day=day.day)
+    if escape.alarmed(promise.alarm_level):
+        return Inspection(WITHDRAWN, (
+            f"escapes beyond what the day's mix of work explains: the escape-rate detector against "
+            f"{_pct(null)} (the promised {_pct(promise.escape_rate)} at today's mix) reached {escape.value:.3g} >= "
+            f"{promise.alarm_level:.3g} on day {day.day} ({day.escapes} escapes in {day.audited_auto_passed} "
+            f"audited auto-passed groups that day; label evidence withdraws)"),
+            escape=escape, miss=miss, withdrawn_day=day.day)
     signals = []
     if day.drift_fired:
         signals.append(f"drift: {day.drift_why}")
-    if day.escapes:
-        signals.append(f"{day.escapes} escape(s) in {day.audited_auto_passed} audited auto-passed groups")
-    if escape.alarmed(promise.alarm_level):
-        signals.append(f"the escape-rate detector reached {escape.value:.3g} >= {promise.alarm_level:.3g}")
-        escape = Detector()   # restart after its alarm (Page's CUSUM): it may alarm again later
+    if day.escapes and escape.value >= TIGHTEN_LEVEL:
+        signals.append(f"{day.escapes} escape(s) in {day.audited_auto_passed} audited auto-passed groups (the "
+                       f"escape-rate detector at {escape.value:.3g} >= {TIGHTEN_LEVEL:g})")
     if escape_bound_above:
         signals.append(f"the escape rate's live bound lies above the promised {_pct(promise.escape_rate)}")
     if before.state == NORMAL or before.state not in STATES:
@@ -135,6 +147,23 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
     return Inspection(TIGHTENED, f"tightened ({clean_days} of {TIGHTENED_CLEAN_DAYS} clean days in a row"
                       + (f"; day {day.day}: " + "; ".join(signals) if signals else "") + ")",
                       clean_days, escape, miss)
+
+
+def mix_adjusted_escape(promise: Promise, recent: list[DayEvidence]) -> float | None:
+    """The escape rate the promise allows at the mix of the recent days (module doc): the promised escape rate r,
+    scaled by how much more defective work the rule caught per group than on validation and how much less it passed,
+    never below r, at most MAX_ESCAPE_NULL. Computed from the days before (known before the day's bet)."""
+    r = promise.escape_rate
+    if r is None or promise.caught_share is None or not promise.auto_pass_share or not recent:
+        return r
+    judged = sum(d.judged for d in recent)
+    auto = sum(d.auto_passed for d in recent)
+    caught = sum(d.reviewed_defects + (d.audited_auto_failed_defects / d.audit_share if d.audit_share else 0.0)
+                 for d in recent)
+    if not judged or not auto or promise.caught_share <= 0:
+        return r
+    ratio = (caught / judged) / promise.caught_share * promise.auto_pass_share / (auto / judged)
+    return min(MAX_ESCAPE_NULL, max(r, r * ratio))
 
 
 def audits_to_alarm(rate: float, rise: float, level: float, quantile: float = 0.5, limit: int = 100_000) -> int | None:

@@ -55,6 +55,7 @@ back with every status recomputed from its own counts (load_monitor), so a file 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -149,24 +150,36 @@ def audits_needed(k: int, n: int, promise: float, prior: tuple[float, float], de
 # --------------------------------------------------------------------------------------------------------------
 # Drift
 # --------------------------------------------------------------------------------------------------------------
-def drift(p_fails: list[float], defect_groups: int, profile: dict | None, alpha: float) -> dict:
-    """Today's p_fail values and defect share against the validation profile (module doc)."""
-    if not profile or not profile.get("groups") or not p_fails:
-        return {"ks_p": None, "defect_p": None, "defect_share": (defect_groups / len(p_fails)) if p_fails else None,
+def drift(p_fails: list[float] | None, defect_groups: int, profile: dict | None, alpha: float,
+          groups: int | None = None, against: str = "validation") -> dict:
+    """Today's p_fail values and defect share against the reference the promise was certified on (the operating
+    point's validation profile; after a clean tightened run, those days: stage_b.inspection). `p_fails` None: only the
+    defect share is tested, over `groups` groups (the audit planner's and the bench's simulated days)."""
+    n = len(p_fails) if p_fails is not None else int(groups or 0)
+    if not profile or not profile.get("groups") or not n:
+        return {"ks_p": None, "defect_p": None, "defect_share": (defect_groups / n) if n else None,
                 "validation_defect_share": None, "fired": False,
-                "why": None if p_fails else "no group judged", "tests": 0}
-    from scipy.stats import fisher_exact, ks_2samp
-    ks_p = float(ks_2samp(p_fails, profile["p_fail"]).pvalue) if profile.get("p_fail") else None
-    n, v_n, v_k = len(p_fails), profile["groups"], profile["defect_groups"]
-    defect_p = float(fisher_exact([[defect_groups, n - defect_groups], [v_k, v_n - v_k]])[1])
+                "why": None if n else "no group judged", "tests": 0}
+    from scipy.stats import ks_2samp
+    ks_p = float(ks_2samp(p_fails, profile["p_fail"]).pvalue) if p_fails and profile.get("p_fail") else None
+    v_n, v_k = profile["groups"], profile["defect_groups"]
+    defect_p = fisher_p(defect_groups, n, v_k, v_n)
     reasons = []
     if ks_p is not None and ks_p < alpha:
-        reasons.append(f"p_fail values differ from validation's (Kolmogorov-Smirnov p = {ks_p:.2g} < {alpha:g})")
+        reasons.append(f"p_fail values differ from {against}'s (Kolmogorov-Smirnov p = {ks_p:.2g} < {alpha:g})")
     if defect_p < alpha:
         reasons.append(f"{defect_groups} of {n} groups have a summary showing a defect against {v_k} of {v_n} on "
-                       f"validation (Fisher's exact p = {defect_p:.2g} < {alpha:g})")
+                       f"{against} (Fisher's exact p = {defect_p:.2g} < {alpha:g})")
     return {"ks_p": ks_p, "defect_p": defect_p, "defect_share": defect_groups / n, "validation_defect_share": v_k / v_n,
-            "fired": bool(reasons), "why": "; ".join(reasons) or None, "tests": 2}
+            "fired": bool(reasons), "why": "; ".join(reasons) or None, "tests": 2 if ks_p is not None else 1,
+            "against": against}
+
+
+@functools.lru_cache(maxsize=65536)
+def fisher_p(k: int, n: int, ref_k: int, ref_n: int) -> float:
+    """Fisher's exact two-sided p of k of n against ref_k of ref_n (cached: simulated days repeat their counts)."""
+    from scipy.stats import fisher_exact
+    return float(fisher_exact([[k, n - k], [ref_k, ref_n - ref_k]])[1])
 
 
 def _pct(x) -> str:
@@ -319,8 +332,13 @@ def promise_of(entry: MissionPoint | None, false_alarm_years: float) -> Promise:
     """What a mission's live work is held to: the signed miss rate (its detector withdraws) and the escape rate
     (its signals tighten), at the detector's alarm level."""
     certified = entry is not None and entry.certified
+    escape = (entry.escape if entry is not None else None) or {}
+    n = (entry.extra.get("n") if entry is not None else None)
+    shares = {}
+    if isinstance(n, int) and n > 0 and entry.n_fail is not None and escape.get("auto_passed"):
+        shares = {"caught_share": (entry.n_fail - escape["escapes"]) / n, "auto_pass_share": escape["auto_passed"] / n}
     return Promise(miss_rate=entry.target_miss_rate if certified else None, escape_rate=promised_escape(entry),
-                   alarm_level=alarm_level(false_alarm_years), certified=certified)
+                   alarm_level=alarm_level(false_alarm_years), certified=certified, **shares)
 
 
 def bounds_for(escape_rate: float | None, delta: float) -> Bounds:
@@ -348,11 +366,13 @@ def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], l
     def drift_for(i: int, reference: tuple | None) -> dict:
         against = profile if reference is None else pooled(verdicts[reference[0]:reference[1] + 1], mission)
         defect = sum(bool(defect_photos(v.get("summaries") or [], mission)) for v in verdicts[i])
-        return drift([v["p_fail"] for v in verdicts[i]], defect, against, alpha)
+        return drift([v["p_fail"] for v in verdicts[i]], defect, against, alpha, against="validation"
+                     if reference is None else f"days {rows[reference[0]]['day']}-{rows[reference[1]]['day']}")
     rows = replay(rows, promise, bounds, drift_for)
     last = rows[-1] if rows else None
     return {"certified": promise.certified,
             "promise": {"escape_rate": promise.escape_rate, "miss_rate": promise.miss_rate,
+                        "caught_share": promise.caught_share, "auto_pass_share": promise.auto_pass_share,
                         "confidence": 1 - delta, "prior": list(bounds.prior), "alarm_level": promise.alarm_level,
                         "text": entry.promise if entry is not None else None},
             "days": rows, "status": last["status"] if last else UNVERIFIED,
@@ -389,7 +409,8 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
 # Reading monitor.json back, and what the judge does with it
 # --------------------------------------------------------------------------------------------------------------
 _CHECKED = ("cum_escapes", "cum_audited", "state", "status", "next_audit_share", "clean_days", "withdrawn_here")
-_CHECKED_NUMBERS = ("escape_lower", "escape_upper", "escape_detector", "miss_detector", "miss_rate_estimate")
+_CHECKED_NUMBERS = ("escape_lower", "escape_upper", "escape_detector", "miss_detector", "miss_rate_estimate",
+                    "escape_null")
 
 
 def check_monitor(monitor: dict, path) -> dict:
@@ -418,7 +439,8 @@ def check_monitor(monitor: dict, path) -> dict:
 def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, years: float) -> None:
     p = m["promise"]
     promise = Promise(miss_rate=p["miss_rate"], escape_rate=p["escape_rate"], alarm_level=alarm_level(years),
-                      certified=bool(m["certified"]))
+                      certified=bool(m["certified"]), caught_share=p["caught_share"],
+                      auto_pass_share=p["auto_pass_share"])
     bounds = bounds_for(promise.escape_rate, delta)
     if list(bounds.prior) != [float(x) for x in p["prior"]] or p["alarm_level"] != promise.alarm_level:
         raise MonitorError(f"{path}: {mission}: the prior or the alarm level does not follow from the promise")

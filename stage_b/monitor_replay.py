@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .detector import day_evalue, day_log_evalues
-from .inspection import (NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
-                         Inspection, Promise, miss_observations, step, tightened_share)
+from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
+                         Inspection, Promise, miss_observations, mix_adjusted_escape, step, tightened_share)
 
 HOLDS, UNVERIFIED = "holds", "unverified"
 VOLUME_DAYS = 7    # the tightened share is planned for the mean auto-passed volume of the last days
@@ -29,7 +29,7 @@ class Bounds:
     needed: Callable        # audits_needed(k, n, promise, prior, delta) -> int | None
 
 
-def evidence_of(row: dict, drift: dict, share_short: bool = False) -> DayEvidence:
+def evidence_of(row: dict, drift: dict, share_short: bool = False, escape_null: float | None = None) -> DayEvidence:
     """A day's counts (a monitor.json day row) as the inspection reads them."""
     return DayEvidence(day=str(row["day"]), judged=int(row["judged"]), auto_passed=int(row["auto_passed"]),
                        audit_share=row["audit_share"], audited_auto_passed=int(row["audited_auto_passed"]),
@@ -37,7 +37,7 @@ def evidence_of(row: dict, drift: dict, share_short: bool = False) -> DayEvidenc
                        audited_auto_failed_defects=int(row["audited_auto_failed_defects"]),
                        reviewed_defects=int(row["reviewed_defects"]),
                        drift_fired=bool(drift.get("fired")), drift_why=drift.get("why"),
-                       may_end_tightening=not share_short)
+                       may_end_tightening=not share_short, escape_null=escape_null)
 
 
 class MissionReplay:
@@ -51,6 +51,7 @@ class MissionReplay:
         self.k = self.n = 0
         self.lower, self.upper = 0.0, 1.0
         self.misses_w = self.defects_w = 0.0
+        self.evidence: list[DayEvidence] = []
 
     def add(self, row: dict, drift_for: Callable[[int, tuple | None], dict]) -> dict:
         """Day row (counts) completed with its bounds, inspection, status and next share (module doc).
@@ -71,7 +72,9 @@ class MissionReplay:
         low, high = bounds.cs(self.k, self.n, bounds.prior, bounds.delta)
         self.lower, self.upper = max(self.lower, low), min(self.upper, high)
         above = promise.escape_rate is not None and self.lower > promise.escape_rate
-        evidence = evidence_of(row, drift, share_short=short)   # a day judged below the asked share is not clean
+        null = mix_adjusted_escape(promise, self.evidence[-MIX_DAYS:])
+        evidence = evidence_of(row, drift, short, null)   # a day judged below the asked share is not clean
+        self.evidence.append(evidence)
         was_withdrawn = self.inspection.state == WITHDRAWN
         self.inspection = inspection = step(self.inspection, evidence, promise,
                                             escape_bound_above=above and not self.was_above)
@@ -86,7 +89,7 @@ class MissionReplay:
         status, status_why = status_of(inspection, promise, self.k, self.n, self.upper, bounds, share)
         self.asked = next_share(inspection, promise, self.rows + [row], self.normal_share)
         row.update(cum_escapes=self.k, cum_audited=self.n, escape_lower=self.lower, escape_upper=self.upper,
-                   state=inspection.state, state_why=inspection.why, clean_days=inspection.clean_days,
+                   escape_null=null, state=inspection.state, state_why=inspection.why, clean_days=inspection.clean_days,
                    escape_detector=inspection.escape.value, miss_detector=inspection.miss.value,
                    miss_day_evalue=day_evalue(miss_e) if miss_e is not None else None,
                    miss_rate_estimate=self.misses_w / self.defects_w if self.defects_w else None,
