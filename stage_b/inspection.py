@@ -36,6 +36,7 @@ defective (the detector leans towards withdrawal, never away from it).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -166,6 +167,7 @@ def mix_adjusted_escape(promise: Promise, recent: list[DayEvidence]) -> float | 
     return min(MAX_ESCAPE_NULL, max(r, r * ratio))
 
 
+@functools.lru_cache(maxsize=4096)   # the replay asks for the same tightened share day after day
 def audits_to_alarm(rate: float, rise: float, level: float, quantile: float = 0.5, limit: int = 100_000) -> int | None:
     """How many audited auto-passed groups, in one day from a fresh start, make the escape detector alarm at `level`
     when the escape rate is `rise`, with probability >= `quantile` (escapes at Binomial(n, rise)'s 1 - quantile
@@ -204,6 +206,23 @@ def tightened_share(escape_rate: float | None, auto_passed_per_day: float, level
     if n is None:
         return 1.0
     return max(normal_share, min(1.0, _ceil_share(n / auto_passed_per_day)))
+
+
+def share_for_day(normal_share: float, state: str | None, asked: float | None, drift_today: bool = False,
+                  promise: Promise | None = None, groups_today: int = 0) -> tuple[float, str]:
+    """(the audit share a mission is judged at today, why). The judge's own (normal) share, raised to what the
+    monitor's `tightened` state asked for; raised the same day when today's work already drifts (the defect share
+    of today's Stage-A summaries, known before the model runs) on a normal day, to the tightened share at today's
+    volume (groups_today x the validation auto-pass share). Never lowered. A raised share draws a superset of the
+    normal audits (stage_b.routes.audit_draw: the same per-group number against a higher share)."""
+    if state == TIGHTENED and asked is not None:
+        share = max(normal_share, min(1.0, float(asked)))
+        return share, f"{TIGHTENED}: the monitor asked for {share:g}"
+    if drift_today and state in (None, NORMAL) and promise is not None:
+        volume = groups_today * (promise.auto_pass_share or 1.0)
+        share = tightened_share(promise.escape_rate, volume, promise.alarm_level, normal_share)
+        return share, f"{TIGHTENED} today: today's work drifts from the reference"
+    return normal_share, NORMAL if state in (None, NORMAL) else str(state)
 
 
 def _ceil_share(x: float) -> float:

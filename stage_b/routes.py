@@ -51,15 +51,6 @@ def check_audit_share(value, what: str = "--audit_share") -> float:
                                            "0.05", RouteError)
 
 
-def share_for_day(normal_share: float, state: str | None, asked: float | None) -> float:
-    """The audit share a mission is judged at: the judge's own (normal) share, raised to what the monitor's
-    `tightened` state asked for (stage_b.inspection); never lowered. A raised share draws a superset of the normal
-    audits (audit_draw: the same per-group number against a higher share)."""
-    if state == "tightened" and asked is not None:
-        return max(normal_share, min(1.0, float(asked)))
-    return normal_share
-
-
 def audit_draw(seed: int, mission: str, group_id: str) -> float:
     """A number in [0, 1) fixed by the seed, mission and group id (module doc)."""
     digest = hashlib.sha256(f"{seed}\0{mission}\0{group_id}".encode("utf-8")).digest()

@@ -21,9 +21,8 @@ from dataclasses import dataclass, replace
 
 from .certify import upper_bound
 from .detector import alarm_level
-from .inspection import WITHDRAWN, Promise
+from .inspection import WITHDRAWN, Promise, share_for_day
 from .monitor_replay import MissionReplay
-from .routes import share_for_day
 
 VALIDATION_GROUPS = 200
 
@@ -34,7 +33,7 @@ class WorkMix:
     defect_share: float = 0.2
     hidden_share: float = 0.0
     stage_a_hides: bool = False
-    defective_routes: tuple[float, float] = (0.1, 0.6)   # (auto-pass, auto-fail); the rest: review
+    defective_routes: tuple[float, float] = (0.03, 0.67)   # (auto-pass, auto-fail); the rest: review
     clean_routes: tuple[float, float] = (0.85, 0.02)
     summary_shows_defect: tuple[float, float] = (0.9, 0.03)
 
@@ -85,9 +84,8 @@ def promise_for(mix: WorkMix, confidence: float, false_alarm_years: float, miss_
                    auto_pass_share=v["auto_passed"] / v["groups"])
 
 
-def simulate_day(mix: WorkMix, groups: int, share: float, rng) -> tuple[dict, int]:
-    """One judged, audited and labelled day: (its counts as stage_b.monitor.day_counts writes them, the number of
-    groups whose summary shows a defect)."""
+def simulate_day(mix: WorkMix, groups: int, share: float, rng) -> dict:
+    """One judged, audited and labelled day, as stage_b.monitor.day_counts counts it."""
     seen = int(rng.binomial(groups, mix.seen_defective))
     looking_clean = groups - seen
     d_ap, d_af, d_rv = rng.multinomial(seen, [*mix.defective_routes, 1 - sum(mix.defective_routes)])
@@ -99,14 +97,12 @@ def simulate_day(mix: WorkMix, groups: int, share: float, rng) -> tuple[dict, in
     audited_ap_clean = int(rng.binomial(c_ap + d_ap - defect_ap, share))
     audited_af_defect = int(rng.binomial(defect_af, share))
     audited_af_clean = int(rng.binomial(c_af + d_af - defect_af, share))
-    summaries = int(rng.binomial(seen, mix.summary_shows_defect[0])) + \
-        int(rng.binomial(looking_clean, mix.summary_shows_defect[1]))
     auto = d_ap + d_af + c_ap + c_af
     row = {"judged": groups, "auto_decided": auto, "auto_passed": int(d_ap + c_ap), "audit_share": share,
            "audited": audited_ap_defect + audited_ap_clean + audited_af_defect + audited_af_clean,
            "audited_auto_passed": audited_ap_defect + audited_ap_clean, "escapes": audited_ap_defect,
            "audited_auto_failed_defects": audited_af_defect, "reviewed_defects": int(d_rv + h_rv)}
-    return row, summaries
+    return row
 
 
 def run_mission(mixes, groups: int, normal_share: float, promise: Promise, reference: dict, delta: float,
@@ -119,14 +115,16 @@ def run_mission(mixes, groups: int, normal_share: float, promise: Promise, refer
     for number, mix in enumerate(mixes, start=1):
         state = replay.rows[-1]["state"] if replay.rows else None
         asked = replay.rows[-1]["next_audit_share"] if replay.rows else None
-        share = share_for_day(normal_share, state, asked)
-        row, shown = simulate_day(mix, groups, share, rng)
+        shown = int(rng.binomial(groups, mix.summary_defect_share))   # Stage-A's summaries come before the model
         summaries.append(shown)
 
         def drift_for(i: int, ref: tuple | None) -> dict:
             against = reference if ref is None else \
                 {"groups": groups * (ref[1] - ref[0] + 1), "defect_groups": sum(summaries[ref[0]:ref[1] + 1])}
             return drift(None, summaries[i], against, drift_alpha, groups=groups)
+        today = drift_for(number - 1, replay.reference)
+        share, _ = share_for_day(normal_share, state, asked, today["fired"], promise, groups)
+        row = simulate_day(mix, groups, share, rng)
         out = replay.add({"day": str(number), **row}, drift_for)
         if stop_when_withdrawn and out["state"] == WITHDRAWN:
             break
