@@ -33,7 +33,9 @@ def run(days, promise=PROMISE, start=ins.Inspection()) -> list[ins.Inspection]:
 @pytest.mark.parametrize("what, days, states", [
     ("a quiet day stays normal", [day()], [ins.NORMAL]),
     ("drift alone tightens, never withdraws", [day(drift=True)], [ins.TIGHTENED]),
-    ("a first escape tightens", [day(escapes=1)], [ins.TIGHTENED]),
+    ("one escape in 10 audits at a 5% promise is what the promise allows", [day(escapes=1)], [ins.NORMAL]),
+    ("3 escapes in 10 give the escape detector 9.7:1, not yet 10:1", [day(escapes=3)], [ins.NORMAL]),
+    ("4 escapes in 10 give it 77:1: tightened", [day(escapes=4)], [ins.TIGHTENED]),
     ("five clean tightened days go back to normal",
      [day(drift=True)] + [day() for _ in range(5)], [ins.TIGHTENED] * 5 + [ins.NORMAL]),
     ("drift every day (the mix changed for good) still goes back to normal on clean audits",
@@ -74,13 +76,33 @@ def test_twice_the_defective_work_at_the_same_miss_rate_tightens_and_never_withd
     assert max(runs) <= 12, max(runs)
 
 
-def test_only_the_miss_rate_withdraws_the_escape_rate_tightens():
-    """Without a signed miss rate nothing withdraws, however many escapes (they tighten); with one, the same day's
-    escapes withdraw."""
+def test_label_evidence_withdraws_through_either_detector_and_says_which():
+    """Without a signed miss rate, escapes far beyond the (mix-adjusted) escape rate still withdraw; with one, the
+    miss-rate detector names itself."""
     bad = day(escapes=10, autofail_defects=0, reviewed_defects=0)
     no_miss = ins.Promise(miss_rate=None, escape_rate=0.05, alarm_level=alarm_level(10))
-    assert run([bad] * 5, no_miss)[-1].state == ins.TIGHTENED
+    assert "escapes beyond what the day's mix of work explains" in run([bad] * 3, no_miss)[-1].why
     assert run([bad])[-1].state == ins.WITHDRAWN and "miss rate" in run([bad])[-1].why
+
+
+MIXED = ins.Promise(miss_rate=0.2, escape_rate=0.05, alarm_level=3650, caught_share=0.2, auto_pass_share=0.6)
+
+
+@pytest.mark.parametrize("what, recent, expected", [
+    ("no day yet: the promise", [], 0.05),
+    ("the validation mix: the promise",
+     [ins.DayEvidence("d", 100, 60, 0.5, 30, 1, 5, 10)], 0.05),
+    ("twice the caught defects per group: twice the rate",
+     [ins.DayEvidence("d", 100, 60, 0.5, 30, 1, 10, 20)], 0.10),
+    ("fewer caught defects: never below the promise",
+     [ins.DayEvidence("d", 100, 60, 0.5, 30, 1, 2, 2)], 0.05),
+    ("half the auto-passed work: twice the rate",
+     [ins.DayEvidence("d", 100, 30, 0.5, 15, 1, 5, 10)], 0.10),
+    ("at most MAX_ESCAPE_NULL", [ins.DayEvidence("d", 100, 5, 1.0, 5, 1, 90, 5)], ins.MAX_ESCAPE_NULL),
+])
+def test_the_escape_rate_a_promise_allows_follows_the_mix(what, recent, expected):
+    """mix_adjusted_escape: r x (caught defects per group / validation's) x (validation auto-pass share / today's)."""
+    assert ins.mix_adjusted_escape(MIXED, recent) == pytest.approx(expected), what
 
 
 def test_a_mission_not_certified_is_never_inspected():
