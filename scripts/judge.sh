@@ -4,7 +4,7 @@
 #   bash scripts/judge.sh mission=<name|alias|all> cuda=<ids|cpu> input_dir=<work orders> output_dir=<dir> \
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
-#        [batch_size=16] [audit_share=0.05] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
+#        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
 #        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #
@@ -13,7 +13,8 @@
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
 # of a mission whose promise it withdrew to review. audit_share= of the groups decided without review are drawn for a
-# blind audit (stage_b.routes). reviewers= splits the groups sent to people among them, overlap_share= of them
+# blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a tightened mission is
+# raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups sent to people among them, overlap_share= of them
 # decided by two, blind to each other (stage_b.assign; the import measures their agreement).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
@@ -49,8 +50,8 @@ import sys
 from qc_core.exits import run_cli
 def check():
     op, share, labels, reviewers, overlap = sys.argv[1:]
-    from stage_b.routes import check_audit_share
-    check_audit_share(share, "audit_share=")
+    from stage_b.day_shares import check_share_setting
+    check_share_setting(share, "audit_share=")
     from stage_b.assign import check_overlap_share, check_reviewers
     names = check_reviewers(reviewers, "reviewers=")
     if overlap:

@@ -45,7 +45,8 @@ from .engine_settings import EngineSettings, add_engine_args
 from .grounding import ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
 from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
-from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, check_audit_share, route_of, route_of_record
+from .day_shares import check_share_setting, day_shares
+from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, route_of, route_of_record
 from .model_replies import reply_starts
 from .numbers import fmt_p
 from .operating_point import (UNCALIBRATED_THRESHOLD, MissionPoint, OperatingPoint, OperatingPointError, check_rate,
@@ -196,7 +197,7 @@ class JudgeSettings:
     operating_point: str | None = None
     threshold: float | None = None
     allow_uncertified: bool = False
-    audit_share: float = DEFAULT_AUDIT_SHARE
+    audit_share: float | str = DEFAULT_AUDIT_SHARE   # or "plan" (stage_b.day_shares)
     audit_seed: int | None = None
     reviewers: tuple[str, ...] = ()
     overlap_share: float = 0.0
@@ -209,7 +210,7 @@ class JudgeSettings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "JudgeSettings":
         engine = EngineSettings.from_args(args)
-        audit_share = check_audit_share(args.audit_share)
+        audit_share = check_share_setting(args.audit_share)
         reviewers = tuple(check_reviewers(args.reviewers))
         overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
                                             DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, list(reviewers))
@@ -237,9 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decide groups of missions without a certified promise without review (every such record "
                         "says so); by default they all go to review")
     p.add_argument("--audit_share", default=str(DEFAULT_AUDIT_SHARE),
-                   help="share (0 to 1) of the groups decided without review drawn for a blind audit, per mission "
-                        "(stage_b.routes; default %(default)s; 0: no audit, and stage_b.monitor then says the promises "
-                        "are unverified)")
+                   help="share (0 to 1) of the groups decided without review drawn for a blind audit, per mission, or "
+                        "`plan` (stage_b.plan_audits at today's volume); the monitor's tightened state raises it "
+                        "(stage_b.day_shares; default %(default)s; 0: no audit, and stage_b.monitor then says the "
+                        "promises are unverified)")
     p.add_argument("--audit_seed", type=int, default=None,
                    help="the audit draw's seed (default: the one the output folder's verdict files recorded, else a "
                         "new random one, recorded in every verdict line)")
@@ -310,6 +312,7 @@ class JudgingDay(NamedTuple):
     points: dict              # {mission: decision point}
     op_digest: str | None
     withdrawn: dict           # {mission: why its promise is withdrawn}
+    shares: dict              # {mission: {"share", "state", "why"}}: the audit share and inspection state today
     seed: int
     prompts: dict             # {group_key: the model's row}
     unjudgeable: dict         # {group_key: why no row}
@@ -362,8 +365,9 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     prompts, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not prompts:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
-    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn, seed,
-                      prompts, unjudgeable)
+    shares = day_shares(settings.audit_share, op, op_digest, monitor, settings.monitor, by_mission, missions)
+    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn, shares,
+                      seed, prompts, unjudgeable)
 
 
 def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int) -> None:
@@ -398,7 +402,8 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
                              "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
             "operating_point": day.op_digest, "threshold": day.points[mission].threshold,
             "mode": day.selection.mode, "allow_uncertified": settings.allow_uncertified,
-            "reason_citations": settings.engine.reason_citations, "audit_share": settings.audit_share,
+            "reason_citations": settings.engine.reason_citations, "audit_share": day.shares[mission]["share"],
+            "inspection": {"state": day.shares[mission]["state"], "why": day.shares[mission]["why"]},
             "audit_seed": day.seed, "withdrawn": day.withdrawn.get(mission),
             "reviewers": list(settings.reviewers) or None,
             "overlap_share": settings.overlap_share if settings.reviewers else None,
@@ -423,6 +428,8 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
         print(f"{mission}: {len(records)} groups, {len(done)} judged before, {len(todo)} to judge"
               + (f" ({len(stale)} again: their Stage-A record changed since they were judged)" if stale else "")
               + f"; threshold {fmt_p(point.threshold)} ({point.source}); {point.promise}"
+              + f"; inspection {day.shares[mission]['state']}, audit share {day.shares[mission]['share']:g}"
+              + f" ({day.shares[mission]['why']})"
               + (f"; PROMISE WITHDRAWN: {day.withdrawn[mission]}: every group goes to review"
                  if mission in day.withdrawn else ""))
         write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now

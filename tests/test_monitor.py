@@ -4,8 +4,6 @@ themselves: tests/test_inspection.py and tests/test_detector.py."""
 from __future__ import annotations
 
 import json
-import math
-import random
 
 import pytest
 
