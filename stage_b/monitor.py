@@ -380,6 +380,12 @@ def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], l
                      if reference is None else f"days {rows[reference[0]]['day']}-{rows[reference[1]]['day']}")
     rows = replay(rows, promise, bounds, drift_for)
     last = rows[-1] if rows else None
+    ref = last["drift_reference"] if last else None
+    against = None
+    if ref:   # what the judge tests today's Stage-A summaries against (stage_b.day_shares)
+        pool = pooled(verdicts[ref[0]:ref[1] + 1], mission)
+        against = {"groups": pool["groups"], "defect_groups": pool["defect_groups"],
+                   "days": [rows[ref[0]]["day"], rows[ref[1]]["day"]]}
     return {"certified": promise.certified,
             "promise": {"escape_rate": promise.escape_rate, "miss_rate": promise.miss_rate,
                         "caught_share": promise.caught_share, "auto_pass_share": promise.auto_pass_share,
@@ -390,7 +396,7 @@ def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], l
             "state": last["state"] if last else (NORMAL if promise.certified else NOT_CERTIFIED),
             "state_why": last["state_why"] if last else "no day yet",
             "next_audit_share": last["next_audit_share"] if last else None,
-            "withdrawn_day": next((r["day"] for r in rows if r["withdrawn_here"]), None)}
+            "withdrawn_day": next((r["day"] for r in rows if r["withdrawn_here"]), None), "drift_against": against}
 
 
 def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,

@@ -1,0 +1,131 @@
+"""stage_b.plan_audits: the share each mission needs to see a rise within the days allowed, by simulation through
+the live guard's own code, what it costs, and every setting it cannot plan for refused by name; stage_b.day_shares:
+`--audit_share plan` routing and the inspection state raising a day's share."""
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from stage_b import plan_audits as plan
+from stage_b.day_shares import PLAN, check_share_setting, day_shares
+from stage_b.operating_point import OperatingPoint, build_operating_point
+
+M, N = "BBU接地线检查", "挡风板安装检查"
+
+
+@pytest.fixture(scope="module")
+def op_file(tmp_path_factory):
+    """Two certified missions: 200 validation groups each, 40 defective, 3 escapes in 163 auto-passed."""
+    rng = random.Random(0)
+    preds = []
+    for m in (M, N):
+        for i in range(200):
+            bad = i < 40
+            p = 0.02 if bad and i < 2 else (rng.betavariate(5, 1.5) if bad else rng.betavariate(1, 12))
+            preds.append({"group_id": f"v{i}", "mission": m, "p_fail": p, "expected": "不通过" if bad else "通过",
+                          "grounding": {"defect_photos": [1] if bad and i % 10 else []}})
+    op = build_operating_point(preds, [M, N], {"default": 0.2, "per_mission": {}}, review_share=0.1,
+                               model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.9)
+    path = tmp_path_factory.mktemp("plan") / "operating_point.json"
+    path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_the_plan_withdraws_within_the_days_and_a_smaller_share_would_not(op_file):
+    """The planned share's 90th percentile is within --within_days; the next smaller share tried is not (the plan
+    is the smallest that works); the rest of the row follows from it."""
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    p = plan.plan_mission(M, op.missions[M], 150, None, 2, 10.0, 30.0, 0.1)
+    assert p.share is not None and p.p90_days <= 2 and p.median_days <= p.p90_days
+    smaller = plan.SHARES[plan.SHARES.index(p.share) - 1]
+    assert smaller < p.share
+    assert p.false_withdrawals_per_year == pytest.approx(0.1)
+    assert p.reviewer_hours_per_day == pytest.approx(p.share * 150 * 0.9 * 30 / 3600, rel=0.15)
+    assert p.clean_days_to_hold > 0
+    more = plan.plan_mission(M, op.missions[M], 600, None, 2, 10.0, 30.0, 0.1)
+    assert more.share <= p.share   # more work a day: the same audits are a smaller share
+
+
+def test_a_rise_to_r_is_the_escape_rate_of_the_simulated_work(op_file):
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    mix = plan.mix_of(op.missions[M])
+    assert mix.escape_rate == pytest.approx(3 / 163, abs=0.003)
+    assert plan.rise_to(mix, 0.15).escape_rate == pytest.approx(0.15)
+
+
+def test_the_command_prints_one_row_per_mission(op_file, capsys):
+    assert plan.main(["--operating_point", str(op_file), "--groups_per_day", "150", f"{N}=500"]) == 0
+    out = capsys.readouterr().out
+    assert f"| {M} | 150 |" in out and f"| {N} | 500 |" in out and "false withdrawals/year" in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--groups_per_day", "0"], "at least 1 group"),
+    (["--groups_per_day", "-5"], "at least 1 group"),
+    (["--groups_per_day", "x"], "not a whole number"),
+    (["--groups_per_day", "150", "不存在的任务=10"], "has no mission '不存在的任务'"),
+    (["--groups_per_day", "150", "--within_days", "0"], "--within_days '0' is out of range"),
+    (["--groups_per_day", "150", "--detect", "0.001"], "at or below .* promised escape rate .*nothing to detect"),
+    (["--groups_per_day", "150", "--false_alarm_years", "-1"], "--false_alarm_years '-1' is out of range"),
+])
+def test_settings_it_cannot_plan_for_are_named(op_file, capsys, flags, message):
+    code = plan.main(["--operating_point", str(op_file), *flags])
+    captured = capsys.readouterr()
+    assert re.search(message, captured.err + captured.out), captured
+    assert code == (0 if "nothing to detect" in message else 2)   # a mission it cannot plan for is named, the rest go on
+
+
+@pytest.mark.parametrize("value, expected", [("plan", PLAN), (" PLAN ", PLAN), ("0.05", 0.05), ("1", 1.0)])
+def test_an_audit_share_is_a_share_or_plan(value, expected):
+    assert check_share_setting(value) == expected
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan", "planned", ""])
+def test_anything_else_is_refused(value):
+    with pytest.raises(ValueError, match="audit_share"):
+        check_share_setting(value)
+
+
+def records(n, defect_every=0):
+    return [{"group_id": f"g{i}", "mission": M,
+             "per_image": {"图片_1": "接地线松动" if defect_every and i % defect_every == 0 else "接地线连接牢固"}}
+            for i in range(n)]
+
+
+def monitor_with(state, asked, digest="d"):
+    return {"operating_point": {"sha256": digest}, "false_alarm_years": 10, "drift_alpha": 0.001,
+            "missions": {M: {"state": state, "next_audit_share": asked, "drift_against": None}}}
+
+
+@pytest.mark.parametrize("what, setting, monitor, digest, defect_every, share, state", [
+    ("no monitor: the judge's own share", 0.05, None, "d", 5, 0.05, "unmonitored"),
+    ("normal: the judge's own share", 0.05, "normal", "d", 5, 0.05, "normal"),
+    ("tightened: the share it asked for", 0.05, "tightened", "d", 5, 0.3, "tightened"),
+    ("tightened never lowers a larger own share", 0.5, "tightened", "d", 5, 0.5, "tightened"),
+    ("a tightened state of another operating point applies all the same", 0.05, "tightened", "other", 5, 0.3,
+     "tightened"),
+    ("a normal state of another operating point is not read", 0.05, "normal", "other", 5, 0.05, "unmonitored?"),
+    ("today's summaries drift (every group a defect): tightened the same day", 0.05, "normal", "d", 1, None,
+     "tightened"),
+])
+def test_the_day_share_follows_the_inspection_state(op_file, what, setting, monitor, digest, defect_every, share,
+                                                    state):
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    mon = monitor_with(monitor, 0.3, digest) if monitor else None
+    got = day_shares(setting, op, "d", mon, "monitor.json", {M: records(150, defect_every)}, [M])[M]
+    if share is None:
+        assert got["share"] > setting, what
+    else:
+        assert got["share"] == pytest.approx(share), what
+    assert got["state"] == state.rstrip("?") or (state.endswith("?") and got["state"] in ("normal", "unmonitored"))
+    if "another" in what and state == "tightened":
+        assert "another operating point" in got["why"]
+
+
+def test_plan_routing_gives_each_mission_its_planned_share(op_file):
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    got = day_shares(PLAN, op, None, None, None, {M: records(150, 5), N: records(600, 5)}, [M, N])
+    assert got[M]["share"] >= got[N]["share"] and "planned" in got[M]["why"]
