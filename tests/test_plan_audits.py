@@ -75,7 +75,7 @@ def test_settings_it_cannot_plan_for_are_named(op_file, capsys, flags, message):
     code = plan.main(["--operating_point", str(op_file), *flags])
     captured = capsys.readouterr()
     assert re.search(message, captured.err + captured.out), captured
-    assert code == (0 if "nothing to detect" in message else 2)   # a mission it cannot plan for is named, the rest go on
+    assert code == (0 if "nothing to detect" in message else 2)   # a mission it cannot plan is named, the rest go on
 
 
 @pytest.mark.parametrize("value, expected", [("plan", PLAN), (" PLAN ", PLAN), ("0.05", 0.05), ("1", 1.0)])
