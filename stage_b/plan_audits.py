@@ -2,19 +2,21 @@
 escape rate within the days the QC owner allows, and what it costs. Pure core (numpy, scipy).
 
     python -m stage_b.plan_audits --operating_point operating_point.json --groups_per_day 150 [MISSION=N …]
-                                  [--detect R] [--within_days 2] [--false_alarm_years 10] [--seconds_per_decision 30]
+                                  [--detect R] [--within_days 2] [--quantile 0.5] [--false_alarm_years 10]
+                                  [--seconds_per_decision 30]
 
 Per mission it prints the groups passed without review a day, the audit share needed to withdraw the promise within
---within_days days after the escape rate of auto-passed groups rises to R (the 90th percentile of the days; the median
-beside it), the expected false withdrawals per year while the promise holds (at most 1 / --false_alarm_years: the
-detector's guarantee, stage_b.detector), the reviewer hours a day the audits cost at --seconds_per_decision, and how
-many days of clean audits the promise needs to `hold` (stage_b.monitor's confidence sequence).
+--within_days days after the escape rate of auto-passed groups rises to R (in half of the rises: the median; the 90th
+percentile beside it; --quantile 0.9 plans for the 90th percentile instead), the expected false withdrawals per
+year while the promise holds (at most 1 / --false_alarm_years: the detector's guarantee, stage_b.detector), the
+reviewer hours a day the audits cost at --seconds_per_decision, and how many days of clean audits the promise needs
+to `hold` (stage_b.monitor's confidence sequence).
 
 How the days are found: by simulation (seeded) through the live guard's own code (stage_b.simulate_days: the
 judge's share for the day, the monitor's replay and drift test), 200 runs per share, on work shaped like the mission's
 validation groups (the operating point's counts: defective groups, escapes and auto-passed groups, the groups the rule
 auto-fails), with defects only a person sees added among the clean-looking groups until the escape rate is R. The
-shares tried run from 1% to 100%; the smallest whose 90th percentile is within the days is the plan.
+shares tried run from 1% to 100%; the smallest whose quantile of days is within the days is the plan.
 
 `python -m stage_b.judge --audit_share plan` (judge.sh audit_share=plan) plans each mission's share for today's
 volume with the defaults (R = DETECT_FACTOR x the promised escape rate, within DEFAULT_WITHIN_DAYS days).
@@ -22,6 +24,7 @@ volume with the defaults (R = DETECT_FACTOR x the promised escape rate, within D
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 
@@ -36,6 +39,7 @@ DETECT_FACTOR = 6.0           # the default rise to see: six times the promised 
 DEFAULT_SECONDS_PER_DECISION = 30.0   # a stated default pace of one reviewer decision on a blind audit
 SHARES = (0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
 RUNS = 200
+DEFAULT_QUANTILE = 0.5   # plan for the median rise: seen within the days in half of the runs (p90 printed beside)
 SEED = 20261128
 
 
@@ -92,10 +96,8 @@ class Plan:
 
 def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float | None, within_days: int,
                  false_alarm_years: float, seconds_per_decision: float, delta: float,
-                 drift_alpha: float = 0.001) -> Plan:
+                 drift_alpha: float = 0.001, quantile: float = DEFAULT_QUANTILE) -> Plan:
     """The plan of one mission (module doc)."""
-    import numpy as np
-
     from .monitor import audits_needed, bounds_for, promise_of
     if not entry.certified:
         raise PlanError(f"{mission} is not certified: every group goes to review and nothing is audited")
@@ -110,14 +112,32 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
                         f"detect (the promise allows it); give a rate above {r:.3g}, e.g. "
                         f"{min(0.9, DETECT_FACTOR * r):.3g}")
     mix = mix_of(entry)
-    risen = rise_to(mix, detect)
     auto_passed = groups * mix.auto_pass_share
     auto_decided = groups * (mix.defect_share * sum(mix.defective_routes)
                              + (1 - mix.defect_share) * sum(mix.clean_routes))
+    chosen, days = plan_for_mix(mix, promise, groups, detect, within_days, delta, drift_alpha, quantile)
+    bounds = bounds_for(r, delta)
+    needed = audits_needed(0, 0, r, bounds.prior, delta)
+    if chosen is None:
+        return Plan(mission, groups, auto_passed, detect, within_days, None, None, None, 1 / false_alarm_years, None,
+                    None, f"not even every group audited withdraws within {within_days} days in {100 * quantile:.3g}% "
+                          f"of runs: allow more days, or judge more groups a day")
+    return Plan(mission, groups, auto_passed, detect, within_days, chosen, at_quantile(days, 0.5),
+                at_quantile(days, 0.9), 1 / false_alarm_years,
+                chosen * auto_decided * seconds_per_decision / 3600,
+                needed / (chosen * auto_passed) if needed is not None and auto_passed else None)
+
+
+def plan_for_mix(mix: WorkMix, promise, groups: int, detect: float, within_days: int, delta: float,
+                 drift_alpha: float = 0.001, quantile: float = DEFAULT_QUANTILE
+                 ) -> tuple[float | None, list[int] | None]:
+    """(the smallest share of SHARES whose simulated `quantile` of days to withdrawal, after the escape rate rises to
+    `detect` on day 1, is within `within_days`; the sorted days of its runs). (None, None) if none is."""
+    import numpy as np
+    risen = rise_to(mix, detect)
     rng = np.random.default_rng(SEED)
     horizon = max(30, 5 * within_days)
     reference = validation_of(mix)
-    chosen, days = None, None
     for share in SHARES:
         runs = []
         for _ in range(RUNS):
@@ -125,19 +145,14 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
             withdrawn = [int(x["day"]) for x in rows if x["withdrawn_here"]]
             runs.append(withdrawn[0] if withdrawn else horizon + 1)
         runs.sort()
-        if runs[int(0.9 * len(runs)) - 1] <= within_days:
-            chosen, days = share, runs
-            break
-    bounds = bounds_for(r, delta)
-    needed = audits_needed(0, 0, r, bounds.prior, delta)
-    if chosen is None:
-        return Plan(mission, groups, auto_passed, detect, within_days, None, None, None, 1 / false_alarm_years, None,
-                    None, f"not even every group audited withdraws within {within_days} days in 90% of runs: allow "
-                          f"more days, or judge more groups a day")
-    return Plan(mission, groups, auto_passed, detect, within_days, chosen, days[len(days) // 2],
-                days[int(0.9 * len(days)) - 1], 1 / false_alarm_years,
-                chosen * auto_decided * seconds_per_decision / 3600,
-                needed / (chosen * auto_passed) if needed is not None and auto_passed else None)
+        if at_quantile(runs, quantile) <= within_days:
+            return share, runs
+    return None, None
+
+
+def at_quantile(sorted_days: list[int], quantile: float) -> int:
+    """The day by which `quantile` of the runs had withdrawn."""
+    return sorted_days[max(0, math.ceil(quantile * len(sorted_days)) - 1)]
 
 
 def parse_groups(values: list[str], missions: list[str]) -> dict[str, int]:
@@ -171,6 +186,9 @@ def main(argv=None) -> int:
     p.add_argument("--detect", default=None, help=f"the escape rate of auto-passed groups to see (default "
                                                   f"{DETECT_FACTOR:g} x each mission's promised rate)")
     p.add_argument("--within_days", default=str(DEFAULT_WITHIN_DAYS), help="days allowed (default %(default)s)")
+    p.add_argument("--quantile", default=str(DEFAULT_QUANTILE),
+                   help="the share of rises to see within the days: 0.5 plans for the median, 0.9 for the 90th "
+                        "percentile (default %(default)s)")
     p.add_argument("--false_alarm_years", default=str(DEFAULT_FALSE_ALARM_YEARS))
     p.add_argument("--seconds_per_decision", default=str(DEFAULT_SECONDS_PER_DECISION),
                    help="a reviewer's time per blind audit (default %(default)s s)")
@@ -178,7 +196,7 @@ def main(argv=None) -> int:
     return run_cli(lambda: _plan(args))
 
 
-def check_settings(args) -> tuple[float | None, int, float, float]:
+def check_settings(args) -> tuple[float | None, int, float, float, float]:
     from .bounds import in_range
     detect = None if args.detect is None else in_range(args.detect, "--detect", 1e-6, 0.99,
                                                        "an escape rate to see, e.g. 0.15", PlanError)
@@ -189,18 +207,20 @@ def check_settings(args) -> tuple[float | None, int, float, float]:
     if not 1 <= days <= 365:
         raise PlanError(f"--within_days {args.within_days!r} is out of range: use 1 to 365 days, e.g. 2")
     seconds = in_range(args.seconds_per_decision, "--seconds_per_decision", 1, 3600, "seconds, e.g. 30", PlanError)
-    return detect, days, check_false_alarm_years(args.false_alarm_years), seconds
+    quantile = in_range(args.quantile, "--quantile", 0.5, 0.99, "0.5 (the median) to 0.99, e.g. 0.9", PlanError)
+    return detect, days, check_false_alarm_years(args.false_alarm_years), seconds, quantile
 
 
 def _plan(args) -> int:
-    detect, days, years, seconds = check_settings(args)
+    detect, days, years, seconds, quantile = check_settings(args)
     op = load_operating_point(args.operating_point)
     delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
     groups = parse_groups(args.groups_per_day, sorted(op.missions))
     plans = []
     for mission, n in groups.items():
         try:
-            plans.append(plan_mission(mission, op.missions[mission], n, detect, days, years, seconds, delta))
+            plans.append(plan_mission(mission, op.missions[mission], n, detect, days, years, seconds, delta,
+                                      quantile=quantile))
         except PlanError as exc:
             print(f"{mission}: {exc}")
     print(table(plans))

@@ -34,19 +34,19 @@ def op_file(tmp_path_factory):
     return path
 
 
-def test_the_plan_withdraws_within_the_days_and_a_smaller_share_would_not(op_file):
-    """The planned share's 90th percentile is within --within_days; the next smaller share tried is not (the plan
-    is the smallest that works); the rest of the row follows from it."""
+def test_the_plan_withdraws_within_the_days_at_the_quantile_asked(op_file):
+    """The planned share's median days (the default) or 90th percentile (--quantile 0.9) are within --within_days;
+    a surer plan costs a larger share; more work a day needs a smaller share; the rest of the row follows."""
     op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
     p = plan.plan_mission(M, op.missions[M], 150, None, 2, 10.0, 30.0, 0.1)
-    assert p.share is not None and p.p90_days <= 2 and p.median_days <= p.p90_days
-    smaller = plan.SHARES[plan.SHARES.index(p.share) - 1]
-    assert smaller < p.share
+    assert p.share is not None and p.median_days <= 2 < p.p90_days
+    sure = plan.plan_mission(M, op.missions[M], 150, None, 2, 10.0, 30.0, 0.1, quantile=0.9)
+    assert sure.p90_days <= 2 and sure.share > p.share
     assert p.false_withdrawals_per_year == pytest.approx(0.1)
     assert p.reviewer_hours_per_day == pytest.approx(p.share * 150 * 0.9 * 30 / 3600, rel=0.15)
     assert p.clean_days_to_hold > 0
     more = plan.plan_mission(M, op.missions[M], 600, None, 2, 10.0, 30.0, 0.1)
-    assert more.share <= p.share   # more work a day: the same audits are a smaller share
+    assert more.share < p.share   # more work a day: the same audits are a smaller share
 
 
 def test_a_rise_to_r_is_the_escape_rate_of_the_simulated_work(op_file):
@@ -70,6 +70,7 @@ def test_the_command_prints_one_row_per_mission(op_file, capsys):
     (["--groups_per_day", "150", "--within_days", "0"], "--within_days '0' is out of range"),
     (["--groups_per_day", "150", "--detect", "0.001"], "at or below .* promised escape rate .*nothing to detect"),
     (["--groups_per_day", "150", "--false_alarm_years", "-1"], "--false_alarm_years '-1' is out of range"),
+    (["--groups_per_day", "150", "--quantile", "0.2"], "--quantile '0.2' is out of range"),
 ])
 def test_settings_it_cannot_plan_for_are_named(op_file, capsys, flags, message):
     code = plan.main(["--operating_point", str(op_file), *flags])
