@@ -22,7 +22,7 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
     plt, font, names = pyplot_for(missions)
     text = text_for(font, names)
     cols = max(1, len(missions))
-    fig, axes = plt.subplots(3, cols, figsize=(3.4 * cols, 7.2), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(4, cols, figsize=(3.4 * cols, 9.4), squeeze=False, sharex="col")
     alpha = monitor["drift_alpha"]
     legend_shown = False
     for c, mission in enumerate(missions):
@@ -33,7 +33,11 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         ax.plot(x, [d["automation_share"] if d["automation_share"] is not None else float("nan") for d in days],
                 marker="o", color="#2c3e50")
         ax.set_ylim(-0.03, 1.03)
-        ax.set_title(text(f"{names[mission]}: {m['status']}"), fontsize=9, color=STATUS_COLOUR.get(m["status"]))
+        ax.set_title(text(f"{names[mission]}: {m.get('state', m['status'])}, {m['status']}"), fontsize=9,
+                     color=STATUS_COLOUR.get(m["status"]))
+        for d_x, d in zip(x, days):   # tightened days shaded: a larger audit share, not a withdrawal
+            if d.get("state") == "tightened":
+                ax.axvspan(d_x - 0.5, d_x + 0.5, color="#f5cba7", alpha=0.6, lw=0)
         if c == 0:
             ax.set_ylabel("automation share")
         ax = axes[1][c]
@@ -59,12 +63,23 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         ax.set_yscale("log")
         lowest = min([d["drift"][k] for d in days for k in ("ks_p", "defect_p") if d["drift"][k]] or [1.0])
         ax.set_ylim(min(alpha / 10, lowest / 3), 1.5)
-        ax.set_xticks(x)
-        ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
         if c == 0:
             ax.set_ylabel("drift p-value")
             ax.legend(fontsize=6, loc="lower left")
-        for r in range(3):
+        ax = axes[3][c]
+        for key, label, colour in (("miss_detector", "miss-rate detector", "#c0392b"),
+                                   ("escape_detector", "escape detector (mix-adjusted)", "#1f618d")):
+            ax.plot(x, [max(d.get(key) or 1.0, 1e-3) for d in days], marker="o", label=label, color=colour)
+        level = m["promise"].get("alarm_level")
+        if level:
+            ax.axhline(level, color="black", linestyle=":", label=f"withdraws at {level:g}")
+        ax.set_yscale("log")
+        ax.set_xticks(x)
+        ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
+        if c == 0:
+            ax.set_ylabel("detector (label evidence)")
+            ax.legend(fontsize=6, loc="upper left")
+        for r in range(4):
             axes[r][c].grid(alpha=0.3)
     fig.suptitle(text("promises on live work, day by day"), fontsize=10)
     fig.tight_layout()
@@ -79,16 +94,25 @@ def render(monitor: dict, png_name: str) -> str:
     for mission, m in monitor["missions"].items():
         for d in m["days"]:
             rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
-                mission, d["day"], d["judged"], _pct(d["automation_share"]), d["audited"],
-                f"{d['escapes']} / {d['audited_auto_passed']}", f"{d['cum_escapes']} / {d['cum_audited']}",
+                mission, d["day"], d["judged"], _pct(d["automation_share"]), d.get("state", ""),
+                _pct(d["audit_share"]) + (f" (asked {_pct(d['share_asked'])})" if d.get("share_asked") else ""),
+                d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}",
+                f"{d['cum_escapes']} / {d['cum_audited']}",
                 f"[{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}]", _pct(m["promise"]["escape_rate"]),
+                _pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),
+                f"{_num(d.get('escape_detector'))} vs {_pct(d.get('escape_null'))}",
                 "n/a" if d["agreement"] is None else f"{_pct(d['agreement'])} of {d['reviewed_labelled']}",
-                d["drift"]["why"] or "no", d["status"])) + "</tr>")
-    status = "".join(f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>"
-                     f": {e(m['why'])}</li>" for mission, m in monitor["missions"].items())
+                d["drift"]["why"] or "no", d["status"], _pct(d.get("next_audit_share")))) + "</tr>")
+    status = "".join(
+        f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>: "
+        f"{e(m['why'])}<br>inspection <b>{e(str(m.get('state')))}</b>: {e(str(m.get('state_why')))}; next day's audit "
+        f"share {_pct(m.get('next_audit_share'))}</li>" for mission, m in monitor["missions"].items())
     family = monitor["family"].get("text")
-    columns = ["mission", "day", "judged", "automation", "audited", "escapes / audited auto-passed (day)",
-               "cumulative", "live escape bound", "promise", "reviewer agreement with the model", "drift", "status"]
+    years = monitor.get("false_alarm_years")
+    columns = ["mission", "day", "judged", "automation", "inspection", "audit share", "audited",
+               "escapes / audited auto-passed (day)", "cumulative", "live escape bound", "promised escape rate",
+               "live miss rate (weighted)", "miss-rate detector", "escape detector vs the rate the mix allows",
+               "reviewer agreement with the model", "drift", "status", "next audit share"]
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
 <style>body {{ font-family: "WenQuanYi Micro Hei", "Noto Sans CJK SC", sans-serif; margin: 1.5em; }}
@@ -97,17 +121,29 @@ th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
 </head><body>
 <h1>Promises on live work</h1>
 <p>Operating point {e(monitor['operating_point']['file'])} (sha256 {e(monitor['operating_point']['sha256'][:12])}…);
-days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}; \
-drift tests at {monitor['drift_alpha']:g}
-each per mission and day (Kolmogorov-Smirnov on p_fail, Fisher's exact on the share of groups with a defect in a
-summary). The live escape bound is a confidence sequence (beta-binomial mixture martingale), valid on every day at
-once.{(' ' + e(family) + '.') if family else ''}</p>
+days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}.\
+{(' ' + e(family) + '.') if family else ''}</p>
+<p><b>What withdraws a promise: label evidence only.</b> The miss-rate detector holds live work to the miss rate the
+QC owner signed (of defective work orders, the share passed without a person), weighing each labelled group by how
+it was chosen (audits 1/share, reviewed groups 1); the escape detector holds the audited auto-passed groups to the
+escape rate the promise allows at the day's mix of work (more defective work raises the escape rate at the same miss
+rate, so that alone withdraws nothing). Either withdraws when it reaches its level: while a promise holds, each waits
+on average at least {years if years is not None else '?'} years per mission before a false alarm (e-detectors,
+stage_b.detector). <b>What tightens inspection:</b> drift of p_fail or of the share of summaries showing a defect
+(tests at {monitor['drift_alpha']:g} each per mission and day), an escape that gives the escape detector 10:1, the
+escape rate's live bound above its promise: the next day is audited at the tightened share (a tenfold rise of the
+escape rate seen within a day), back to normal after 5 tightened days whose audits bring no evidence against the
+promise. The live escape bound (a confidence sequence, valid on every day at once) says when a promise holds.</p>
 <ul>{status}</ul>
 <img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
 <table><tr>{''.join(f'<th>{e(c)}</th>' for c in columns)}</tr>
 {''.join(rows)}
 </table></body></html>
 """
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
 
 
 def _write(path: Path, text: str) -> None:
