@@ -157,10 +157,11 @@ def make_group(rng, mission: str, fail: bool, hidden: bool = False):
 
 
 def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabeled: bool = False,
-             shift: str | None = None) -> list[dict]:
+             shift: str | None = None, fail_factor: int = 1) -> list[dict]:
     """Photo groups under out/ and their truth (also written to out/ground_truth.jsonl). With `unlabeled`,
     groups sit directly under their mission folder, as unreviewed work orders do (Stage-A --unlabeled);
-    the truth file still says which are defective, for scoring a judge."""
+    the truth file still says which are defective, for scoring a judge. `fail_factor`: that many times as many
+    defective groups as good ones (a change in the mix of work)."""
     registry = load_registry()
     chosen = registry.select(missions or "all")
     shift = registry.resolve(shift).name if shift else None
@@ -173,7 +174,7 @@ def generate(out: Path, seed: int, groups_per_label: int, missions=None, unlabel
             raise SystemExit(f"no synthetic views for mission {mission.name!r}; add them to VIEWS")
         letters = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(2))
         for label in ("pass", "fail"):
-            for _ in range(groups_per_label):
+            for _ in range(groups_per_label * (fail_factor if label == "fail" else 1)):
                 serial += 1
                 gid = f"QC-{letters}-2025{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}-{serial}"
                 folder = out / mission.name / gid if unlabeled else out / mission.name / labels[label] / gid
@@ -218,10 +219,13 @@ def main(argv=None) -> int:
                    help="unreviewed layout <mission>/<group>/ (no label folder); the truth stays in ground_truth.jsonl")
     p.add_argument("--shift", default=None,
                    help="a mission whose defective groups are drawn as the good ones look (the defect does not show)")
+    p.add_argument("--fail_factor", type=int, default=1,
+                   help="that many times as many defective groups as good ones per mission (the mix of work)")
     args = p.parse_args(underscored(sys.argv[1:] if argv is None else argv))
-    if args.groups_per_label < 1:
-        p.error("--groups_per_label must be at least 1")
-    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled, args.shift)
+    if args.groups_per_label < 1 or args.fail_factor < 1:
+        p.error("--groups_per_label and --fail_factor must be at least 1")
+    truth = generate(Path(args.out), args.seed, args.groups_per_label, args.missions, args.unlabeled, args.shift,
+                     args.fail_factor)
     groups = len({r["group_id"] for r in truth})
     print(f"{groups} groups, {len(truth)} photos -> {args.out} (ground truth: {args.out}/ground_truth.jsonl)")
     return 0

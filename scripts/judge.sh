@@ -7,6 +7,7 @@
 #        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
 #        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
+#        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
 #
 # Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
 # labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
@@ -31,9 +32,10 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""; reviewers=""; overlap_share=""
+labels=""; monitor=""; reviewers=""; overlap_share=""; monitor_extra=()
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size audit_share audit_seed labels monitor reviewers overlap_share stage_a_extra:words judge_extra:words" \
+          batch_size audit_share audit_seed labels monitor reviewers overlap_share stage_a_extra:words judge_extra:words
+          monitor_extra:words" \
          "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
@@ -71,8 +73,12 @@ PY
 if [ -n "$labels" ] && [ -n "$operating_point" ]; then
   if ls "$days_parent"/*/*_verdicts.jsonl > /dev/null 2>&1; then
     echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"
+    # the guard fails closed: a monitor that cannot run stops the day (a withdrawn promise would be decided again)
     "$PY" -m stage_b.monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
-      --output_dir "$monitor_dir" || echo "note: no monitor this time (see above); the judge goes on without it" >&2
+      --output_dir "$monitor_dir" "${monitor_extra[@]}" || {
+      echo "error: the monitor could not check the promises (above), so the day is not judged: a withdrawn or" \
+           "tightened mission would be decided as if nothing were wrong. Fix what it names and run this again" >&2
+      exit 2; }
   fi
 fi
 if [ -z "$monitor" ] && [ -f "$monitor_dir/monitor.json" ]; then monitor="$monitor_dir/monitor.json"; fi

@@ -14,7 +14,8 @@ discontinued inspection); here:
   day is judged at the tightened audit share: the share whose audits alone see a tenfold rise of the promised escape
   rate within that day (tightened_share; at most 1). The audit draw is nested (stage_b.routes.audit_draw: a group is
   audited iff its fixed number is below the share), so a tightened day audits every group a normal day would, and
-  more. After TIGHTENED_CLEAN_DAYS = 5 tightened days in a row (ISO 2859-1's "5 consecutive lots accepted") whose
+  more. After TIGHTENED_CLEAN_DAYS = 5 tightened days in a row (ISO 2859-1's "5 consecutive lots accepted"; the
+  monitor's --tightened_clean_days states another run, recorded in monitor.json) whose
   labelled audits bring no evidence against the promise (the miss-rate bet of the day is <= 1), the mission goes
   back to normal, and the drift reference becomes those days' work (the new mix was audited and found as good).
 - **withdrawn**: only label evidence withdraws: the miss-rate e-detector (stage_b.detector) alarms. Every group of
@@ -79,6 +80,7 @@ class Promise:
     certified: bool = True
     caught_share: float | None = None      # validation: defective groups not auto-passed, per group
     auto_pass_share: float | None = None   # validation: groups auto-passed, per group
+    clean_days: int = TIGHTENED_CLEAN_DAYS  # clean tightened days in a row that return to normal
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,10 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
     clean = day.may_end_tightening and bool(day.audited_auto_passed) and \
         (miss_e is None or day_evalue(miss_e) <= 1.0)
     clean_days = before.clean_days + 1 if clean else 0
-    if clean_days >= TIGHTENED_CLEAN_DAYS:
+    if clean_days >= promise.clean_days:
         return Inspection(NORMAL, f"back to normal on day {day.day}: {clean_days} tightened days in a row whose "
                                   f"audits bring no evidence against the promise", 0, escape, miss, rebased=True)
-    return Inspection(TIGHTENED, f"tightened ({clean_days} of {TIGHTENED_CLEAN_DAYS} clean days in a row"
+    return Inspection(TIGHTENED, f"tightened ({clean_days} of {promise.clean_days} clean days in a row"
                       + (f"; day {day.day}: " + "; ".join(signals) if signals else "") + ")",
                       clean_days, escape, miss)
 

@@ -68,7 +68,7 @@ from qc_core.records import utc_now
 
 from .detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from .grounding import defect_photos
-from .inspection import NORMAL, NOT_CERTIFIED, WITHDRAWN, Promise
+from .inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
 from .monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
 from .operating_point import MissionPoint, OperatingPoint, family_text, load_operating_point
 from .routes import AUDIT, REVIEW, route_of_record
@@ -338,7 +338,8 @@ def promised_escape(entry: MissionPoint | None) -> float | None:
     return escape.get("upper") if escape.get("auto_passed") else None
 
 
-def promise_of(entry: MissionPoint | None, false_alarm_years: float) -> Promise:
+def promise_of(entry: MissionPoint | None, false_alarm_years: float,
+               clean_days: int = TIGHTENED_CLEAN_DAYS) -> Promise:
     """What a mission's live work is held to: the signed miss rate (its detector withdraws) and the escape rate
     (its signals tighten), at the detector's alarm level."""
     certified = entry is not None and entry.certified
@@ -348,7 +349,7 @@ def promise_of(entry: MissionPoint | None, false_alarm_years: float) -> Promise:
     if isinstance(n, int) and n > 0 and entry.n_fail is not None and escape.get("auto_passed"):
         shares = {"caught_share": (entry.n_fail - escape["escapes"]) / n, "auto_pass_share": escape["auto_passed"] / n}
     return Promise(miss_rate=entry.target_miss_rate if certified else None, escape_rate=promised_escape(entry),
-                   alarm_level=alarm_level(false_alarm_years), certified=certified, **shares)
+                   alarm_level=alarm_level(false_alarm_years), certified=certified, clean_days=clean_days, **shares)
 
 
 def bounds_for(escape_rate: float | None, delta: float) -> Bounds:
@@ -364,10 +365,10 @@ def pooled(day_verdicts: list[list[dict]], mission: str) -> dict:
 
 
 def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,
-                    alpha: float, false_alarm_years: float) -> dict:
+                    alpha: float, false_alarm_years: float, clean_days: int = TIGHTENED_CLEAN_DAYS) -> dict:
     """One mission's entry of monitor.json: the promise, each day with its counts, bounds, detectors, inspection
     state, status and next audit share (stage_b.monitor_replay)."""
-    promise = promise_of(entry, false_alarm_years)
+    promise = promise_of(entry, false_alarm_years, clean_days)
     bounds = bounds_for(promise.escape_rate, delta)
     profile = entry.profile if entry is not None else None
     verdicts = [day.verdicts.get(mission, []) for day in days]
@@ -400,16 +401,19 @@ def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], l
 
 
 def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
-                  labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS) -> dict:
+                  labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
+                  clean_days: int = TIGHTENED_CLEAN_DAYS) -> dict:
     """monitor.json's content (module doc)."""
     delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
     missions = sorted(set(op.missions) | {m for d in days for m in d.verdicts})
     out = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
            "confidence": 1 - delta, "drift_alpha": alpha, "false_alarm_years": false_alarm_years,
+           "tightened_clean_days": clean_days,
            "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],
            "labels": str(labels_dir) if labels_dir else None, "created_at": utc_now(), "missions": {}}
     for mission in missions:
-        m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years)
+        m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years,
+                            clean_days)
         if m["status"] == WITHDRAWN:
             m["withdrawn_at"] = out["created_at"]
         out["missions"][mission] = m
@@ -440,10 +444,12 @@ def check_monitor(monitor: dict, path) -> dict:
         delta = 1 - float(monitor["confidence"])
         alpha = float(monitor["drift_alpha"])
         years = float(monitor["false_alarm_years"])
-        if not (0 < delta < 1 and 0 < alpha < 0.5 and years > 0):
-            raise MonitorError(f"{path}: confidence, drift_alpha or false_alarm_years out of range")
+        clean_days = monitor["tightened_clean_days"]
+        if not (0 < delta < 1 and 0 < alpha < 0.5 and years > 0) or not isinstance(clean_days, int) or clean_days < 1:
+            raise MonitorError(f"{path}: confidence, drift_alpha, false_alarm_years or tightened_clean_days out of "
+                               f"range")
         for mission, m in monitor["missions"].items():
-            _check_mission(path, mission, m, delta, alpha, years)
+            _check_mission(path, mission, m, delta, alpha, years, clean_days)
     except MonitorError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -452,11 +458,11 @@ def check_monitor(monitor: dict, path) -> dict:
     return monitor
 
 
-def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, years: float) -> None:
+def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, years: float, clean_days: int) -> None:
     p = m["promise"]
     promise = Promise(miss_rate=p["miss_rate"], escape_rate=p["escape_rate"], alarm_level=alarm_level(years),
                       certified=bool(m["certified"]), caught_share=p["caught_share"],
-                      auto_pass_share=p["auto_pass_share"])
+                      auto_pass_share=p["auto_pass_share"], clean_days=clean_days)
     bounds = bounds_for(promise.escape_rate, delta)
     if list(bounds.prior) != [float(x) for x in p["prior"]] or p["alarm_level"] != promise.alarm_level:
         raise MonitorError(f"{path}: {mission}: the prior or the alarm level does not follow from the promise")
@@ -539,6 +545,18 @@ def check_alpha(value) -> float:
     return alpha
 
 
+def check_clean_days(value) -> int:
+    try:
+        days = int(str(value).strip())
+    except ValueError:
+        raise MonitorError(f"--tightened_clean_days {value!r} is not a whole number of days; use e.g. "
+                           f"{TIGHTENED_CLEAN_DAYS}") from None
+    if not 1 <= days <= 60:
+        raise MonitorError(f"--tightened_clean_days {value!r} is out of range: use 1 to 60 days, e.g. "
+                           f"{TIGHTENED_CLEAN_DAYS}")
+    return days
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m stage_b.monitor", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -551,6 +569,9 @@ def main(argv=None) -> int:
     p.add_argument("--drift_alpha", default=str(DEFAULT_DRIFT_ALPHA),
                    help="level of each drift test per mission and day (default %(default)s); drift only tightens "
                         "inspection")
+    p.add_argument("--tightened_clean_days", default=str(TIGHTENED_CLEAN_DAYS),
+                   help="tightened days in a row whose audits bring no evidence against the promise that return a "
+                        "mission to normal inspection (ISO 2859-1: 5; default %(default)s)")
     p.add_argument("--false_alarm_years", default=str(DEFAULT_FALSE_ALARM_YEARS),
                    help="the miss-rate detector's average years between false withdrawals of one mission while its "
                         "promise holds (stage_b.detector; default %(default)s)")
@@ -562,13 +583,14 @@ def _monitor(args) -> int:
     from qc_core.missions import load_registry
     alpha = check_alpha(args.drift_alpha)
     years = check_false_alarm_years(args.false_alarm_years)
+    clean_days = check_clean_days(args.tightened_clean_days)
     op = load_operating_point(args.operating_point)
     digest = file_sha256(args.operating_point)
     registry = load_registry()
     folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), digest)
     days = read_days(folders, digest, registry)
     labels = read_labels(Path(args.labels), registry)
-    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years)
+    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years, clean_days)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     from .monitor_page import _write, write_page

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .detector import day_evalue, day_log_evalues
-from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, DayEvidence,
+from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, WITHDRAWN, DayEvidence,
                          Inspection, Promise, miss_observations, mix_adjusted_escape, step, tightened_share)
 
 HOLDS, UNVERIFIED = "holds", "unverified"
@@ -96,7 +96,7 @@ class MissionReplay:
                    status=status, why=status_why, next_audit_share=self.asked,
                    withdrawn_here=inspection.state == WITHDRAWN and not was_withdrawn, rebased=inspection.rebased)
         if inspection.rebased:
-            self.reference = (max(0, i + 1 - TIGHTENED_CLEAN_DAYS), i)
+            self.reference = (max(0, i + 1 - promise.clean_days), i)
         row["drift_reference"] = list(self.reference) if self.reference else None
         self.rows.append(row)
         return row
