@@ -21,10 +21,11 @@
 #     certified again on every fair sample the GRPO run did not train on (--split held_out: validation groups, audits
 #     weighted by 1 / their probability, missions reviewed whole; groups chosen by their score are left out):
 #     defective groups behind each promise, before and after
-#  10 promises on live work: three more days at the new operating point, each judged with blind audits, reviewed and
-#     imported, then monitored (stage_b.monitor): a normal day, then from day 3 a new cabinet look hides one certified
-#     mission's defect from Stage-A. The monitor withdraws that mission's promise on the shift day, and day 4's judge
-#     sends all its groups to review while the other missions keep their promises
+#  10 promises on live work: four more days at the new operating point, each judged at the planned audit share,
+#     reviewed and imported, then monitored (stage_b.monitor): an honest day; a day with three times the defective
+#     work (tightened, never withdrawn: the model is as good; back to normal after a clean tightened day); a new cabinet
+#     look hiding one certified mission's defect from Stage-A (tightened the same day by drift, withdrawn by its
+#     audits); then that mission's groups all go to review while the other missions keep their promises
 # Evaluation and judging each end with a review page (review/index.html): every group to look at, with its photos.
 # The recipes are data: configs/demo/sft.yaml and configs/demo/grpo.yaml, which tests/test_learning.py
 # runs too. Sizes and steps are environment variables (DEMO_*).
@@ -195,7 +196,7 @@ echo "  the promises on the validation groups alone, then with the reviewed grou
 "$PY" -m group_qc_dev.promises "$OUT/eval/grpo/operating_point.json" "$OUT/eval/recertified/operating_point.json" \
   --names "validation" "validation + reviewed"
 
-step "10/10 promises on live work: days 2-4 at the re-certified operating point, audited, reviewed and monitored"
+step "10/10 promises on live work: days 2-5 at the re-certified operating point, audited, reviewed and monitored"
 OP2="$OUT/eval/recertified/operating_point.json"
 # The shift hits the certified mission that passes the most validation groups without review (its promise is the one
 # live work can break).
@@ -205,35 +206,45 @@ print(max(ok)[1] if ok else "")' "$OP2")
 if [ -z "$SHIFT" ]; then
   echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
 else
-  echo "  from day 3 a new cabinet look hides $SHIFT's defect from Stage-A (the generator's --shift)"
-  rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4}
-  for day in 2 3 4; do
-    shift_flag=(); [ "$day" -ge 3 ] && shift_flag=(--shift "$SHIFT")
-    # day 4 only shows what the judge does with the withdrawn mission: its groups alone, half as many
-    missions=all; groups=$DAY_GROUPS; [ "$day" -eq 4 ] && { missions=$SHIFT; groups=$(( (DAY_GROUPS + 1) / 2 )); }
+  echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened, never withdrawn);"
+  echo "  day 4 a new cabinet look hides $SHIFT's defect from Stage-A (the generator's --shift); day 5 $SHIFT alone."
+  echo "  Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's volume);"
+  echo "  the demo's days are tiny, so its drift tests run at 0.05 and one clean tightened day returns a mission to"
+  echo "  normal (monitor_extra=; production: 0.001 and 5 days)"
+  rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4,5}
+  for day in 2 3 4 5; do
+    flags=(); missions=all; groups=$DAY_GROUPS; what="every mission"
+    case $day in
+      3) flags=(--fail_factor 3); what="every mission, three times the defective work" ;;
+      4) flags=(--shift "$SHIFT"); what="every mission (shifted: $SHIFT)" ;;
+      5) flags=(--shift "$SHIFT"); missions=$SHIFT; groups=$(( (DAY_GROUPS + 1) / 2 )); what="$SHIFT alone (shifted)" ;;
+    esac
     "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day$day" --seed $((day + 10)) --groups_per_label "$groups" \
-      --missions "$missions" --unlabeled "${shift_flag[@]}" > /dev/null
-    echo "  -- day $day: work orders of ${missions/all/every mission}, $groups per label${shift_flag:+ (shifted: $SHIFT)}"
-    # labels=: the day starts with the monitor over the days before it; the judge reads its withdrawals
+      --missions "$missions" --unlabeled "${flags[@]}" > /dev/null
+    echo "  -- day $day: work orders of $what, $groups per label"
+    # labels=: the day starts with the monitor over the days before it; the judge reads its states and withdrawals
     bash scripts/judge.sh mission="$missions" cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
       stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
-      audit_share="$AUDIT_SHARE" audit_seed="$day" labels="$OUT/labels" \
+      audit_share=plan audit_seed="$day" labels="$OUT/labels" \
+      monitor_extra="--drift_alpha 0.05 --tightened_clean_days 1" \
       stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" \
-      2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn" | sed 's/^/     /'
+      2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn|inspection tightened" \
+      | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'
     "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
       --out "$OUT/days/day$day/decisions.jsonl" --reviewer "reviewer-day$day" | sed 's/^/     /'
     "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" --output_dir "$OUT/labels" \
       | grep -E "decision\(s\) added" | sed 's/^/     /'
   done
-  echo "  the monitor after day 4's review (per mission and day: automation, audits, escapes, live bound, status):"
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
-    --output_dir "$OUT/days/monitor" | sed 's/^/  /'
-  "$PY" - "$OUT/days/day4" "$SHIFT" <<'PY'
+    --output_dir "$OUT/days/monitor" --drift_alpha 0.05 --tightened_clean_days 1 > "$OUT/days/monitor.log"
+  echo "  the monitor after day 5's review, per day and mission (the whole story: $OUT/days/monitor.log):"
+  "$PY" -m group_qc_dev.monitor_table "$OUT/days/monitor/monitor.json" | sed 's/^/  /'
+  "$PY" - "$OUT/days/day5" "$SHIFT" <<'PY'
 import json, sys
 from pathlib import Path
 lines = [json.loads(x) for x in (Path(sys.argv[1]) / f"{sys.argv[2]}_verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
 withdrawn = sum(any(w.startswith("promise withdrawn") for w in v["review_why"]) for v in lines)
-print(f"  day 4, {sys.argv[2]}: {sum(v['route'] == 'review' for v in lines)} of {len(lines)} groups sent to review, "
+print(f"  day 5, {sys.argv[2]}: {sum(v['route'] == 'review' for v in lines)} of {len(lines)} groups sent to review, "
       f"{withdrawn} of them because the promise was withdrawn")
 PY
 fi
