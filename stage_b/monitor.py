@@ -269,6 +269,10 @@ def days_under(parent: Path, op_digest: str) -> list[Path]:
         digests = operating_points_of(folder)
         if digests == {op_digest}:
             chosen.append(folder)
+        elif op_digest in digests:   # fails closed: skipping it would drop this operating point's evidence too
+            raise MonitorError(f"day folder {folder} holds verdicts of this operating point and of another "
+                               f"({', '.join(str(d)[:12] for d in sorted(digests - {op_digest}, key=str))}…): a day "
+                               f"is judged at one operating point; judge the other's groups into their own folder")
         else:
             print(f"note: {folder} was judged at another operating point: not monitored with this one",
                   file=sys.stderr)
@@ -516,6 +520,8 @@ def withdrawals(monitor: dict, path, op: OperatingPoint, op_digest: str | None) 
     entry here was not certified on labels decided after the withdrawal (stage_a.evidence_through)."""
     out = {}
     same = monitor["operating_point"]["sha256"] == op_digest
+    if same:   # the guard fails closed: a certified promise the monitor does not account for is not held
+        out.update(unaccounted(monitor, path, op))
     for mission, m in monitor["missions"].items():
         if m["status"] != WITHDRAWN:
             continue
@@ -527,6 +533,32 @@ def withdrawals(monitor: dict, path, op: OperatingPoint, op_digest: str | None) 
         if entry is None or not entry.certified or through is None or through <= m.get("withdrawn_at", ""):
             out[mission] = (f"{m['why']} (monitor {path}, at another operating point); this operating point was not "
                             f"certified on labels decided after the withdrawal ({m.get('withdrawn_at')})")
+    return out
+
+
+def unaccounted(monitor: dict, path, op: OperatingPoint) -> dict[str, str]:
+    """{mission: why} for each certified mission of `op` whose evidence in a monitor of this operating point cannot
+    be read or does not add up: missing, not certified there, another promise than the operating point states, or
+    fewer days than the monitor monitored (a file edited to look consistent). Such a mission goes to review."""
+    out = {}
+    for mission, entry in op.missions.items():
+        if not entry.certified:
+            continue
+        m = monitor["missions"].get(mission)
+        expected = promise_of(entry, float(monitor["false_alarm_years"]), int(monitor["tightened_clean_days"]))
+        problem = None
+        if m is None:
+            problem = "does not hold this certified mission"
+        elif not m["certified"]:
+            problem = "calls this certified mission not certified"
+        elif (m["promise"]["miss_rate"], m["promise"]["escape_rate"]) != (expected.miss_rate, expected.escape_rate):
+            problem = (f"holds it to another promise (miss {m['promise']['miss_rate']}, escape "
+                       f"{m['promise']['escape_rate']}) than the operating point states")
+        elif len(m["days"]) != len(monitor["days"]) or len(monitor["days"]) != len(monitor["day_folders"]):
+            problem = f"holds {len(m['days'])} of its {len(monitor['days'])} days for it"
+        if problem:
+            out[mission] = (f"the monitor {path} {problem}: its live evidence cannot be read, so the promise is not "
+                            f"held (the guard fails closed); write the monitor again with python -m stage_b.monitor")
     return out
 
 

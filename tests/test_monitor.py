@@ -133,7 +133,8 @@ def test_without_audits_every_promise_stays_unverified_and_says_why(tmp_path):
 
 
 def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(tmp_path):
-    monitor = {"operating_point": {"sha256": "old"}, "missions": {M: {
+    monitor = {"operating_point": {"sha256": "old"}, "false_alarm_years": 10, "tightened_clean_days": 5, "days": [],
+               "day_folders": [], "missions": {M: {
         "status": mon.WITHDRAWN, "why": "drift", "withdrawn_at": "2026-11-27T12:00:00+00:00"}}}
 
     def certified_through(through: str) -> OperatingPoint:
@@ -171,3 +172,56 @@ def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
     with Image.open(tmp_path / "m" / "monitor.png") as im:
         assert im.width > 600 and im.getextrema() != ((255, 255), (255, 255), (255, 255))
     assert "2026-11-28: 12 judged" in captured.out and "-> withdrawn" in captured.out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The guard fails closed
+# --------------------------------------------------------------------------------------------------------------
+def test_a_day_folder_mixing_two_operating_points_is_refused_not_skipped(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "days" / "day1", digest, normal_day("a"))
+    write_day(tmp_path / "days" / "day1", "another", [("x", "通过", 0.05, "auto", False)], mission=N)
+    with pytest.raises(mon.MonitorError, match="day1 holds verdicts of this operating point and of another"):
+        mon.days_under(tmp_path / "days", digest)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda m: m["missions"].pop(M), "does not hold this certified mission"),
+    (lambda m: m["missions"].clear(), "does not hold this certified mission"),
+    (lambda m: m["missions"][M].update(certified=False), "calls this certified mission not certified"),
+    (lambda m: m["missions"][M]["promise"].update(miss_rate=0.9), "another promise"),
+    (lambda m: m["missions"][M].update(days=[]), "holds 0 of its 1 days"),
+])
+def test_a_monitor_that_does_not_account_for_a_certified_promise_sends_it_to_review(tmp_path, edit, problem):
+    """Self-consistent edits (a mission dropped, called uncertified, held to another promise, its days emptied): the
+    file passes its own replay, and the judge still sends the mission to review, saying why."""
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    write_labels(tmp_path / "labels", {})
+    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
+                                               tmp_path / "labels")))
+    assert mon.withdrawals(result, "m.json", op, digest) == {}
+    edit(result)
+    if result["missions"].get(M, {}).get("days") == []:
+        result["missions"][M].update(status=mon.UNVERIFIED)
+    why = mon.withdrawals(result, "m.json", op, digest)
+    assert M in why and problem in why[M] and "fails closed" in why[M]
+
+
+@pytest.mark.parametrize("key, value", [("escape_upper", float("nan")), ("miss_detector", float("nan")),
+                                        ("state", "normal"), ("next_audit_share", 0.0)])
+def test_a_day_edited_to_nan_or_another_state_is_refused(tmp_path, key, value):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)])
+    write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})
+    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
+                                               tmp_path / "labels")))
+    result["missions"][M]["days"][0][key] = value
+    with pytest.raises(mon.MonitorError, match=f"{M}, day day1: {key}"):
+        mon.check_monitor(result, "monitor.json")
+
+
+@pytest.mark.parametrize("value, message", [("0", "out of range"), ("61", "out of range"), ("x", "not a whole")])
+def test_a_clean_run_out_of_range_is_refused(value, message):
+    with pytest.raises(mon.MonitorError, match=f"--tightened_clean_days '{value}' .*{message}"):
+        mon.check_clean_days(value)
