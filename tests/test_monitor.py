@@ -135,7 +135,8 @@ def test_without_audits_every_promise_stays_unverified_and_says_why(tmp_path):
 def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(tmp_path):
     monitor = {"operating_point": {"sha256": "old"}, "false_alarm_years": 10, "tightened_clean_days": 5, "days": [],
                "day_folders": [], "missions": {M: {
-        "status": mon.WITHDRAWN, "why": "drift", "withdrawn_at": "2026-11-27T12:00:00+00:00"}}}
+        "status": mon.WITHDRAWN, "why": "drift", "withdrawn_at": "2026-11-27T12:00:00+00:00", "certified": True,
+        "promise": {"miss_rate": None, "escape_rate": None}, "days": []}}}
 
     def certified_through(through: str) -> OperatingPoint:
         point = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="",
