@@ -4,6 +4,8 @@ themselves: tests/test_inspection.py and tests/test_detector.py."""
 from __future__ import annotations
 
 import json
+import math
+import random
 
 import pytest
 
@@ -17,6 +19,40 @@ M, N = "BBU接地线检查", "挡风板安装检查"
 # --------------------------------------------------------------------------------------------------------------
 # The escape rate's confidence sequence (what `holds` rests on)
 # --------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k, n, promise, delta, upper", [
+    (0, 30, 0.1, 0.2, 0.1181),    # 2/δ: at 1/δ it would be 0.097, and a 10% promise would hold too early
+    (0, 40, 0.05, 0.2, 0.0823),   # the prior Beta(1, 19): swapped, 0.200
+    (0, 40, 0.05, 0.1, 0.0981),
+    (3, 40, 0.1, 0.2, None),
+])
+def test_the_confidence_sequence_pins_its_bounds(k, n, promise, delta, upper):
+    """Values of the beta-binomial mixture sequence at δ/2 (module doc), pinned: a wrong level or prior moves them."""
+    lower, high = mon.cs_bounds(k, n, mon.prior_for(promise), delta)
+    if upper is not None:
+        assert high == pytest.approx(upper, abs=5e-4)
+    assert mon.prior_for(promise) == (1.0, pytest.approx((1 - promise) / promise))
+
+
+def test_over_60_daily_looks_the_upper_bound_falls_below_the_truth_in_at_most_half_delta_of_runs():
+    """The confidence sequence's guarantee, simulated: 400 runs of 60 days of 8 audits at exactly the promised rate;
+    the share of runs whose running upper bound ever falls below the truth (a promise that `holds` too early) stays
+    under δ/2 plus two standard errors."""
+    rng = random.Random(0)
+    promise, delta, runs, wrong = 0.1, 0.2, 400, 0
+    prior = mon.prior_for(promise)
+    for _ in range(runs):
+        k = n = 0
+        upper = 1.0
+        for _ in range(60):
+            escapes = sum(rng.random() < promise for _ in range(8))
+            k, n = k + escapes, n + 8
+            upper = min(upper, mon.cs_bounds(k, n, prior, delta)[1])
+            if upper < promise:
+                wrong += 1
+                break
+    assert wrong / runs <= delta / 2 + 2 * math.sqrt(delta / 2 * (1 - delta / 2) / runs), wrong
+
+
 @pytest.mark.parametrize("k, n", [(0, 0), (0, 10), (3, 10), (10, 10), (40, 200)])
 def test_the_bounds_are_the_edges_of_the_set_the_martingale_leaves_in(k, n):
     prior, delta = mon.prior_for(0.1), 0.2
