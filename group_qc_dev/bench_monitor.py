@@ -164,7 +164,8 @@ def plot(results: list[dict], path: str) -> None:
     for ax, scenario in zip(axes, shift):
         for volume in sorted({r["groups_per_day"] for r in results}):
             rows = [r for r in results if r["scenario"] == scenario and r["groups_per_day"] == volume]
-            ax.plot([r["share_label"] for r in rows], [r["delay_days_median"] or 60 for r in rows], "o-",
+            ax.plot([r["share_label"] for r in rows], [60 if r["delay_days_median"] is None else r["delay_days_median"]
+                                                       for r in rows], "o-",
                     label=f"{volume}/day")
         ax.set_title(f"{scenario}: median days to withdrawal", fontsize=9)
         ax.set_xlabel("audit share")
