@@ -4,36 +4,49 @@ Pure (math, scipy for the share a rise needs).
 The states follow the switching rules of acceptance sampling (ISO 2859-1 / ANSI-ASQ Z1.4: normal, tightened, and
 discontinued inspection); here:
 
-    normal ──(drift, an escape in an audited auto-pass, the escape detector, the escape bound above its promise)──►
-    tightened ──(TIGHTENED_CLEAN_DAYS tightened days in a row with labelled audits and no evidence against the
-    promise)──► normal;  normal or tightened ──(the miss-rate detector alarms: label evidence)──► withdrawn (stays)
+    normal ──(drift; an escape that brings the escape detector to TIGHTEN_LEVEL; the escape bound newly above its
+    promise)──► tightened ──(clean_days tightened days in a row with labelled audits and no evidence against the
+    promise)──► normal;  normal or tightened ──(a detector alarms: label evidence)──► withdrawn (stays)
 
-- **normal**: the judge audits its --audit_share of the groups it decides without review.
+- **normal**: the judge audits its --audit_share (or the planned share) of the groups it decides without review.
 - **tightened**: something seen without labels (drift of p_fail or of the defect share: the mix of work may have
-  changed, or the model got worse, and only labels can tell which) or a first escape asks to look harder. The next
-  day is judged at the tightened audit share: the share whose audits alone see a tenfold rise of the promised escape
-  rate within that day (tightened_share; at most 1). The audit draw is nested (stage_b.routes.audit_draw: a group is
-  audited iff its fixed number is below the share), so a tightened day audits every group a normal day would, and
-  more. After TIGHTENED_CLEAN_DAYS = 5 tightened days in a row (ISO 2859-1's "5 consecutive lots accepted"; the
-  monitor's --tightened_clean_days states another run, recorded in monitor.json) whose
-  labelled audits bring no evidence against the promise (the miss-rate bet of the day is <= 1), the mission goes
-  back to normal, and the drift reference becomes those days' work (the new mix was audited and found as good).
-- **withdrawn**: only label evidence withdraws: the miss-rate e-detector (stage_b.detector) alarms. Every group of
-  the mission then goes to review until a new operating point is certified on labels decided after the day whose
-  evidence broke the promise.
+  changed, or the model got worse, and only labels can tell which) or escapes asks to look harder. The next day (the
+  same day, when today's Stage-A summaries already drift: share_for_day) is judged at the tightened audit share: the
+  share whose audits alone see a tenfold rise of the promised escape rate within that day (tightened_share; at most
+  1). The audit draw is nested (stage_b.routes.audit_draw: a group is audited iff its fixed number is below the
+  share), so a tightened day audits every group a normal day would, and more. After TIGHTENED_CLEAN_DAYS = 5
+  tightened days in a row (ISO 2859-1's "5 consecutive lots accepted"; the monitor's --tightened_clean_days states
+  another run, recorded in monitor.json) whose labelled audits bring no evidence against the promise (the miss-rate
+  bet of the day is <= 1), the mission goes back to normal, and the drift reference becomes those days' work (the new
+  mix was audited and found as good). Why an escape tightens only at 10:1 and not at the first one: with any escape
+  tightening, a mission whose promise holds was tightened on 43% of days (a 2.8% promise, 150 groups a day, 5% audits,
+  simulated); at 10:1 on 0-1.2% (group_qc_dev.bench_monitor), and a real rise still tightens within days.
+- **withdrawn**: only label evidence withdraws, through one of two e-detectors (stage_b.detector) reaching its alarm
+  level. Every group of the mission then goes to review until a new operating point is certified on labels decided
+  after the day whose evidence broke the promise.
 
-Which rate withdraws, and why: the QC owner signs a **miss rate** (of defective work orders, at most m pass without
+Which rate withdraws, and why. The QC owner signs a **miss rate** m (of defective work orders, at most m pass without
 a person). The **escape rate** (of the auto-passed work orders, the share that is defective) is what an audit sees
 directly, but it rises with the share of defective work at an unchanged miss rate (twice the defective work about
-doubles it), so it tightens and never withdraws; its confidence sequence still says when a promise `holds`.
+doubles it). So:
 
-The miss rate's evidence (stratified Horvitz-Thompson: each labelled group weighted by 1 / its probability of being
-labelled, Horvitz & Thompson, JASA 1952): a group routed to review is labelled with probability 1 (weight 1), an
-audited group with probability a, the day's audit share (weight 1/a). For a promise m, the weighted observation
-x = w (escape - m defective) has mean <= 0 while the miss rate is <= m; scaled by a (known before the day), the bets of
-the e-detector are c = 1 - m for an audited auto-pass a person failed, -m for an audited auto-fail a person failed,
--m a for a reviewed group a person failed, 0 otherwise. A group sent to review and not decided yet counts as not
-defective (the detector leans towards withdrawal, never away from it).
+- the **miss-rate detector** bets against m itself. Its evidence is stratified Horvitz-Thompson (each labelled group
+  weighted by 1 / its probability of being labelled; Horvitz & Thompson, JASA 1952): a group routed to review is
+  labelled with probability 1 (weight 1), an audited group with probability a, the day's audit share (weight 1/a).
+  For a promise m, the weighted observation x = w (escape - m defective) has mean <= 0 while the miss rate is <= m;
+  scaled by a (known before the day), the bets are c = 1 - m for an audited auto-pass a person failed, -m for an
+  audited auto-fail a person failed, -m a for a reviewed group a person failed, 0 otherwise. A group sent to review
+  and not decided yet counts as not defective (the detector leans towards withdrawal, never away from it).
+- the **escape detector** bets against the escape rate the promise allows at the recent mix of work
+  (mix_adjusted_escape): r scaled by how much more defective work the rule caught per group than on validation and
+  how much less it passed, computed from the days before (known before the day's bet), never below r. More defective
+  work raises both the escapes and this rate, so a change of mix alone does not withdraw; defects that the model or
+  Stage-A no longer sees raise the escapes and not the caught defects, and do. Its guarantee holds while the model is
+  as good as on validation and the mix of the last MIX_DAYS days stands for the day's (an estimate, so the rate it
+  bets against is as exact as that estimate); the miss-rate detector needs no such assumption.
+
+The escape rate's confidence sequence (stage_b.monitor) still says when a promise `holds`; its lower bound newly
+above the promised rate tightens.
 """
 from __future__ import annotations
 
