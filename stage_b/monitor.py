@@ -76,6 +76,7 @@ from .verdict import FAIL, PASS
 
 MONITOR_FORMAT = 1
 DEFAULT_DRIFT_ALPHA = 0.001
+MAX_DRIFT_ALPHA = 0.1   # a drift test that fires on one honest day in ten tightens too often to mean anything
 VERDICTS_SUFFIX = "_verdicts.jsonl"
 _MAX_AUDITS_NEEDED = 100_000
 
@@ -449,7 +450,8 @@ def check_monitor(monitor: dict, path) -> dict:
         alpha = float(monitor["drift_alpha"])
         years = float(monitor["false_alarm_years"])
         clean_days = monitor["tightened_clean_days"]
-        if not (0 < delta < 1 and 0 < alpha < 0.5 and years > 0) or not isinstance(clean_days, int) or clean_days < 1:
+        if not (0 < delta < 1 and 0 < alpha <= MAX_DRIFT_ALPHA and years > 0) or not isinstance(clean_days, int) \
+                or clean_days < 1:
             raise MonitorError(f"{path}: confidence, drift_alpha, false_alarm_years or tightened_clean_days out of "
                                f"range")
         for mission, m in monitor["missions"].items():
@@ -569,11 +571,13 @@ def check_alpha(value) -> float:
     try:
         alpha = float(value)
     except (TypeError, ValueError):
-        raise MonitorError(f"--drift_alpha {value!r} is not a number; use a level between 0 and 0.5, e.g. 0.001") \
+        raise MonitorError(f"--drift_alpha {value!r} is not a number; use a level above 0 and at most "
+                           f"{MAX_DRIFT_ALPHA}, e.g. 0.001") \
             from None
-    if math.isnan(alpha) or not 0.0 < alpha < 0.5:
-        raise MonitorError(f"--drift_alpha {value!r} is out of range: use a level between 0 and 0.5 (the false alarm "
-                           f"rate of each drift test per mission and day), e.g. 0.001")
+    if math.isnan(alpha) or not 0.0 < alpha <= MAX_DRIFT_ALPHA:
+        raise MonitorError(f"--drift_alpha {value!r} is out of range: use a level above 0 and at most "
+                           f"{MAX_DRIFT_ALPHA} (the false alarm rate of each drift test per mission and day; a drift "
+                           f"alarm tightens inspection), e.g. 0.001")
     return alpha
 
 

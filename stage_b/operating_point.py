@@ -665,6 +665,7 @@ def check_promise(point: MissionPoint, where: str) -> None:
     if t is not None and t_fail is not None and t_fail < t:
         raise OperatingPointError(f"{where}: threshold_fail {t_fail!r} is below threshold {t!r}: groups between them "
                                   f"would be auto-failed and auto-passed at once; recompute the file")
+    check_live_fields(point, where)
     if not point.certified and not point.overkill_certified:
         return
     try:
@@ -680,6 +681,32 @@ def check_promise(point: MissionPoint, where: str) -> None:
                 not point.weighted and upper_bound(over, n_pass, confidence) > target + 1e-12):
             raise OperatingPointError(f"{where}: overkill_certified does not follow from its counts ({over} of "
                                       f"{n_pass} good groups auto-failed, target {target!r}); recompute the file")
+
+
+def check_live_fields(point: MissionPoint, where: str) -> None:
+    """The fields the live guard reads (stage_b.monitor): `escape` (counts and a bound that is a rate) and `profile`
+    (p_fail values and counts). A value that is not what the guard can hold live work to is refused at load: a NaN
+    bound, say, would otherwise mean a promise that never breaks."""
+    escape = point.escape
+    if escape is not None:
+        if not isinstance(escape, dict):
+            raise OperatingPointError(f"{where}: escape is {escape!r}, not an object; recompute the file")
+        passed, escapes = escape.get("auto_passed"), escape.get("escapes")
+        upper = escape.get("upper")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (passed, escapes)) \
+                or escapes > passed or not isinstance(upper, (int, float)) or isinstance(upper, bool) \
+                or not 0.0 <= upper <= 1.0:   # a NaN fails 0 <= x
+            raise OperatingPointError(f"{where}: escape {escape!r} is not the escape rate's counts and bound (whole "
+                                      f"auto_passed >= escapes >= 0, upper from 0 to 1); recompute the file")
+    profile = point.profile
+    if profile is not None:
+        ok = isinstance(profile, dict) and isinstance(profile.get("groups"), int) and isinstance(
+            profile.get("defect_groups"), int) and 0 <= profile["defect_groups"] <= profile["groups"] and isinstance(
+            profile.get("p_fail"), list) and all(isinstance(p, (int, float)) and not isinstance(p, bool)
+                                                 and 0.0 <= p <= 1.0 for p in profile["p_fail"])
+        if not ok:
+            raise OperatingPointError(f"{where}: profile is not the validation p_fail values and counts the drift "
+                                      f"test reads; recompute the file")
 
 
 def _check_miss_promise(point: MissionPoint, confidence: float, where: str) -> None:

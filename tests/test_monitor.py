@@ -185,7 +185,8 @@ def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(t
     assert M in mon.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
 
 
-@pytest.mark.parametrize("value, message", [("0", "out of range"), ("0.7", "out of range"), ("x", "not a number")])
+@pytest.mark.parametrize("value, message", [("0", "out of range"), ("0.7", "out of range"), ("0.4999", "out of range"),
+                                            ("0.11", "out of range"), ("nan", "out of range"), ("x", "not a number")])
 def test_a_drift_level_out_of_range_is_refused(value, message):
     with pytest.raises(mon.MonitorError, match=message):
         mon.check_alpha(value)

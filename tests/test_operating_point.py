@@ -260,3 +260,22 @@ def test_a_mission_entry_without_a_key_the_rule_reads_is_refused_naming_file_mis
     with pytest.raises(OperatingPointError, match=f"{mission}: no {key}[ ,]") as err:
         load_operating_point(path)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("escape", {"auto_passed": 10, "escapes": 1, "upper": float("nan")}),
+    ("escape", {"auto_passed": 10, "escapes": 11, "upper": 0.2}),
+    ("escape", {"auto_passed": 10, "escapes": 1, "upper": 1.5}),
+    ("escape", {"auto_passed": "10", "escapes": 1, "upper": 0.2}),
+    ("escape", "x"),
+    ("profile", {"groups": 5, "defect_groups": 6, "p_fail": [0.1]}),
+    ("profile", {"groups": 5, "defect_groups": 1, "p_fail": [float("nan")]}),
+    ("profile", {"groups": 5, "defect_groups": 1}),
+])
+def test_fields_the_live_guard_reads_are_checked_at_load(field, value):
+    """A NaN escape bound would be a promise that never breaks: refused at load, naming the mission and field."""
+    from stage_b.operating_point import MissionPoint, OperatingPointError
+    entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
+             field: value}
+    with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
+        MissionPoint.from_json(entry, "F: M")
