@@ -70,3 +70,14 @@ def test_profile_stage_a_times_prefill_against_decode(tiny_qwen2_5_vl, tmp_path,
     assert result["ours"] is ours and result["device"] == "cpu" and result["tokens"] == 4 * 4
     assert result["decode_steps"] == 3 and result["full_s"] > 0 and result["one_token_s"] > 0
     assert result["photos_per_s"] == pytest.approx(4 / result["full_s"])
+
+
+def test_the_monitor_bench_runs_the_guard_and_reports_each_cell(tmp_path):
+    """A few simulated missions per cell through the live guard's own code: a Stage-A shift is withdrawn after the
+    change and never before, nothing withdraws a promise that holds, and each cell reports its numbers."""
+    result = bench("bench_monitor", "--runs", "3", "--scenarios", "nothing", "stage_a", "--shares", "0.2",
+                   "--volumes", "150", "--workers", "1", json_out=tmp_path / "m.json", timeout=300)
+    cells = {c["scenario"]: c for c in result["cells"]}
+    assert cells["nothing"]["withdrawals"] == 0 and cells["nothing"]["runs"] == 3
+    assert cells["stage_a"]["withdrawn_after_change"] == 3 and cells["stage_a"]["withdrawn_before_change"] == 0
+    assert cells["stage_a"]["delay_days_median"] <= 3
