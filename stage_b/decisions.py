@@ -32,6 +32,7 @@ Pure (stdlib and the project's pure core).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 from datetime import datetime, timedelta, timezone
@@ -45,6 +46,7 @@ from qc_core.records import image_key, utc_now
 
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
                         gold_scores, pairwise, quality)
+from .routes import GROUP, REVIEW
 from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
@@ -100,16 +102,22 @@ def _order(d: dict) -> datetime:
     return _when(d.get("decided_at")) or OLDEST
 
 
-def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None) -> dict:
+def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None,
+              census: dict[str, int] | None = None) -> dict:
     """The `review` record a label carries (stage_b.routes): how the group reached a person, read from the verdict
     line the decision's source file holds (never from the export), when and by whom it was decided, and whether it
     may certify: not when the reviewers who gave the label are all below the agreement bar for its mission (`below`:
     stage_b.agreement.quality's, for the mission) and no two of them agree on it. A Stage-A or prediction source, or a
-    verdict line written before routes, has no route: not a fair sample."""
+    verdict line written before routes, has no route: not a fair sample. A group of a review band carries its band
+    and `band_census`: whether every group of the band has a label (`census`: {band id: groups labelled})."""
     is_verdict = "p_fail" in source_record and "verdict" in source_record
     route = source_record.get("route") if is_verdict else None
+    band = next((d["source"]["band"] for d in sorted(decisions, key=_order, reverse=True)
+                 if isinstance(d.get("source", {}).get("band"), dict)), None)
     out = {"route": route, "review_scope": source_record.get("review_scope") if route else None,
            "audit_probability": source_record.get("audit_probability") if route else None,
+           **({"band": band, "band_census": bool(census and census.get(band.get("id")) == band.get("groups"))}
+              if band and route == REVIEW and source_record.get("review_scope") == GROUP else {}),
            "decided_at": max((d["decided_at"] for d in decisions), default=None),
            "reviewers": sorted({d["reviewer"] for d in decisions})}
     definite = [d for d in decisions if d["decision"] in LABEL_OF]
@@ -161,6 +169,20 @@ class _Sources:
         moved = os.path.normpath(Path(unquote(url.path)).parent / source["relative"])
         facts = self.get(moved)
         return (moved, facts) if not isinstance(facts, str) else (source["file"], first)
+
+    def band(self, path, mission: str) -> dict | None:
+        """The review band of a verdict file's mission: the groups the judge sent to review for their own p_fail or
+        reply (route review, scope group; gold checks aside), named by a digest of their ids and counted. A label of
+        such a group counts in a bound only when every group of its band was decided (stage_b.routes)."""
+        facts = self.get(str(path))
+        if isinstance(facts, str):
+            return None
+        ids = sorted(gid for (m, gid), r in facts[1].items() if m == mission and r.get("route") == REVIEW
+                     and r.get("review_scope") == GROUP and not r.get("gold"))
+        if not ids:
+            return None
+        digest = hashlib.sha256("\0".join([mission, *ids]).encode("utf-8")).hexdigest()[:16]
+        return {"id": digest, "groups": len(ids)}
 
     def get(self, path: str):
         if path not in self.files:
@@ -235,7 +257,7 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
     found, problem = _verified_source(rec, mission, sources)
     if problem:
         return None, f"{where}: {problem}"
-    path, sha, record = found
+    path, sha, record, band = found
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": reviewer,
@@ -243,7 +265,8 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
                 "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
                 "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
                 "route": record.get("route") if from_verdicts else None,
-                "source": {"file": str(path), "sha256": sha, "line_sha256": record_digest(record)},
+                "source": {"file": str(path), "sha256": sha, "line_sha256": record_digest(record),
+                           **({"band": band} if band and record.get("review_scope") == GROUP else {})},
                 "history": history}
     return {**decision, "record": record}, None
 
@@ -311,7 +334,7 @@ def _verified_source(rec: dict, mission: str, sources: _Sources) -> tuple[tuple 
     if problem:
         return None, (f"the group's line in {source['file']} is neither a Stage-A record nor a verdict line "
                       f"({problem}): a label can only come from the files a review page is made from")
-    return (path, sha, record), None
+    return (path, sha, record, sources.band(path, mission)), None
 
 
 def _identity(d: dict) -> tuple:
@@ -503,8 +526,10 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         gold = gold_scores(groups)
         bar = quality(agreement, min_kappa, gold, min_gold_accuracy)
         written = {}
+        census = band_census(groups)
         for mission in sorted({m for m, _ in groups}):   # a known-answer check scores its reviewers, labels nothing
-            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"], bar.get(mission)))
+            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"], bar.get(mission),
+                                                                       census))
                     for (m, _), g in sorted(groups.items())
                     if m == mission and g["status"] in ("pass", "fail") and not g["record"].get("gold")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
@@ -514,6 +539,18 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
             "summary": summary(groups), "written": written, "without_route": without_route,
             "agreement": agreement, "quality": bar, "gold": gold}
+
+
+def band_census(groups: dict) -> dict[str, int]:
+    """{band id: how many of its groups have a label (pass or fail)}, over every group the log resolves."""
+    out: dict[str, int] = {}
+    for g in groups.values():
+        if g["status"] not in ("pass", "fail") or g["record"].get("gold"):
+            continue
+        bands = {d["source"]["band"]["id"] for d in g["decisions"] if isinstance(d.get("source", {}).get("band"), dict)}
+        for band in bands:
+            out[band] = out.get(band, 0) + 1
+    return out
 
 
 def print_agreement(agreement: dict, bar: dict, gold: dict | None = None) -> None:

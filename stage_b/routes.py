@@ -22,7 +22,9 @@ Fair evidence (what may enter a promise's bound, stage_b.operating_point): a lab
     no review record (the original labelled data: every group reviewed)          weight 1
     route review, review_scope mission (every group of the mission reviewed)     weight 1
     route audit (drawn with probability a)                                       weight 1 / a
-    route review, review_scope group; route auto decided by a reviewer anyway;
+    route review, review_scope group, every group of its band decided (band_census:
+    the band is a census of a stratum the rule chose by p_fail or the reply alone)     weight 1
+    route review, review_scope group, its band not decided whole; route auto decided by a reviewer anyway;
     a decision from a page or verdict file without routes;
     a label of a reviewer below the agreement bar not confirmed by a second
     (`certifies: false`, stage_b.agreement)                                      not fair: left out of bounds
@@ -96,6 +98,8 @@ def evidence_weight(review: dict | None) -> float | None:
     route, probability = review.get("route"), review.get("audit_probability")
     if route == REVIEW and review.get("review_scope") == MISSION:
         return 1.0
+    if route == REVIEW and review.get("review_scope") == GROUP and review.get("band_census") is True:
+        return 1.0   # a stratum chosen by p_fail or the reply alone, decided whole: a census of it
     if route == AUDIT and isinstance(probability, (int, float)) and not isinstance(probability, bool) \
             and 0.0 < probability <= 1.0:
         return 1.0 / probability
@@ -110,7 +114,8 @@ def why_not_fair(review: dict | None) -> str | None:
     if (review or {}).get("certifies") is False:
         return f"labelled by {review.get('quality') or 'a reviewer below the agreement bar'}, not confirmed by a second"
     if route == REVIEW:
-        return "reviewed because of its own p_fail or reply"
+        return ("reviewed because of its own p_fail or reply, and its day's review band was not decided whole"
+                if review.get("band") else "reviewed because of its own p_fail or reply")
     if route == AUTO:
         return "decided without review and not audited: a reviewer chose to look at it"
     return "from a page or verdict file without routes: treated as chosen by score"

@@ -61,3 +61,30 @@ def test_the_import_reports_reviewed_groups_and_blind_audits_apart(tmp_path, syn
     assert s["audited"] == {"labelled": 1, "auto_passed": 1, "escapes": 1, "auto_failed": 0, "overkills": 0}
     assert (s["reviewed"]["labelled"], s["reviewed"]["agreed"], s["reviewed"]["missed"]) == (1, 1, 0)
     assert "1 escape(s) in 1 auto-passed" in printed and "agreed on 1 of 1" in printed
+
+
+def test_a_review_band_decided_whole_counts_and_one_decided_in_part_does_not(tmp_path, synthetic):
+    """Groups the judge sent to review for their own p_fail or reply form their day's band (stage_b.routes). Their
+    labels count in a bound (weight 1) once every group of the band has a label, never before: a reviewer who decided
+    only some of them may have chosen which."""
+    from qc_core.jsonl import file_sha256
+    from stage_b.routes import evidence_weight
+    out, verdicts = audited_day(tmp_path, synthetic)
+    mission = next(v["mission"] for v in verdicts if v["route"] == "review" and v["review_scope"] == "group")
+    band = [v for v in verdicts if v["mission"] == mission and v["route"] == "review" and v["review_scope"] == "group"]
+    path = judge.verdicts_path(out, mission)
+    source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
+
+    def labels_after(decided):
+        write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line(v, "不通过", "r", source) for v in decided])
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+        rows = [json.loads(x) for f in (tmp_path / "labels").glob("*_stage_a.jsonl")
+                for x in f.read_text(encoding="utf-8").splitlines()]
+        return {r["group_id"]: r["review"] for r in rows if r["review"].get("review_scope") == "group"}
+    assert len(band) >= 2, band
+    part = labels_after(band[:-1])
+    assert all(r["band_census"] is False and evidence_weight(r) is None for r in part.values())
+    whole = labels_after(band)
+    assert len(whole) == len(band)
+    assert all(r["band_census"] is True and r["band"]["groups"] == len(band) and evidence_weight(r) == 1.0
+               for r in whole.values())

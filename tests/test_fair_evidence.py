@@ -114,3 +114,54 @@ def test_the_operating_point_states_the_escape_rate_of_auto_passed_groups():
     weighted = escape_rate(points + [(0.1, "不通过", 4.0)], entry, 0.9)
     assert weighted["rate"] == pytest.approx(6 / 46)
     assert "escape" in promise(validation())[1]
+
+
+def test_a_band_decided_whole_counts_with_weight_one_and_moves_the_promise():
+    """The same 30 defective groups just under the threshold, now with their band decided whole (band_census): they
+    are a census of the stratum the rule chose by p_fail alone, so they count (weight 1) and the promise moves."""
+    base = validation()
+    before, entry = promise(base)
+    t = entry["threshold"]
+    band = [prediction(5000 + i, t - 0.001 * (i + 1), "不通过", {"route": REVIEW, "review_scope": GROUP,
+                                                               "band": {"id": "b", "groups": 30}, "band_census": True})
+            for i in range(30)]
+    after, entry = promise(base + band)
+    assert after != before and after["n_fail"] == before["n_fail"] + 30 and entry["left_out"] == {}
+
+
+@pytest.mark.parametrize("offset", [-0.3, 0.0, 0.1])
+def test_the_weighted_miss_bound_with_the_band_in_keeps_its_confidence(offset):
+    """Live days of 1,000 groups: p_fail uniform, a group defective with probability rising with p_fail; the rule
+    auto-passes below 0.3, reviews 0.3-0.7 (the band, decided whole: weight 1), auto-fails above; 10% of the
+    automatically decided groups audited (weight 10). At a threshold below the band (0.2), at its centre (0.5) and
+    inside it (0.6), the 90% weighted upper bound of the miss rate falls below the truth in at most 10% of 400
+    simulated days (plus two standard errors). Audits weighted 1 instead of 10 fail it."""
+    rng = random.Random(3)
+    t = 0.5 + offset
+
+    def defective(p):
+        return rng.random() < 0.3 + 0.4 * p
+
+    truth_fail, truth_miss = 0.0, 0.0   # the true miss rate at t, by a large sample
+    for _ in range(200_000):
+        p = rng.random()
+        if defective(p):
+            truth_fail += 1
+            truth_miss += p < t
+    truth = truth_miss / truth_fail
+    below, days = 0, 400
+    for _ in range(days):
+        errors, weights = [], []
+        for _ in range(1000):
+            p = rng.random()
+            in_band = 0.3 <= p <= 0.7
+            if not in_band and rng.random() >= 0.1:
+                continue   # decided without review and not audited: no label
+            if defective(p):   # the weight stage_b.routes gives each label
+                w = evidence_weight({"route": REVIEW, "review_scope": GROUP, "band_census": True} if in_band
+                                    else {"route": AUDIT, "audit_probability": 0.1})
+                weights.append(w)
+                if p < t:
+                    errors.append(w)
+        below += upper_bound_weighted(errors, weights, 0.9) < truth
+    assert below / days <= 0.1 + 2 * (0.1 * 0.9 / days) ** 0.5, (truth, below)
