@@ -47,6 +47,7 @@ GENERIC_DEFECT_TERMS = ("缺失", "缺少", "松动", "破损", "损坏", "脱�
 # A defect word right after one of these is denied, not asserted ("螺丝齐全，无松动").
 NEGATIONS = ("无", "没有", "未见", "未发现", "不存在", "并无", "未出现", "不见")
 NEGATION_GAP = 4   # characters a negation reaches over to its defect word, within one clause (module doc)
+_REACH = NEGATION_GAP + max(map(len, NEGATIONS))
 CLAUSE_BREAKS = "，,。.；;、：:！!？?\n/|（）()【】[]"
 # 图片k always; a bare 图k only where it cannot end another word (接线图2, 示意图3 are diagrams, not photos): at the
 # start, after a non-CJK character, or after a function word (见图2, 如图2, 和图3); never a longer number's prefix.
@@ -72,12 +73,13 @@ def defect_terms(mission) -> tuple[str, ...]:
 def negated(text: str, start: int) -> bool:
     """Whether a negation denies the word at `start`: one ends within NEGATION_GAP characters before it, with no
     clause break in between (module doc)."""
-    clause = text[:start]
-    for k, ch in enumerate(reversed(clause)):
+    # only the last few characters can hold a negation that reaches the word: look no further back (linear in the
+    # text however many words it has), and cut at the last clause break among them
+    window = text[max(0, start - _REACH):start]
+    for k, ch in enumerate(reversed(window)):
         if ch in CLAUSE_BREAKS:
-            clause = clause[len(clause) - k:]
+            window = window[len(window) - k:]
             break
-    window = clause[-(NEGATION_GAP + max(map(len, NEGATIONS))):]
     return any(window[:len(window) - gap].endswith(neg) for neg in NEGATIONS for gap in range(NEGATION_GAP + 1)
                if gap <= len(window))
 
