@@ -403,11 +403,15 @@ def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:
     return out
 
 
-def resolve(log: list[dict]) -> dict[tuple, dict]:
+def resolve(log: list[dict], gold: bool = False) -> dict[tuple, dict]:
     """Per (mission, group id): {"status": label | "unsure" | "conflict", "decisions": each reviewer's latest,
-    "record", "verdict"} (module doc)."""
+    "record", "verdict"} (module doc). Known-answer checks (stage_b.gold: a decision on a verdict line marked `gold`)
+    are resolved apart (`gold=True`): a gold check measures its reviewer and never replaces or hides the group's label
+    from the day it was reviewed."""
     latest: dict[tuple, dict[str, dict]] = {}
     for d in log:
+        if bool((d.get("record") or {}).get("gold")) != gold:
+            continue
         mine = latest.setdefault((d["mission"], d["group_id"]), {})
         reviewer = d.get("reviewer") or "anonymous"
         old = mine.get(reviewer)
@@ -523,7 +527,7 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         groups = resolve(log)
         agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}
                               for key, g in groups.items()})
-        gold = gold_scores(groups)
+        gold = gold_scores(resolve(log, gold=True))
         bar = quality(agreement, min_kappa, gold, min_gold_accuracy)
         written = {}
         census = band_census(groups)

@@ -163,3 +163,38 @@ def test_a_gold_file_that_cannot_work_stops_the_judge_before_the_model_loads(tin
                                    str(tmp_path / "nope.jsonl")),
                     timeout=120)
     assert result.returncode == 2 and "nope.jsonl does not exist" in result.stderr and "Loading" not in result.stderr
+
+
+def test_a_gold_check_never_replaces_or_hides_the_label_it_was_drawn_from(tmp_path):
+    """The documented flow: a day's groups reviewed and imported (their labels), later drawn as gold and decided
+    again (wrongly, on purpose) into the same labels folder. Every earlier label stays as it was; the gold checks
+    only score the reviewer."""
+    from stage_b.operating_point import manual_point
+    point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
+    earlier = [judge.verdict_record(_record(k), 0.9, point, "不通过\n理由: 图片_1 接地线未捆扎",
+                                    {"audit_share": 0.0, "audit_seed": SEED}) for k in range(4)]
+    (tmp_path / "earlier").mkdir()
+    write_jsonl_atomic(judge.verdicts_path(tmp_path / "earlier", M), earlier)
+    path = judge.verdicts_path(tmp_path / "earlier", M)
+    source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
+    truth = {f"QC-OLD-{k}": ("不通过" if k % 2 else "通过") for k in range(4)}
+    write_jsonl_atomic(tmp_path / "first.jsonl", [decision_line(v, truth[v["group_id"]], "王工", source,
+                                                                seen=record_digest(v)) for v in earlier])
+    import_decisions([tmp_path / "first.jsonl"], tmp_path / "labels")
+
+    def labels():
+        rows = [json.loads(x) for x in (tmp_path / "labels" / f"{M}_stage_a.jsonl").read_text(
+            encoding="utf-8").splitlines()]
+        return {r["group_id"]: r["label"] for r in rows}
+    before = labels()
+    assert len(before) == 4
+    out, lines = _day_with_gold(tmp_path)
+    day_path = judge.verdicts_path(out, M)
+    day_source = {"file": str(day_path.resolve()), "sha256": file_sha256(day_path)}
+    flipped = {"通过": "不通过", "不通过": "通过"}
+    write_jsonl_atomic(tmp_path / "gold.jsonl", [
+        decision_line(v, flipped[truth[v["group_id"]]], "李工", day_source, seen=record_digest(v))
+        for v in lines if v.get("gold")])
+    result = import_decisions([tmp_path / "gold.jsonl"], tmp_path / "labels")
+    assert labels() == before
+    assert result["gold"][M]["李工"]["n"] == 4 and result["gold"][M]["李工"]["correct"] == 0
