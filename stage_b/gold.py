@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from pathlib import Path
 
 from qc_core.jsonl import JsonlError, iter_jsonl
@@ -38,8 +39,13 @@ def check_gold_share(value) -> float:
 def load_gold(files, registry) -> dict[str, list[dict]]:
     """{mission: labelled records} from the gold files; every line checked, every problem named as file:line."""
     out: dict[str, list[dict]] = {}
-    problems = []
+    problems: list[str] = []
+    seen: dict[tuple[str, str], str] = {}   # (mission, group id) -> where it was first read
+    resolved: set[Path] = set()
     for path in map(Path, files):
+        if path.resolve() in resolved:   # --gold F F: one file given twice reads once
+            continue
+        resolved.add(path.resolve())
         if not path.is_file():
             problems.append(f"--gold {path} does not exist: give labelled Stage-A files "
                             "(e.g. <labels>/*_stage_a.jsonl)")
@@ -57,11 +63,22 @@ def load_gold(files, registry) -> dict[str, list[dict]]:
                     problems.append(f"{where}: group {rec['group_id']} has no label (pass or fail): a known-answer "
                                     f"check needs one")
                     continue
+                key = (mission, rec["group_id"])
+                if key in seen:   # two files holding one group: a known answer is checked once a day
+                    if seen[key] != where:
+                        print(f"note: {where}: group {rec['group_id']} of {mission} was read already at {seen[key]}; "
+                              f"it is a gold check once", file=sys.stderr)
+                    continue
+                seen[key] = where
                 out.setdefault(mission, []).append({**rec, "mission": mission, "_gold_from": str(path)})
         except JsonlError as exc:
             problems.append(str(exc))
     if problems:
         raise GoldError(f"{len(problems)} problem(s) in the gold files:\n  " + "\n  ".join(problems[:20]))
+    if not out:
+        raise GoldError(f"--gold {' '.join(map(str, files))} holds no labelled group: nothing to mix in; give the "
+                        f"labels folder's files (<labels>/*_stage_a.jsonl) once a day has been reviewed, or leave "
+                        f"--gold out")
     return out
 
 

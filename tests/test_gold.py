@@ -198,3 +198,19 @@ def test_a_gold_check_never_replaces_or_hides_the_label_it_was_drawn_from(tmp_pa
     result = import_decisions([tmp_path / "gold.jsonl"], tmp_path / "labels")
     assert labels() == before
     assert result["gold"][M]["李工"]["n"] == 4 and result["gold"][M]["李工"]["correct"] == 0
+
+
+def test_gold_given_twice_is_read_once_and_an_empty_gold_file_is_named(tmp_path, capsys):
+    """--gold F F, or two files holding one group: each known answer once; a file without a labelled group is refused
+    (nothing would be mixed in, silently)."""
+    write_jsonl_atomic(tmp_path / "g.jsonl", [_record(k, "pass" if k % 2 else "fail") for k in range(4)])
+    write_jsonl_atomic(tmp_path / "h.jsonl", [_record(k, "pass" if k % 2 else "fail") for k in range(2, 6)])
+    registry = load_registry()
+    assert [g["group_id"] for g in load_gold([tmp_path / "g.jsonl", tmp_path / "g.jsonl"], registry)[M]] == \
+        [f"QC-OLD-{k}" for k in range(4)]
+    both = load_gold([tmp_path / "g.jsonl", tmp_path / "h.jsonl"], registry)[M]
+    assert sorted(g["group_id"] for g in both) == [f"QC-OLD-{k}" for k in range(6)]
+    assert "was read already" in capsys.readouterr().err
+    write_jsonl_atomic(tmp_path / "empty.jsonl", [])
+    with pytest.raises(GoldError, match="holds no labelled group"):
+        load_gold([tmp_path / "empty.jsonl"], registry)
