@@ -35,6 +35,7 @@ class OutputError(OSError):
 RESUME = "rerun the same command to resume (every group already in the file is kept)"
 
 MAX_LINE_BYTES = 64 * 2**20   # a Stage-A record of 200 photos x 8,192 tokens is under 10 MiB
+MAX_BLANK_LINES = 1_000_000   # blank lines a reader skips before it calls the file no JSONL any command wrote
 MAX_DEPTH = 64                # group-qc's records nest a few levels deep
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(rb"[\[\]{}]")
@@ -70,31 +71,42 @@ def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
     readers of finished files), else an error, ending with `remedy` (what the reader's user can do: a command without
     --overwrite says its own). Blank lines and a leading UTF-8 BOM are skipped."""
     path = Path(path)
-    with path.open("rb") as f:
-        data = f.read()
-    if data.startswith(codecs.BOM_UTF8):   # an editor's BOM is no part of the first record
-        data = data[len(codecs.BOM_UTF8):]
-    lines = data.split(b"\n")
-    last = len(lines) - 1  # the segment after the final "\n" ("" when the file ends cleanly)
-    for i, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        problem = line_problem(raw)
-        if problem:   # never parsed: not even as a torn tail, which is a short prefix of a record
-            raise JsonlError(f"{path}:{i + 1}: {problem}. {remedy}")
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
-            if i == last and allow_torn_tail:
-                if on_torn:
-                    on_torn(f"{path}:{i + 1}: torn last line skipped ({exc}); a Stage-A run was killed while "
-                            f"writing it: rerun that Stage-A command to resume, which repairs the file")
+    with path.open("rb") as f:   # streamed: a reader holds one line at a time, whatever the file's size
+        line_no, blank = 0, 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            line_no += 1
+            if line_no == 1 and raw.startswith(codecs.BOM_UTF8):   # an editor's BOM is no part of the first record
+                raw = raw[len(codecs.BOM_UTF8):]
+            last = not raw.endswith(b"\n")   # only the file's final segment lacks its "\n"
+            if len(raw) > MAX_LINE_BYTES:   # read no further than the bound: its length is unknown and needs no reading
+                raise JsonlError(f"{path}:{line_no}: a line of over {MAX_LINE_BYTES:,} bytes, the most a record may "
+                                 f"take. {remedy}")
+            if not raw.strip():
+                blank += 1
+                if blank > MAX_BLANK_LINES:
+                    raise JsonlError(f"{path}: over {MAX_BLANK_LINES:,} blank lines by line {line_no:,}: not a file a "
+                                     f"command wrote. {remedy}")
                 continue
-            where = "torn last line (killed writer?)" if i == last else "malformed line"
-            raise JsonlError(f"{path}:{i + 1}: {where}: {exc}. {remedy}") from None
-        yield i + 1, obj
+            raw = raw.rstrip(b"\n")
+            problem = line_problem(raw)
+            if problem:   # never parsed: not even as a torn tail, which is a short prefix of a record
+                raise JsonlError(f"{path}:{line_no}: {problem}. {remedy}")
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError) as exc:
+                if last and allow_torn_tail:
+                    if on_torn:
+                        on_torn(f"{path}:{line_no}: torn last line skipped ({exc}); a Stage-A run was killed while "
+                                f"writing it: rerun that Stage-A command to resume, which repairs the file")
+                    continue
+                where = "torn last line (killed writer?)" if last else "malformed line"
+                raise JsonlError(f"{path}:{line_no}: {where}: {exc}. {remedy}") from None
+            yield line_no, obj
 
 
 def repair_torn_tail(path: str | os.PathLike) -> int:

@@ -116,8 +116,26 @@ def test_a_line_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path):
         f.write(b'{"group_id": "a"}\n{"group_id": "big", "text": "')
         f.write(b"x" * MAX_LINE_BYTES)
         f.write(b'"}\n')
-    with pytest.raises(JsonlError, match=r"x\.jsonl:2: a line of 67,108,895 bytes, over the 67,108,864"):
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: a line of over 67,108,864 bytes, the most a record may take"):
         lines(path)
+
+
+def test_a_file_of_blank_lines_is_streamed_and_refused_after_the_bound(tmp_path, monkeypatch):
+    """A gigabyte of newlines once took 9.4 GB to read: the reader streams, holds one line, and gives up after
+    MAX_BLANK_LINES blank lines (here 20,000), naming the file."""
+    import tracemalloc
+
+    from qc_core import jsonl
+    monkeypatch.setattr(jsonl, "MAX_BLANK_LINES", 20_000)
+    path = tmp_path / "x.jsonl"
+    with path.open("wb") as f:
+        f.write(b"\n" * 500_000 + b'{"group_id": "a"}\n')
+    tracemalloc.start()
+    with pytest.raises(JsonlError, match=r"x\.jsonl: over 20,000 blank lines"):
+        lines(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**20, peak   # the old reader held the file whole, and its split list 50 times more
 
 
 def test_an_appender_refuses_a_pathological_last_line_instead_of_cutting_or_crashing(tmp_path):
