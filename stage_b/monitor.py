@@ -243,9 +243,13 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
                                f"separately, or use --days_under to take only this one's")
         day = Day(folder.name, folder)
         for path in files:
-            for _, rec in iter_jsonl(path):
+            for line_no, rec in iter_jsonl(path):
                 if rec.get("gold"):   # a known-answer check (stage_b.gold), not the day's work
                     continue
+                problem = verdict_line_problem(rec)
+                if problem:   # fails closed: a line the guard cannot read stops it, named
+                    raise MonitorError(f"{path}:{line_no}: {problem}: not a line the judge wrote; rerun the judge on "
+                                       f"that day with --overwrite, or restore the file")
                 key = (rec.get("mission"), rec.get("group_id"))
                 if key in seen:   # a work order judged again on a later day counts on the first
                     continue
@@ -259,6 +263,20 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
                 day.verdicts.setdefault(mission, []).append(rec)
         days.append(day)
     return days
+
+
+def verdict_line_problem(rec: dict) -> str | None:
+    """What a verdict line lacks that the guard reads (its group, verdict, p_fail, route, audit share), or None."""
+    if not isinstance(rec.get("group_id"), str) or not isinstance(rec.get("mission"), str):
+        return "no group_id or mission"
+    if rec.get("verdict") not in (PASS, FAIL):
+        return f"verdict {rec.get('verdict')!r} is neither {PASS} nor {FAIL}"
+    p = rec.get("p_fail")
+    if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
+        return f"p_fail {p!r} is not a probability"
+    if "route" in rec and rec["route"] not in ("auto", "review", "audit"):
+        return f"route {rec['route']!r} is not auto, review or audit"
+    return None
 
 
 def days_under(parent: Path, op_digest: str) -> list[Path]:
@@ -293,7 +311,13 @@ def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
     if not log_path.exists():
         return {}
     try:
-        log = [rec for _, rec in iter_jsonl(log_path, remedy="Restore the decisions log from a backup.")]
+        log = []
+        for line_no, rec in iter_jsonl(log_path, remedy="Restore the decisions log from a backup."):
+            missing = [k for k in ("mission", "group_id", "decision", "reviewer", "record") if k not in rec]
+            if missing or not isinstance(rec.get("record"), dict):
+                raise MonitorError(f"{log_path}:{line_no}: a decision without {', '.join(missing) or 'its record'}: "
+                                   f"the decisions log is damaged; restore it from a backup")
+            log.append(rec)
     except JsonlError as exc:
         raise MonitorError(f"{exc}: the decisions log is damaged; restore it from a backup") from None
     return {key: g["status"] for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}

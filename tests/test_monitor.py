@@ -263,3 +263,32 @@ def test_a_day_edited_to_nan_or_another_state_is_refused(tmp_path, key, value):
 def test_a_clean_run_out_of_range_is_refused(value, message):
     with pytest.raises(mon.MonitorError, match=f"--tightened_clean_days '{value}' .*{message}"):
         mon.check_clean_days(value)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda line: line.update(p_fail=None), "p_fail None is not a probability"),
+    (lambda line: line.pop("verdict"), "verdict None is neither"),
+    (lambda line: line.update(route="somewhere"), "route 'somewhere'"),
+])
+def test_a_verdict_line_the_guard_cannot_read_stops_it_naming_the_line(tmp_path, edit, message):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    path = tmp_path / "day1" / f"{M}_verdicts.jsonl"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    edit(lines[2])
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    write_labels(tmp_path / "labels", {})
+    with pytest.raises(mon.MonitorError, match=f"_verdicts.jsonl:3: {message}"):
+        run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")
+
+
+@pytest.mark.parametrize("key", ["record", "decision", "group_id"])
+def test_a_decisions_log_line_without_what_a_label_needs_is_named(tmp_path, key):
+    write_labels(tmp_path / "labels", {(M, "g1"): "通过", (M, "g2"): "不通过"})
+    path = tmp_path / "labels" / "decisions.jsonl"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    lines[1].pop(key)
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    from qc_core.missions import load_registry
+    with pytest.raises(mon.MonitorError, match=f"decisions.jsonl:2: a decision without {key}"):
+        mon.read_labels(tmp_path / "labels", load_registry())
