@@ -46,12 +46,17 @@ days_parent=$(dirname "$output_dir")
 monitor_dir="$days_parent/monitor"
 
 # Settings a day cannot run without are checked before Stage-A reads a single photo: the operating point file, the
-# audit share, the labels folder.
-"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" <<'PY' || exit 2
+# audit share and seed, the labels folder, a monitor= file.
+"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" "$audit_seed" "$monitor" <<'PY' || exit 2
 import sys
 from qc_core.exits import run_cli
 def check():
-    op, share, labels, reviewers, overlap = sys.argv[1:]
+    op, share, labels, reviewers, overlap, seed, monitor = sys.argv[1:]
+    if seed and not seed.lstrip("-").isdigit():
+        raise ValueError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
+    if monitor and monitor != "none":
+        from stage_b.monitor import load_monitor
+        load_monitor(monitor)
     from stage_b.day_shares import check_share_setting
     check_share_setting(share, "audit_share=")
     from stage_b.assign import check_overlap_share, check_reviewers
