@@ -292,3 +292,51 @@ def test_a_decisions_log_line_without_what_a_label_needs_is_named(tmp_path, key)
     from qc_core.missions import load_registry
     with pytest.raises(mon.MonitorError, match=f"decisions.jsonl:2: a decision without {key}"):
         mon.read_labels(tmp_path / "labels", load_registry())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What each day counts (planted bugs that changed a number without a test noticing)
+# --------------------------------------------------------------------------------------------------------------
+def test_the_drift_tests_pin_their_p_values():
+    """Fisher's exact two-sided test on the 2x2 table [[k, n - k], [v_k, v_n - v_k]]: a table built wrong (rows or
+    columns swapped into another table) moves the value."""
+    assert mon.fisher_p(10, 20, 5, 40) == pytest.approx(0.0033547, rel=1e-4)
+    assert mon.fisher_p(3, 20, 10, 40) == pytest.approx(0.5128299, rel=1e-4)
+    d = mon.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.001)
+    assert d["defect_p"] == pytest.approx(0.0033547, rel=1e-4) and not d["fired"]
+    assert mon.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.01)["fired"]
+
+
+def test_an_audited_auto_fail_a_person_failed_is_a_caught_defect_not_an_escape():
+    verdicts = [{"group_id": "a", "verdict": "不通过", "p_fail": 0.9, "route": "audit", "audit_probability": 0.5},
+                {"group_id": "b", "verdict": "通过", "p_fail": 0.1, "route": "audit", "audit_probability": 0.5},
+                {"group_id": "c", "verdict": "通过", "p_fail": 0.1, "route": "review", "review_scope": "group"},
+                {"group_id": "d", "verdict": "通过", "p_fail": 0.1, "route": "auto", "audit_probability": 0.5}]
+    labels = {(M, "a"): "fail", (M, "b"): "fail", (M, "c"): "fail"}
+    row = mon.day_counts("d1", verdicts, labels, M)
+    assert (row["escapes"], row["audited_auto_passed"], row["audited_auto_failed_defects"],
+            row["reviewed_defects"], row["auto_passed"], row["audit_share"]) == (1, 1, 1, 1, 2, 0.5)
+
+
+def test_the_monitor_holds_promises_at_the_family_wise_per_claim_confidence(tmp_path):
+    from dataclasses import replace
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    write_labels(tmp_path / "labels", {})
+    family = {"claims": 2, "per_claim_confidence": 0.9, "family_confidence": 0.8, "family_wise": True, "sides": 1,
+              "certified_claims": 2, "certified_claims_hold_together": 0.8}
+    result = run_monitor(tmp_path, replace(op, family=family), op_path, digest, [tmp_path / "day1"],
+                         tmp_path / "labels")
+    assert result["confidence"] == pytest.approx(0.9) and result["missions"][M]["promise"]["confidence"] == \
+        pytest.approx(0.9)
+
+
+def test_an_edited_lower_bound_is_refused(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)])
+    write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})
+    result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
+                                               tmp_path / "labels")))
+    result["missions"][M]["days"][0]["escape_lower"] = 0.0
+    with pytest.raises(mon.MonitorError, match="escape_lower"):
+        mon.check_monitor(result, "monitor.json")
