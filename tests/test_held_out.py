@@ -92,3 +92,18 @@ def test_a_model_merged_from_a_runs_adapter_obeys_the_run(tmp_path, engine, mode
                           str(EVAL_SEED), "--output_dir", str(tmp_path / "o")]) == 2
     assert "were in the training run's train split" in capsys.readouterr().err
     assert evaluate.main(["--model", str(merged), "--no_review", "--output_dir", str(tmp_path / "own")]) == 0
+
+
+def test_a_promise_rests_on_its_latest_decision_and_weights_are_looked_up_by_mission_and_group():
+    """evidence_through is the latest reviewer decision (not the earliest); one work order id in two missions keeps
+    each mission's own review record and weight."""
+    from stage_b.evaluate.held_out import promise_basis, with_evidence
+    def record(gid, mission, probability, day):
+        return {"group_id": gid, "mission": mission, "model": "sa",
+                "review": {"route": "audit", "audit_probability": probability,
+                           "decided_at": f"2026-11-{day}T09:00:00+00:00"}}
+    records = [record("QC-1", "A", 0.5, 27), record("QC-2", "A", 0.5, 28), record("QC-1", "B", 0.25, 26)]
+    basis = promise_basis(records, {("A", "QC-1"), ("A", "QC-2"), ("B", "QC-1")})
+    assert basis["A"]["evidence_through"] == "2026-11-28T09:00:00+00:00"
+    predictions = [{"group_id": "QC-1", "mission": "A"}, {"group_id": "QC-1", "mission": "B"}]
+    assert [p["evidence"]["weight"] for p in with_evidence(predictions, records)] == [2.0, 4.0]

@@ -69,3 +69,13 @@ def test_only_fair_samples_weigh_in_a_bound(review, weight, why):
 def test_a_verdict_line_written_before_routes_has_the_route_its_flag_implies():
     assert route_of_record({"needs_review": True}) == REVIEW and route_of_record({"needs_review": False}) == AUTO
     assert route_of_record({"needs_review": False, "route": AUDIT}) == AUDIT
+
+
+@pytest.mark.parametrize("what, mission_why, group_why, gold, route", [
+    ("a gold check flagged by its own score stays a blind audit", [], ["the reason names no defect"], True, "audit"),
+    ("a day's group flagged by its own score goes to review", [], ["the reason names no defect"], False, "review"),
+    ("a gold check of a mission sent whole to review is reviewed like the day's", ["withdrawn"], [], True, "review"),
+])
+def test_where_a_gold_check_goes(what, mission_why, group_why, gold, route):
+    from stage_b.routes import route_of
+    assert route_of(mission_why, group_why, 0.05, 1, "BBU接地线检查", "g", gold=gold)["route"] == route, what
