@@ -367,3 +367,22 @@ def test_one_work_order_in_two_missions_is_asked_about_twice_each_with_its_missi
     assert not failed and len(rows) == 2
     for (mission, _), row in rows.items():
         assert row["mission"] == mission and f"检查任务：{mission}" in row["messages"][1]["content"]
+
+
+def test_a_day_mixing_the_certified_stage_a_model_with_another_is_withdrawn():
+    """Summaries of the certified Stage-A model and of a new one on one day: the mission goes to review (the set of
+    today's models minus the certified ones is not empty), naming the new model; the certified model alone is not."""
+    from stage_b.operating_point import MissionPoint, OperatingPoint
+    point = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="p",
+                         stage_a={"models": ["fp-old"]})
+    op = OperatingPoint(model={}, adapters=[], missions={"M": point})
+    mixed = {"M": [{"model_fingerprint": "fp-old"}, {"model_fingerprint": "fp-new"}]}
+    assert "fp-new" in judge.mission_withdrawals(op, "d", None, None, mixed, ["M"])["M"]
+    assert judge.mission_withdrawals(op, "d", None, None, {"M": [{"model_fingerprint": "fp-old"}]}, ["M"]) == {}
+
+
+def test_audited_groups_are_decided_without_review_in_the_automation_share():
+    verdicts = [{"mission": "M", "verdict": "通过", "route": r} for r in ("auto", "audit", "audit", "review")]
+    counts = judge.automation_of(None, ["M"], verdicts)["per_mission"]["M"]
+    assert (counts["judged"], counts["auto_decided"], counts["audited"]) == (4, 3, 2)
+    assert counts["automation_share"] == 0.75
