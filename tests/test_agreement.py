@@ -151,3 +151,31 @@ def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_
         encoding="utf-8").splitlines())}
     assert labels["QC-30"]["review"]["certifies"] is False                     # b alone: kept, certifies nothing
     assert all("certifies" not in r["review"] for g, r in labels.items() if g != "QC-30")   # both agreed: confirmed
+
+
+def _pair(kappa, n=12):
+    return {"kappa": kappa, "n": n}
+
+
+@pytest.mark.parametrize("what, agreement, gold, expected", [
+    ("each reviewer keeps their lowest kappa: two below the bar with c, fine with each other",
+     {"m": {("a", "b"): _pair(0.95), ("a", "c"): _pair(0.3), ("b", "c"): _pair(0.35)}}, None,
+     {"a": "below the bar", "b": "below the bar", "c": "below the bar"}),
+    ("a low gold score overrides an ok kappa (2 of 6 right)",
+     {"m": {("a", "b"): _pair(0.95)}}, {"m": {"a": {"n": 6, "correct": 2, "unsure": 0}}},
+     {"a": "below the bar", "b": "ok"}),
+    ("an ok gold score never lifts a low kappa",
+     {"m": {("a", "b"): _pair(0.2)}}, {"m": {"a": {"n": 6, "correct": 6, "unsure": 0}}},
+     {"a": "below the bar", "b": "below the bar"}),
+])
+def test_the_reviewer_bar(what, agreement, gold, expected):
+    from stage_b.agreement import quality
+    bar = quality(agreement, 0.6, gold, 0.8)
+    assert {r: q["status"] for r, q in bar["m"].items()} == expected, what
+
+
+def test_unsure_answers_on_gold_are_neither_right_nor_wrong():
+    from stage_b.agreement import gold_scores
+    groups = {("m", f"g{k}"): {"record": {"gold": {"label": "fail"}}, "decisions": [
+        {"reviewer": "a", "decision": "unsure" if k < 5 else "不通过"}]} for k in range(7)}
+    assert gold_scores(groups)["m"]["a"] == {"n": 2, "correct": 2, "unsure": 5}
