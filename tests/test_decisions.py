@@ -127,3 +127,26 @@ def test_the_command_prints_per_mission_and_exits_2_on_bad_input(verdicts, tmp_p
                           "--output_dir", str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "nope.jsonl: no such decisions file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _logged(reviewer, decision, at, record):
+    return {"mission": "m", "group_id": "g", "reviewer": reviewer, "decision": decision, "decided_at": at,
+            "record": record, "verdict": record.get("verdict"), "route": record.get("route")}
+
+
+@pytest.mark.parametrize("what, log, status, record_id", [
+    ("of two decisions in the same second, the later logged wins",
+     [_logged("r", "通过", "2026-11-27T10:00:00+00:00", {"id": 1}),
+      _logged("r", "不通过", "2026-11-27T10:00:00+00:00", {"id": 2})], "fail", 2),
+    ("the label takes the newest decision's record, whoever decided it",
+     [_logged("a", "不通过", "2026-11-27T11:00:00+00:00", {"id": 2, "verdict": "不通过", "route": "audit"}),
+      _logged("b", "不通过", "2026-11-27T10:00:00+00:00", {"id": 1, "verdict": "通过", "route": "review"})],
+     "fail", 2),
+    ("times compare in UTC: 18:00 at +08:00 is before 11:00 UTC",
+     [_logged("r", "不通过", "2026-11-27T11:00:00+00:00", {"id": 1}),
+      _logged("r", "通过", "2026-11-27T18:00:00+08:00", {"id": 2})], "fail", 1),
+])
+def test_which_decision_labels_a_group(what, log, status, record_id):
+    from stage_b.decisions import resolve
+    g = resolve(log)[("m", "g")]
+    assert (g["status"], g["record"]["id"]) == (status, record_id), what
