@@ -150,3 +150,11 @@ def test_which_decision_labels_a_group(what, log, status, record_id):
     from stage_b.decisions import resolve
     g = resolve(log)[("m", "g")]
     assert (g["status"], g["record"]["id"]) == (status, record_id), what
+
+
+def test_a_decision_time_is_kept_in_utc_so_that_times_compare_as_text():
+    """evidence_through and a withdrawal's date are compared as ISO text: a time kept in the reviewer's zone would
+    sort a decision made after a withdrawal before it."""
+    from stage_b.decisions import _when
+    assert _when("2026-11-27T18:00:00+08:00").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
+    assert _when("2026-11-27T10:00:00Z").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
