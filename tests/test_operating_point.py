@@ -279,3 +279,25 @@ def test_fields_the_live_guard_reads_are_checked_at_load(field, value):
              field: value}
     with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
         MissionPoint.from_json(entry, "F: M")
+
+
+def test_the_escape_bound_weighs_audits():
+    """Auto-passed points, 10 validation groups (weight 1) and 4 audits (weight 4), 2 of the audits escapes: the
+    escape rate is the weighted share (8 of 26) and its bound the weighted one, not the unweighted 2 of 14."""
+    from stage_b.certify import upper_bound, upper_bound_weighted
+    from stage_b.operating_point import escape_rate
+    points = [(0.1, "通过", 1.0)] * 10 + [(0.1, "通过", 4.0)] * 2 + [(0.1, "不通过", 4.0)] * 2
+    entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0}
+    e = escape_rate(points, entry, 0.9)
+    assert (e["auto_passed"], e["escapes"]) == (14, 2) and e["rate"] == pytest.approx(8 / 26)
+    assert e["upper"] == pytest.approx(upper_bound_weighted([4.0, 4.0], [1.0] * 10 + [4.0] * 4, 0.9))
+    assert e["upper"] != pytest.approx(upper_bound(2, 14, 0.9))
+
+
+def test_an_auto_fail_threshold_below_the_auto_pass_one_is_refused_certified_or_not():
+    from stage_b.operating_point import MissionPoint, OperatingPointError
+    for certified in (True, False):
+        entry = {"threshold": 0.5, "threshold_fail": 0.3, "review_margin": 0.0, "certified": certified,
+                 "promise": ""}
+        with pytest.raises(OperatingPointError, match="threshold_fail 0.3 is below threshold 0.5"):
+            MissionPoint.from_json(entry, "F: M")
