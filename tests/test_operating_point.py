@@ -301,3 +301,14 @@ def test_an_auto_fail_threshold_below_the_auto_pass_one_is_refused_certified_or_
                  "promise": ""}
         with pytest.raises(OperatingPointError, match="threshold_fail 0.3 is below threshold 0.5"):
             MissionPoint.from_json(entry, "F: M")
+
+
+@pytest.mark.parametrize("above, errors", [(True, 2.0), (False, 20.0)])
+def test_the_weighted_overkill_bound_counts_the_groups_at_or_above_the_auto_fail_threshold(above, errors):
+    """Good groups (weight 2): ten at p_fail 0.1, one at 0.9; at an auto-fail threshold of 0.8 the overkill counts the
+    one at or above it (2 of 22), the miss side counts those below (20 of 22)."""
+    from stage_b.certify import upper_bound_weighted
+    from stage_b.operating_point import _bound_below, _weighted_below
+    values, weights, running = _weighted_below([(0.1, "通过", 2.0)] * 10 + [(0.9, "通过", 2.0)], "通过")
+    assert _bound_below(values, weights, running, 0.8, 0.9, above=above) == \
+        pytest.approx(upper_bound_weighted([errors], weights, 0.9))
