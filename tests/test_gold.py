@@ -214,3 +214,13 @@ def test_gold_given_twice_is_read_once_and_an_empty_gold_file_is_named(tmp_path,
     write_jsonl_atomic(tmp_path / "empty.jsonl", [])
     with pytest.raises(GoldError, match="holds no labelled group"):
         load_gold([tmp_path / "empty.jsonl"], registry)
+
+
+def test_a_group_judged_today_is_never_drawn_as_gold():
+    """Every gold group is drawn (share 1, more of today's groups than gold ones), so the one judged today would be
+    drawn too if the draw did not leave it out, whatever the seed."""
+    gold = {M: [{**_record(k, "fail"), "_gold_from": "/g.jsonl"} for k in range(3)]}
+    today = {M: [_record(k) for k in (1, 10, 11, 12, 13)]}   # QC-OLD-1 is today's work too
+    for seed in range(5):
+        drawn = [g["group_id"] for g in mix_in(gold, today, 1.0, seed)[M]]
+        assert sorted(drawn) == ["QC-OLD-0", "QC-OLD-2"], seed
