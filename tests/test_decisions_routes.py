@@ -88,3 +88,19 @@ def test_a_review_band_decided_whole_counts_and_one_decided_in_part_does_not(tmp
     assert len(whole) == len(band)
     assert all(r["band_census"] is True and r["band"]["groups"] == len(band) and evidence_weight(r) == 1.0
                for r in whole.values())
+
+
+def test_the_route_is_read_from_the_verified_verdict_file_never_from_the_export(tmp_path, synthetic):
+    """An export edited to call a reviewed group an audit: the label keeps the route its verdict line holds."""
+    out, verdicts = audited_day(tmp_path, synthetic)
+    review = next(v for v in verdicts if v["route"] == "review")
+    path = judge.verdicts_path(out, review["mission"])
+    line = decision_line(review, "不通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
+    line.update(route="audit", audit_probability=1.0, review_scope=None)
+    write_jsonl_atomic(tmp_path / "d.jsonl", [line])
+    result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert result["groups"][(review["mission"], review["group_id"])]["route"] == "review"
+    rows = [json.loads(x) for f in (tmp_path / "labels").glob("*_stage_a.jsonl")
+            for x in f.read_text(encoding="utf-8").splitlines()]
+    assert [r["review"]["route"] for r in rows] == ["review"]
+    assert result["summary"][review["mission"]].get("audited", {}).get("decided", 0) == 0
