@@ -386,3 +386,21 @@ def test_audited_groups_are_decided_without_review_in_the_automation_share():
     counts = judge.automation_of(None, ["M"], verdicts)["per_mission"]["M"]
     assert (counts["judged"], counts["auto_decided"], counts["audited"]) == (4, 3, 2)
     assert counts["automation_share"] == 0.75
+
+
+def test_a_withdrawn_missions_groups_go_to_review_with_mission_scope():
+    """Withdrawn: every group to review, scope `mission` (the group was not chosen by its own score, so its label is
+    fair evidence, stage_b.routes), the withdrawal named first."""
+    from tests.helpers import AUDITED_POINT
+    record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"], "per_image": {"图片_1": "接地线松动"}}
+    line = judge.verdict_record(record, 0.1, AUDITED_POINT, "通过\n理由: 图片_1 接地线已捆扎",
+                                {"audit_share": 1.0, "audit_seed": 1, "withdrawn": "the miss rate broke"})
+    assert (line["route"], line["review_scope"]) == ("review", "mission")
+    assert line["review_why"][0] == "promise withdrawn: the miss rate broke"
+
+
+def test_a_group_sent_to_two_reviewers_is_in_both_queues():
+    from stage_b.assign import assignees
+    both = [assignees(["王工", "李工", "张工"], 1.0, 7, "M", f"g{k}") for k in range(50)]
+    assert all(len(a) == 2 and a[0] != a[1] for a in both)
+    assert {r for a in both for r in a[1:]} == {"王工", "李工", "张工"}   # every reviewer is someone's second
