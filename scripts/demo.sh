@@ -49,7 +49,7 @@ STAGE_B_SFT_STEPS=${DEMO_STAGE_B_SFT_STEPS:-150}
 STAGE_B_SFT_ROWS_PER_STEP=${DEMO_STAGE_B_SFT_ROWS_PER_STEP:-16}
 GRPO_STEPS=${DEMO_GRPO_STEPS:-30}
 TODAY_GROUPS=${DEMO_TODAY_GROUPS:-10}          # today's work orders, per label and mission (unreviewed)
-DAY_GROUPS=${DEMO_DAY_GROUPS:-10}              # each later day's work orders, per label and mission
+DAY_GROUPS=${DEMO_DAY_GROUPS:-8}               # each later day's work orders, per label and mission
 # Half the groups decided without review are audited: with 10 groups per label and mission a day, that is 5-10 audits
 # per certified mission and day, about what a 5% share of 100-200 daily work orders per mission gives in production.
 AUDIT_SHARE=${DEMO_AUDIT_SHARE:-0.5}
@@ -198,22 +198,31 @@ echo "  the promises on the validation groups alone, then with the reviewed grou
 
 step "10/10 promises on live work: days 2-5 at the re-certified operating point, audited, reviewed and monitored"
 OP2="$OUT/eval/recertified/operating_point.json"
-# The shift hits the certified mission that passes the most validation groups without review (its promise is the one
-# live work can break).
-SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
-ok = [(e["escape"]["auto_passed"], k) for k, e in m.items() if e["certified"] and (e.get("escape") or {}).get("auto_passed")]
-print(max(ok)[1] if ok else "")' "$OP2")
-if [ -z "$SHIFT" ]; then
+# The certified missions that pass groups without review (their promises are the ones live work can break), most first
+CANDIDATES=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
+ok = sorted(((e["escape"]["auto_passed"], k) for k, e in m.items() if e["certified"] and (e.get("escape") or {}).get("auto_passed")), reverse=True)
+print(" ".join(k for _, k in ok))' "$OP2")
+if [ -z "$CANDIDATES" ]; then
   echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
 else
-  echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened, never withdrawn);"
-  echo "  day 4 a new cabinet look hides $SHIFT's defect from Stage-A (the generator's --shift); day 5 $SHIFT alone."
-  echo "  Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's volume);"
-  echo "  the demo's days are tiny, so its drift tests run at 0.05 and one clean tightened day returns a mission to"
-  echo "  normal (monitor_extra=; production: 0.001 and 5 days)"
+  echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened where drift shows it,"
+  echo "  never withdrawn; back to normal after a clean tightened day); day 4 a new cabinet look hides one certified"
+  echo "  mission's defect from Stage-A (the generator's --shift: a mission not tightened on day 3); day 5 that mission"
+  echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's"
+  echo "  volume); the demo's days are tiny, so its drift tests run at 0.05 and one clean tightened day returns a mission"
+  echo "  to normal (monitor_extra=; production: 0.001 and 5 days)"
+  MONITOR_EXTRA="--drift_alpha 0.05 --tightened_clean_days 1"
   rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4,5}
+  SHIFT=""
   for day in 2 3 4 5; do
     flags=(); missions=all; groups=$DAY_GROUPS; what="every mission"
+    if [ "$day" -eq 4 ]; then   # the shift hits the first candidate the monitor did not tighten on day 3
+      "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
+        --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > /dev/null
+      SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
+c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") != "tightened"), c[0]))' \
+        "$OUT/days/monitor/monitor.json" "$CANDIDATES")
+    fi
     case $day in
       3) flags=(--fail_factor 3); what="every mission, three times the defective work" ;;
       4) flags=(--shift "$SHIFT"); what="every mission (shifted: $SHIFT)" ;;
@@ -225,8 +234,7 @@ else
     # labels=: the day starts with the monitor over the days before it; the judge reads its states and withdrawals
     bash scripts/judge.sh mission="$missions" cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
       stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
-      audit_share=plan audit_seed="$day" labels="$OUT/labels" \
-      monitor_extra="--drift_alpha 0.05 --tightened_clean_days 1" \
+      audit_share=plan audit_seed="$day" labels="$OUT/labels" monitor_extra="$MONITOR_EXTRA" \
       stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" \
       2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn|inspection tightened" \
       | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'
@@ -236,7 +244,7 @@ else
       | grep -E "decision\(s\) added" | sed 's/^/     /'
   done
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
-    --output_dir "$OUT/days/monitor" --drift_alpha 0.05 --tightened_clean_days 1 > "$OUT/days/monitor.log"
+    --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > "$OUT/days/monitor.log"
   echo "  the monitor after day 5's review, per day and mission (the whole story: $OUT/days/monitor.log):"
   "$PY" -m group_qc_dev.monitor_table "$OUT/days/monitor/monitor.json" | sed 's/^/  /'
   "$PY" - "$OUT/days/day5" "$SHIFT" <<'PY'
