@@ -226,11 +226,16 @@ def operating_points_of(folder: Path) -> set:
 
 def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
     """The days, each checked: the folder exists, holds verdict files, and every line names this operating point."""
-    days, seen = [], {}
+    days, seen, given = [], {}, {}
     for folder in map(Path, folders):
         if not folder.is_dir():
             raise MonitorError(f"day folder {folder} does not exist: give the folders the judge wrote "
                                f"(--output_dir of python -m stage_b.judge), or --days_under their parent")
+        real = folder.resolve()   # a symlink or a second spelling of a folder is the same day
+        if real in given:
+            raise MonitorError(f"day folder {folder} is {given[real]} given again (the same folder): a day counts "
+                               f"once; give each day folder once")
+        given[real] = str(folder)
         files = verdict_files(folder)
         if not files:
             raise MonitorError(f"day folder {folder} holds no *{VERDICTS_SUFFIX}: is it a judge's output folder?")
@@ -262,7 +267,29 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
                     continue
                 day.verdicts.setdefault(mission, []).append(rec)
         days.append(day)
+    check_order(days)
     return days
+
+
+def first_judged(day: Day) -> str | None:
+    """When the day's first verdict line was written (created_at, UTC ISO text), if its lines say."""
+    times = [v["created_at"] for lines in day.verdicts.values() for v in lines if isinstance(v.get("created_at"), str)]
+    return min(times) if times else None
+
+
+def check_order(days: list[Day]) -> None:
+    """Days in the order they were judged: the detectors and the tightened share read them in order, so a day given
+    before one judged earlier is refused, naming both (a resumed day may run late; only its first line counts)."""
+    previous = None
+    for day in days:
+        first = first_judged(day)
+        if first is None:
+            continue
+        if previous is not None and first < previous[1]:
+            raise MonitorError(f"days out of order: {day.folder} was first judged at {first}, before {previous[0]} "
+                               f"({previous[1]}), which is given before it; give the day folders in the order they "
+                               f"were judged (--days_under takes them by name: name them by date)")
+        previous = (day.folder, first)
 
 
 def verdict_line_problem(rec: dict) -> str | None:

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from qc_core.missions import load_registry
 from stage_b import monitor as mon
 from stage_b.operating_point import MissionPoint, OperatingPoint, build_operating_point
 from tests.helpers import run_monitor, write_day, write_labels
@@ -340,3 +341,42 @@ def test_an_edited_lower_bound_is_refused(tmp_path):
     result["missions"][M]["days"][0]["escape_lower"] = 0.0
     with pytest.raises(mon.MonitorError, match="escape_lower"):
         mon.check_monitor(result, "monitor.json")
+
+
+def test_the_same_day_given_twice_or_through_a_link_is_refused(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    (tmp_path / "link").symlink_to(tmp_path / "day1")
+    write_labels(tmp_path / "labels", {})
+    for second in (tmp_path / "day1", tmp_path / "link"):
+        with pytest.raises(mon.MonitorError, match="given again"):
+            run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", second], tmp_path / "labels")
+
+
+def test_days_out_of_order_are_refused_naming_both(tmp_path):
+    op, op_path, digest = make_op(tmp_path)
+    for name, at in (("day1", "2026-11-27T09:00:00+00:00"), ("day2", "2026-11-28T09:00:00+00:00")):
+        write_day(tmp_path / name, digest, normal_day(name))
+        path = tmp_path / name / f"{M}_verdicts.jsonl"
+        lines = [{**json.loads(x), "created_at": at} for x in path.read_text(encoding="utf-8").splitlines()]
+        path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    write_labels(tmp_path / "labels", {})
+    run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
+    with pytest.raises(mon.MonitorError, match="days out of order: .*day1 was first judged at 2026-11-27.*before .*day2"):
+        run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day2", tmp_path / "day1"], tmp_path / "labels")
+
+
+def test_a_day_judged_below_the_share_the_tightened_state_asked_for_is_named_and_not_clean(tmp_path):
+    """Day 1 drifts (every summary a defect): tightened, the state asks for a larger share; day 2 is judged at the
+    normal share all the same: the monitor names it, and the day does not end the tightened run."""
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [(f"a{i}", "不通过", 0.9, "auto", True) for i in range(40)])
+    write_day(tmp_path / "day2", digest, normal_day("b"))
+    write_labels(tmp_path / "labels", {(M, f"bp{i}"): "通过" for i in range(10)})
+    days = mon.read_days([tmp_path / "day1", tmp_path / "day2"], digest, load_registry())
+    result = mon.build_monitor(op, op_path, digest, days, mon.read_labels(tmp_path / "labels", load_registry()),
+                               0.001, tmp_path / "labels", clean_days=1)
+    d1, d2 = result["missions"][M]["days"]
+    assert d1["state"] == "tightened" and d1["next_audit_share"] > 0.5
+    assert "judged at audit share 0.5, and the tightened state asked for" in d2["share_note"]
+    assert d2["state"] == "tightened"   # one clean day would have ended the run (clean_days=1); this one is not clean
