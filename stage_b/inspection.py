@@ -131,14 +131,14 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
     if miss.alarmed(promise.alarm_level):
         return Inspection(WITHDRAWN, (
             f"the miss rate is above the promised {_pct(promise.miss_rate)}: the miss-rate detector reached "
-            f"{miss.value:.3g} >= {promise.alarm_level:.3g} on day {day.day} ({day.escapes} escapes in "
+            f"{miss.value:.3g} >= {promise.alarm_level:.3g} on {day.day} ({day.escapes} escapes in "
             f"{day.audited_auto_passed} audited auto-passed groups that day; label evidence withdraws)"),
             escape=escape, miss=miss, withdrawn_day=day.day)
     if escape.alarmed(promise.alarm_level):
         return Inspection(WITHDRAWN, (
             f"escapes beyond what the day's mix of work explains: the escape-rate detector against "
             f"{_pct(null)} (the promised {_pct(promise.escape_rate)} at today's mix) reached {escape.value:.3g} >= "
-            f"{promise.alarm_level:.3g} on day {day.day} ({day.escapes} escapes in {day.audited_auto_passed} "
+            f"{promise.alarm_level:.3g} on {day.day} ({day.escapes} escapes in {day.audited_auto_passed} "
             f"audited auto-passed groups that day; label evidence withdraws)"),
             escape=escape, miss=miss, withdrawn_day=day.day)
     signals = []
@@ -151,17 +151,17 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
         signals.append(f"the escape rate's live bound lies above the promised {_pct(promise.escape_rate)}")
     if before.state == NORMAL or before.state not in STATES:
         if signals:
-            return Inspection(TIGHTENED, f"tightened on day {day.day}: " + "; ".join(signals) + " (look harder: only "
+            return Inspection(TIGHTENED, f"tightened on {day.day}: " + "; ".join(signals) + " (look harder: only "
                               "labels withdraw)", 0, escape, miss)
-        return Inspection(NORMAL, f"normal on day {day.day}: no drift, no escape", 0, escape, miss)
+        return Inspection(NORMAL, f"normal on {day.day}: no drift, no escape", 0, escape, miss)
     clean = day.may_end_tightening and bool(day.audited_auto_passed) and \
         (miss_e is None or day_evalue(miss_e) <= 1.0)
     clean_days = before.clean_days + 1 if clean else 0
     if clean_days >= promise.clean_days:
-        return Inspection(NORMAL, f"back to normal on day {day.day}: {clean_days} tightened days in a row whose "
+        return Inspection(NORMAL, f"back to normal on {day.day}: {clean_days} tightened days in a row whose "
                                   f"audits bring no evidence against the promise", 0, escape, miss, rebased=True)
     return Inspection(TIGHTENED, f"tightened ({clean_days} of {promise.clean_days} clean days in a row"
-                      + (f"; day {day.day}: " + "; ".join(signals) if signals else "") + ")",
+                      + (f"; {day.day}: " + "; ".join(signals) if signals else "") + ")",
                       clean_days, escape, miss)
 
 

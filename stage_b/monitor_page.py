@@ -95,7 +95,7 @@ def render(monitor: dict, png_name: str) -> str:
         for d in m["days"]:
             rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
                 mission, d["day"], d["judged"], _pct(d["automation_share"]), d.get("state", ""),
-                _pct(d["audit_share"]) + (f" (asked {_pct(d['share_asked'])})" if d.get("share_asked") else ""),
+                _pct(d["audit_share"]) + (f" (asked {_pct(d['share_asked'])})" if d.get("share_note") else ""),
                 d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}",
                 f"{d['cum_escapes']} / {d['cum_audited']}",
                 f"[{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}]", _pct(m["promise"]["escape_rate"]),
@@ -132,8 +132,9 @@ on average at least {years if years is not None else '?'} years per mission befo
 stage_b.detector). <b>What tightens inspection:</b> drift of p_fail or of the share of summaries showing a defect
 (tests at {monitor['drift_alpha']:g} each per mission and day), an escape that gives the escape detector 10:1, the
 escape rate's live bound above its promise: the next day is audited at the tightened share (a tenfold rise of the
-escape rate seen within a day), back to normal after 5 tightened days whose audits bring no evidence against the
-promise. The live escape bound (a confidence sequence, valid on every day at once) says when a promise holds.</p>
+escape rate seen within a day), back to normal after {monitor.get('tightened_clean_days')} tightened day(s) in a row
+whose audits bring no evidence against the promise. The live escape bound (a confidence sequence, valid on every day
+at once) says when a promise holds.</p>
 <ul>{status}</ul>
 <img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
 <table><tr>{''.join(f'<th>{e(c)}</th>' for c in columns)}</tr>

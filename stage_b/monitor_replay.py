@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .detector import day_evalue, day_log_evalues
-from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, WITHDRAWN, DayEvidence,
+from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, TIGHTENED, WITHDRAWN, DayEvidence,
                          Inspection, Promise, miss_observations, mix_adjusted_escape, step, tightened_share)
 
 HOLDS, UNVERIFIED = "holds", "unverified"
@@ -61,7 +61,9 @@ class MissionReplay:
         row = dict(row)
         drift = drift_for(i, self.reference)
         share, asked = row["audit_share"], self.asked
-        short = asked is not None and (share is None or share < asked - 1e-9)
+        # only a tightened state asks for a share the judge must use (in normal the share is the judge's own)
+        short = self.inspection.state == TIGHTENED and asked is not None and \
+            (share is None or share < asked - 1e-9) and bool(row["judged"])
         row.update(drift=drift, share_asked=asked,
                    share_note=(f"judged at audit share {share}, and the {self.inspection.state} state asked for "
                                f"{asked}: the day counts, but not as a clean tightened day" if short else None))
