@@ -299,3 +299,22 @@ def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_st
     else:
         assert result.returncode == 3 and error in result.stderr
         assert f"not finished: {B} (" in result.stderr and "again mission by mission" in result.stderr
+
+
+def test_judge_stops_the_day_when_the_monitor_cannot_check_the_promises(tmp_path):
+    """The guard fails closed: a day folder the monitor refuses (verdicts of two operating points) stops judge.sh
+    before Stage-A, saying why, instead of judging without the monitor."""
+    from tests.test_monitor import make_op, normal_day
+    from tests.helpers import write_day, write_labels
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "days" / "day1", digest, normal_day("a"))
+    write_day(tmp_path / "days" / "day1", "another", normal_day("b"), mission="挡风板安装检查")
+    write_labels(tmp_path / "labels", {})
+    result = subprocess.run(["bash", str(REPO / "scripts" / "judge.sh"), "input_dir=photos", "stage_a_model=m",
+                             "model=m", f"output_dir={tmp_path / 'days' / 'day2'}", f"operating_point={op_path}",
+                             f"labels={tmp_path / 'labels'}"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHON": sys.executable})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "holds verdicts of this operating point and of another" in result.stderr
+    assert "the monitor could not check the promises (above), so the day is not judged" in result.stderr
+    assert "== Stage-A" not in result.stdout and not (tmp_path / "days" / "day2").exists()
