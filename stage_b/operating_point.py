@@ -461,6 +461,7 @@ class OperatingPoint:
             raise OperatingPointError(f"{where}: `missions` must be an object of mission entries; recompute the file")
         missions = {m: MissionPoint.from_json(e, f"{where}: {m}") for m, e in op["missions"].items()}
         overall = None if op.get("overall") is None else MissionPoint.from_json(op["overall"], f"{where}: overall")
+        check_confidences(op, where)
         typed = {k: op[k] for k in _TYPED_OP_KEYS if k in op}
         return cls(**{**typed, "missions": missions, "overall": overall},
                    extra={k: v for k, v in op.items() if k not in typed}, keys=tuple(op))
@@ -683,6 +684,22 @@ def check_promise(point: MissionPoint, where: str) -> None:
                                       f"{n_pass} good groups auto-failed, target {target!r}); recompute the file")
 
 
+def check_confidences(op: dict, where: str) -> None:
+    """The confidences the live guard holds promises at (stage_b.monitor: the family's per-claim one, else the file's):
+    numbers strictly between 0 and 1, or absent. A NaN would hold every promise at no confidence at all."""
+    values = [("confidence", op.get("confidence"))]
+    family = op.get("family")
+    if family is not None:
+        if not isinstance(family, dict):
+            raise OperatingPointError(f"{where}: family is {family!r}, not an object; recompute the file")
+        values.append(("family.per_claim_confidence", family.get("per_claim_confidence")))
+    for what, value in values:
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                  or not 0.0 < value < 1.0):   # a NaN fails 0 < x
+            raise OperatingPointError(f"{where}: {what} {value!r} is not a confidence between 0 and 1; recompute "
+                                      f"the file")
+
+
 def check_live_fields(point: MissionPoint, where: str) -> None:
     """The fields the live guard reads (stage_b.monitor): `escape` (counts and a bound that is a rate) and `profile`
     (p_fail values and counts). A value that is not what the guard can hold live work to is refused at load: a NaN
@@ -698,6 +715,12 @@ def check_live_fields(point: MissionPoint, where: str) -> None:
                 or not 0.0 <= upper <= 1.0:   # a NaN fails 0 <= x
             raise OperatingPointError(f"{where}: escape {escape!r} is not the escape rate's counts and bound (whole "
                                       f"auto_passed >= escapes >= 0, upper from 0 to 1); recompute the file")
+    stage_a = point.stage_a
+    if stage_a is not None and (not isinstance(stage_a, dict) or not isinstance(stage_a.get("models", []), list)
+                                or not all(isinstance(m, str) for m in stage_a.get("models", []))
+                                or not isinstance(stage_a.get("evidence_through"), (str, type(None)))):
+        raise OperatingPointError(f"{where}: stage_a {stage_a!r} is not the Stage-A models (texts) and "
+                                  f"evidence_through (an ISO time or null) the promise rests on; recompute the file")
     profile = point.profile
     if profile is not None:
         ok = isinstance(profile, dict) and isinstance(profile.get("groups"), int) and isinstance(

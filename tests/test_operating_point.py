@@ -312,3 +312,25 @@ def test_the_weighted_overkill_bound_counts_the_groups_at_or_above_the_auto_fail
     values, weights, running = _weighted_below([(0.1, "通过", 2.0)] * 10 + [(0.9, "通过", 2.0)], "通过")
     assert _bound_below(values, weights, running, 0.8, 0.9, above=above) == \
         pytest.approx(upper_bound_weighted([errors], weights, 0.9))
+
+
+@pytest.mark.parametrize("field, value", [("stage_a", ["x"]), ("stage_a", {"models": [1]}),
+                                          ("stage_a", {"models": ["m"], "evidence_through": 5})])
+def test_a_missions_stage_a_basis_is_checked_at_load(field, value):
+    from stage_b.operating_point import MissionPoint, OperatingPointError
+    entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
+             field: value}
+    with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
+        MissionPoint.from_json(entry, "F: M")
+
+
+@pytest.mark.parametrize("key, value, what", [("confidence", float("nan"), "confidence"),
+                                              ("confidence", 1.5, "confidence"),
+                                              ("family", {"per_claim_confidence": float("nan")},
+                                               "family.per_claim_confidence"),
+                                              ("family", "x", "family")])
+def test_the_confidences_the_guard_holds_promises_at_are_checked_at_load(key, value, what):
+    from stage_b.operating_point import OperatingPoint, OperatingPointError
+    op = {"format": 2, "model": {}, "adapters": [], "missions": {}, key: value}
+    with pytest.raises(OperatingPointError, match=f"F: {what}"):
+        OperatingPoint.from_json(op, "F")
