@@ -209,9 +209,10 @@ else
   echo "  never withdrawn; back to normal after a clean tightened day); day 4 a new cabinet look hides one certified"
   echo "  mission's defect from Stage-A (the generator's --shift: a mission not tightened on day 3); day 5 that mission"
   echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's"
-  echo "  volume); the demo's days are tiny, so its drift tests run at 0.05 and one clean tightened day returns a mission"
-  echo "  to normal (monitor_extra=; production: 0.001 and 5 days)"
-  MONITOR_EXTRA="--drift_alpha 0.05 --tightened_clean_days 1"
+  echo "  volume); the demo's days are tiny, so its drift tests run at 0.05, one clean tightened day returns a mission"
+  echo "  to normal and the detectors alarm at one false alarm a year (monitor_extra=; production: 0.001, 5 days, 10"
+  echo "  years)"
+  MONITOR_EXTRA="--drift_alpha 0.05 --tightened_clean_days 1 --false_alarm_years 1"
   rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4,5}
   SHIFT=""
   for day in 2 3 4 5; do

@@ -67,8 +67,8 @@ class MissionReplay:
         row.update(drift=drift, share_asked=asked,
                    share_note=(f"judged at audit share {share}, and the {self.inspection.state} state asked for "
                                f"{asked}: the day counts, but not as a clean tightened day" if short else None))
-        if self.inspection.state == NORMAL and share is not None:
-            self.normal_share = share
+        if self.inspection.state == NORMAL and share is not None and not drift.get("fired"):
+            self.normal_share = share   # a day drifting already was judged at the same-day tightened share
         self.k += int(row["escapes"])
         self.n += int(row["audited_auto_passed"])
         low, high = bounds.cs(self.k, self.n, bounds.prior, bounds.delta)
