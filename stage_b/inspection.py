@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 
 from .detector import day_evalue, day_log_evalues, escape_observations
 from .detector import Detector
+from .numbers import pct
 
 NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED = "normal", "tightened", "withdrawn", "not certified"
 STATES = (NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED)
@@ -130,14 +131,14 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
         day.escapes, day.audited_auto_passed, null))) if null is not None else before.escape
     if miss.alarmed(promise.alarm_level):
         return Inspection(WITHDRAWN, (
-            f"the miss rate is above the promised {_pct(promise.miss_rate)}: the miss-rate detector reached "
+            f"the miss rate is above the promised {pct(promise.miss_rate)}: the miss-rate detector reached "
             f"{miss.value:.3g} >= {promise.alarm_level:.3g} on {day.day} ({day.escapes} escapes in "
             f"{day.audited_auto_passed} audited auto-passed groups that day; label evidence withdraws)"),
             escape=escape, miss=miss, withdrawn_day=day.day)
     if escape.alarmed(promise.alarm_level):
         return Inspection(WITHDRAWN, (
             f"escapes beyond what the day's mix of work explains: the escape-rate detector against "
-            f"{_pct(null)} (the promised {_pct(promise.escape_rate)} at today's mix) reached {escape.value:.3g} >= "
+            f"{pct(null)} (the promised {pct(promise.escape_rate)} at today's mix) reached {escape.value:.3g} >= "
             f"{promise.alarm_level:.3g} on {day.day} ({day.escapes} escapes in {day.audited_auto_passed} "
             f"audited auto-passed groups that day; label evidence withdraws)"),
             escape=escape, miss=miss, withdrawn_day=day.day)
@@ -148,7 +149,7 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
         signals.append(f"{day.escapes} escape(s) in {day.audited_auto_passed} audited auto-passed groups (the "
                        f"escape-rate detector at {escape.value:.3g} >= {TIGHTEN_LEVEL:g})")
     if escape_bound_above:
-        signals.append(f"the escape rate's live bound lies above the promised {_pct(promise.escape_rate)}")
+        signals.append(f"the escape rate's live bound lies above the promised {pct(promise.escape_rate)}")
     if before.state == NORMAL or before.state not in STATES:
         if signals:
             return Inspection(TIGHTENED, f"tightened on {day.day}: " + "; ".join(signals) + " (look harder: only "
@@ -244,6 +245,3 @@ def _ceil_share(x: float) -> float:
     """A share rounded up to 3 decimals (so that it prints as it is applied)."""
     return math.ceil(x * 1000 - 1e-9) / 1000
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.3g}%"

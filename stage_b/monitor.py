@@ -70,6 +70,7 @@ from .detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_
 from .grounding import defect_photos
 from .inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
 from .monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
+from .numbers import pct
 from .operating_point import MissionPoint, OperatingPoint, family_text, load_operating_point
 from .routes import AUDIT, REVIEW, route_of_record
 from .verdict import FAIL, PASS
@@ -192,9 +193,6 @@ def fisher_p(k: int, n: int, ref_k: int, ref_n: int) -> float:
     from scipy.stats import fisher_exact
     return float(fisher_exact([[k, n - k], [ref_k, ref_n - ref_k]])[1])
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.3g}%"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -693,16 +691,16 @@ def print_days(monitor: dict) -> None:
     status."""
     for mission, m in monitor["missions"].items():
         p = m["promise"]
-        print(f"{mission}: signed miss rate <= {_pct(p['miss_rate'])} (its detector withdraws at {p['alarm_level']:g});"
-              f" escape rate of auto-passed groups <= {_pct(p['escape_rate'])} (tightens)"
+        print(f"{mission}: signed miss rate <= {pct(p['miss_rate'])} (its detector withdraws at {p['alarm_level']:g});"
+              f" escape rate of auto-passed groups <= {pct(p['escape_rate'])} (tightens)"
               f"{'' if m['certified'] else ' (not certified)'}")
         for d in m["days"]:
-            print(f"  {d['day']}: {d['judged']} judged, automation {_pct(d['automation_share'])}, audit share "
-                  f"{_pct(d['audit_share'])}, {d['audited']} audited ({d['audited_auto_passed']} auto-passed labelled, "
+            print(f"  {d['day']}: {d['judged']} judged, automation {pct(d['automation_share'])}, audit share "
+                  f"{pct(d['audit_share'])}, {d['audited']} audited ({d['audited_auto_passed']} auto-passed labelled, "
                   f"{d['escapes']} escapes), miss detector {d['miss_detector']:.3g}, escape detector "
-                  f"{d['escape_detector']:.3g}, live escape bound [{_pct(d['escape_lower'])}, "
-                  f"{_pct(d['escape_upper'])}], drift {'FIRED' if d['drift']['fired'] else 'no'} -> {d['state']}, "
-                  f"{d['status']}; next audit share {_pct(d['next_audit_share'])}")
+                  f"{d['escape_detector']:.3g}, live escape bound [{pct(d['escape_lower'])}, "
+                  f"{pct(d['escape_upper'])}], drift {'FIRED' if d['drift']['fired'] else 'no'} -> {d['state']}, "
+                  f"{d['status']}; next audit share {pct(d['next_audit_share'])}")
             if d.get("share_note"):
                 print(f"    note: {d['share_note']}")
         print(f"  state: {m['state']}: {m['state_why']}")

@@ -7,13 +7,11 @@ import html
 import os
 from pathlib import Path
 
+from .numbers import pct
 from .plot_training import pyplot_for, text_for
 
 STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c0392b", "not certified": "#7f8c8d"}
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.3g}%"
 
 
 def plot_days(monitor: dict, out: Path) -> dict[str, str]:
@@ -94,19 +92,19 @@ def render(monitor: dict, png_name: str) -> str:
     for mission, m in monitor["missions"].items():
         for d in m["days"]:
             rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
-                mission, d["day"], d["judged"], _pct(d["automation_share"]), d.get("state", ""),
-                _pct(d["audit_share"]) + (f" (asked {_pct(d['share_asked'])})" if d.get("share_note") else ""),
+                mission, d["day"], d["judged"], pct(d["automation_share"]), d.get("state", ""),
+                pct(d["audit_share"]) + (f" (asked {pct(d['share_asked'])})" if d.get("share_note") else ""),
                 d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}",
                 f"{d['cum_escapes']} / {d['cum_audited']}",
-                f"[{_pct(d['escape_lower'])}, {_pct(d['escape_upper'])}]", _pct(m["promise"]["escape_rate"]),
-                _pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),
-                f"{_num(d.get('escape_detector'))} vs {_pct(d.get('escape_null'))}",
-                "n/a" if d["agreement"] is None else f"{_pct(d['agreement'])} of {d['reviewed_labelled']}",
-                d["drift"]["why"] or "no", d["status"], _pct(d.get("next_audit_share")))) + "</tr>")
+                f"[{pct(d['escape_lower'])}, {pct(d['escape_upper'])}]", pct(m["promise"]["escape_rate"]),
+                pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),
+                f"{_num(d.get('escape_detector'))} vs {pct(d.get('escape_null'))}",
+                "n/a" if d["agreement"] is None else f"{pct(d['agreement'])} of {d['reviewed_labelled']}",
+                d["drift"]["why"] or "no", d["status"], pct(d.get("next_audit_share")))) + "</tr>")
     status = "".join(
         f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>: "
         f"{e(m['why'])}<br>inspection <b>{e(str(m.get('state')))}</b>: {e(str(m.get('state_why')))}; next day's audit "
-        f"share {_pct(m.get('next_audit_share'))}</li>" for mission, m in monitor["missions"].items())
+        f"share {pct(m.get('next_audit_share'))}</li>" for mission, m in monitor["missions"].items())
     family = monitor["family"].get("text")
     years = monitor.get("false_alarm_years")
     columns = ["mission", "day", "judged", "automation", "inspection", "audit share", "audited",
@@ -121,7 +119,7 @@ th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
 </head><body>
 <h1>Promises on live work</h1>
 <p>Operating point {e(monitor['operating_point']['file'])} (sha256 {e(monitor['operating_point']['sha256'][:12])}…);
-days: {e(', '.join(monitor['days']))}; confidence {_pct(monitor['confidence'])}.\
+days: {e(', '.join(monitor['days']))}; confidence {pct(monitor['confidence'])}.\
 {(' ' + e(family) + '.') if family else ''}</p>
 <p><b>What withdraws a promise: label evidence only.</b> The miss-rate detector holds live work to the miss rate the
 QC owner signed (of defective work orders, the share passed without a person), weighing each labelled group by how

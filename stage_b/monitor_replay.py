@@ -14,6 +14,7 @@ from typing import Callable
 from .detector import day_evalue, day_log_evalues
 from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, TIGHTENED, WITHDRAWN, DayEvidence,
                          Inspection, Promise, miss_observations, mix_adjusted_escape, step, tightened_share)
+from .numbers import pct
 
 HOLDS, UNVERIFIED = "holds", "unverified"
 VOLUME_DAYS = 7    # the tightened share is planned for the mean auto-passed volume of the last days
@@ -125,14 +126,14 @@ def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: f
                             "validation group without review, or the file predates audits): nothing to hold live "
                             "work to; recompute it with python -m stage_b.evaluate on more validation groups")
     if n and upper <= r:
-        return HOLDS, (f"escape rate <= {_pct(r)} at {_pct(1 - bounds.delta)} confidence: {k} escapes in {n} "
-                       f"audited auto-passed groups (live upper bound {_pct(upper)})")
+        return HOLDS, (f"escape rate <= {pct(r)} at {pct(1 - bounds.delta)} confidence: {k} escapes in {n} "
+                       f"audited auto-passed groups (live upper bound {pct(upper)})")
     if share == 0:
         return UNVERIFIED, "no audit is drawn (--audit_share 0): nothing checks this promise on live work"
     more = bounds.needed(k, n, r, bounds.prior, bounds.delta)
     return UNVERIFIED, (f"{k} escapes in {n} audited auto-passed groups: "
-                        + (f"{more} more without an escape would confirm <= {_pct(r)}" if more is not None else
-                           f"no number of audits without an escape confirms <= {_pct(r)}"))
+                        + (f"{more} more without an escape would confirm <= {pct(r)}" if more is not None else
+                           f"no number of audits without an escape confirms <= {pct(r)}"))
 
 
 def next_share(inspection: Inspection, promise: Promise, rows: list[dict], normal_share: float | None) -> float | None:
@@ -147,6 +148,3 @@ def next_share(inspection: Inspection, promise: Promise, rows: list[dict], norma
     volume = sum(int(r["auto_passed"]) for r in recent) / len(recent)
     return tightened_share(promise.escape_rate, volume, promise.alarm_level, normal)
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.3g}%"

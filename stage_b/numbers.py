@@ -25,6 +25,6 @@ def fmt_distinct(values) -> list[str]:
     return ["n/a" if v is None else f"{v:.{digits}g}" for v in values]
 
 
-def pct(x: float) -> str:
-    """A rate as a percentage with 3 significant figures (a promise's target, confidence and bound)."""
-    return f"{100 * x:.3g}%"
+def pct(x: float | None) -> str:
+    """A rate as a percentage with 3 significant figures (a promise's target, confidence and bound); n/a for None."""
+    return "n/a" if x is None else f"{100 * x:.3g}%"
