@@ -40,17 +40,10 @@ class DetectorError(ValueError):
 
 
 def check_false_alarm_years(value) -> float:
-    """--false_alarm_years: the average number of years between false alarms on one mission, at least 0.1."""
-    try:
-        years = float(value)
-    except (TypeError, ValueError):
-        raise DetectorError(f"--false_alarm_years {value!r} is not a number; use the average years between false "
-                            f"withdrawals of one mission you accept, e.g. {DEFAULT_FALSE_ALARM_YEARS:g}") from None
-    if math.isnan(years) or not 0.1 <= years <= 1e6:
-        raise DetectorError(f"--false_alarm_years {value!r} is out of range: use a number of years from 0.1 to "
-                            f"1000000 (the average time between false withdrawals of one mission), e.g. "
-                            f"{DEFAULT_FALSE_ALARM_YEARS:g}")
-    return years
+    """--false_alarm_years: the average number of years between false alarms on one mission, from 0.1."""
+    from .bounds import in_range
+    return in_range(value, "--false_alarm_years", 0.1, 1e6, f"the average years between false withdrawals of one "
+                    f"mission you accept, from 0.1 to 1000000, e.g. {DEFAULT_FALSE_ALARM_YEARS:g}", DetectorError)
 
 
 def alarm_level(false_alarm_years: float) -> float:

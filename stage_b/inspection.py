@@ -54,8 +54,7 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
-from .detector import day_evalue, day_log_evalues, escape_observations
-from .detector import Detector
+from .detector import Detector, day_evalue, day_log_evalues, escape_observations
 from .numbers import pct
 
 NORMAL, TIGHTENED, WITHDRAWN, NOT_CERTIFIED = "normal", "tightened", "withdrawn", "not certified"
@@ -107,6 +106,7 @@ class Inspection:
     miss: Detector = Detector()
     withdrawn_day: str | None = None  # the day whose evidence broke the promise
     rebased: bool = False            # this day ended a tightened run: the drift reference becomes its days
+    miss_day_evalue: float | None = None  # the day's own miss-rate bet (mean over the grid), None without a promise
 
 
 def miss_observations(day: DayEvidence, miss_rate: float) -> list[tuple[float, int]]:
@@ -121,10 +121,17 @@ def step(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_ab
     lies above its promise (label evidence about the escape rate: it tightens)."""
     if not promise.certified:
         return Inspection(NOT_CERTIFIED, "the mission is not certified: every group goes to review, nothing is audited")
-    if before.state == WITHDRAWN:
-        return replace(before, rebased=False)
     miss_e = day_log_evalues(promise.miss_rate, miss_observations(day, promise.miss_rate)) \
         if promise.miss_rate is not None else None
+    after = _switch(before, day, promise, escape_bound_above, miss_e)
+    return replace(after, miss_day_evalue=day_evalue(miss_e) if miss_e is not None else None)
+
+
+def _switch(before: Inspection, day: DayEvidence, promise: Promise, escape_bound_above: bool,
+            miss_e: tuple[float, ...] | None) -> Inspection:
+    """The switching rules (module doc), given the day's miss-rate bets `miss_e`."""
+    if before.state == WITHDRAWN:
+        return replace(before, rebased=False)
     miss = before.miss.after(miss_e) if miss_e is not None else before.miss
     null = day.escape_null if day.escape_null is not None else promise.escape_rate
     escape = before.escape.after(day_log_evalues(null, escape_observations(

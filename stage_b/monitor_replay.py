@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .detector import day_evalue, day_log_evalues
 from .inspection import (MIX_DAYS, NORMAL, NOT_CERTIFIED, TIGHTENED, WITHDRAWN, DayEvidence,
-                         Inspection, Promise, miss_observations, mix_adjusted_escape, step, tightened_share)
+                         Inspection, Promise, mix_adjusted_escape, step, tightened_share)
 from .numbers import pct
 
 HOLDS, UNVERIFIED = "holds", "unverified"
@@ -87,14 +86,12 @@ class MissionReplay:
             self.misses_w += int(row["escapes"]) / a
             self.defects_w += (int(row["escapes"]) + int(row["audited_auto_failed_defects"])) / a
         self.defects_w += int(row["reviewed_defects"])
-        miss_e = day_log_evalues(promise.miss_rate, miss_observations(evidence, promise.miss_rate)) \
-            if promise.miss_rate is not None and promise.certified else None
         status, status_why = status_of(inspection, promise, self.k, self.n, self.upper, bounds, share)
         self.asked = next_share(inspection, promise, self.rows + [row], self.normal_share)
         row.update(cum_escapes=self.k, cum_audited=self.n, escape_lower=self.lower, escape_upper=self.upper,
                    escape_null=null, state=inspection.state, state_why=inspection.why, clean_days=inspection.clean_days,
                    escape_detector=inspection.escape.value, miss_detector=inspection.miss.value,
-                   miss_day_evalue=day_evalue(miss_e) if miss_e is not None else None,
+                   miss_day_evalue=inspection.miss_day_evalue,
                    miss_rate_estimate=self.misses_w / self.defects_w if self.defects_w else None,
                    status=status, why=status_why, next_audit_share=self.asked,
                    withdrawn_here=inspection.state == WITHDRAWN and not was_withdrawn, rebased=inspection.rebased)

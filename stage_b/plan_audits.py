@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qc_core.exits import run_cli
 
@@ -71,7 +71,6 @@ def mix_of(entry: MissionPoint) -> WorkMix:
 
 def rise_to(mix: WorkMix, escape_rate: float) -> WorkMix:
     """The mix with defects only a person sees added among clean-looking groups until the escape rate is R."""
-    from dataclasses import replace
     seen_ap = mix.defect_share * mix.defective_routes[0]
     clean_ap = (1 - mix.defect_share) * mix.clean_routes[0]
     hidden = (escape_rate * (seen_ap + clean_ap) - seen_ap) / clean_ap if clean_ap else 0.0

@@ -17,7 +17,7 @@ probability, as stage_b.routes draws it); reviewers label every audited and revi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .certify import upper_bound
 from .detector import alarm_level
@@ -130,6 +130,3 @@ def run_mission(mixes, groups: int, normal_share: float, promise: Promise, refer
             break
     return replay.rows
 
-
-def shifted(mix: WorkMix, **change) -> WorkMix:
-    return replace(mix, **change)
