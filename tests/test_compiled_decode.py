@@ -55,6 +55,49 @@ def test_the_cache_is_sized_in_steps_so_that_nearby_prompts_share_one_graph(prom
     assert cache_length(prompt, new) == length
 
 
+def _holder():
+    """A model as CompiledDecode sees it before any call: its (real, tiny) text config."""
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config
+    return SimpleNamespace(config=Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                              num_attention_heads=2, num_key_value_heads=1))
+
+
+def test_a_prompt_that_fills_the_cache_exactly_reuses_it_and_one_longer_makes_a_larger_one():
+    """Planted: the cache remade when prompt + new tokens equal its length (`>=`) -> a compile per such batch."""
+    run = CompiledDecode(_holder(), 4, backend="eager")
+    calls = [((100, 32), 1, CACHE_STEP), ((CACHE_STEP - 32, 32), 1, CACHE_STEP), ((CACHE_STEP - 31, 32), 2, 2 * CACHE_STEP),
+             ((10, 32), 2, 2 * CACHE_STEP)]
+    first = None
+    for (prompt, new), compiles, length in calls:
+        cache = run._cache_for(prompt, new)
+        first = first or cache
+        assert (run.compiles, run.cache_len) == (compiles, length), (prompt, new)
+        assert (cache is first) == (compiles == 1)
+
+
+@pytest.mark.parametrize("rows, padded_to, eager", [(2, 2, True), (1, 1, True), (3, 4, False), (4, 4, False)])
+def test_half_a_batch_or_less_runs_as_ms_swift_runs_it_and_more_is_padded_to_the_batch(rows, padded_to, eager):
+    """A call of at most half the batch goes to generate untouched (dynamic cache, no padding); a larger one is padded
+    to the batch, gets the static cache and a stop for its padding rows, and comes back cut to its own rows.
+    Planted: `2 * n < batch` -> a half batch padded to the full one (twice the prefill)."""
+    from transformers import GenerationConfig
+    seen = {}
+
+    def generate(generation_config=None, stopping_criteria=None, past_key_values=None, **inputs):
+        seen.update(rows=inputs["input_ids"].shape[0], cache=past_key_values, stops=list(stopping_criteria or []))
+        return torch.zeros(inputs["input_ids"].shape[0], 9, dtype=torch.long)
+
+    run = CompiledDecode(_holder(), 4, backend="eager")
+    inputs = {"input_ids": torch.ones(rows, 5, dtype=torch.long), "attention_mask": torch.ones(rows, 5, dtype=torch.long)}
+    out = run.generate(generate, generation_config=GenerationConfig(max_new_tokens=8, pad_token_id=0), **inputs)
+    assert out.shape[0] == rows and seen["rows"] == padded_to
+    assert (seen["cache"] is None, run.eager_calls, run.compiles) == ((True, 1, 0) if eager else (False, 0, 1))
+    pads = [c for c in seen["stops"] if isinstance(c, PaddedRowsDone)]
+    assert [c.first for c in pads] == ([rows] if padded_to > rows and not eager else [])
+
+
 def test_an_unknown_backend_is_refused_by_name():
     with pytest.raises(ValueError, match="'tensorrt'.*inductor, cudagraphs, eager"):
         CompiledDecode(torch.nn.Linear(1, 1), 4, backend="tensorrt")

@@ -212,3 +212,44 @@ def test_a_name_of_markup_is_a_name_not_markup(browser, tmp_path, synthetic):
     write_jsonl_atomic(tmp_path / "d.jsonl", [line])
     result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")   # printable: a name like any other
     assert result["added"] == 1
+
+
+def test_g_finds_a_group_that_was_decided_and_then_undone(browser, tmp_path, synthetic):
+    """An undone group keeps its history in the store but has no decision: `g` goes to it like to any undecided one.
+    Planted: nextUndecided skipping every group with a stored entry (`!d`) -> g jumped from card 1 to card 3."""
+    _, _, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"])
+    send_keys(browser, "pp")   # cards 1 and 2 decided; card 3 current
+    send_keys(browser, "z")    # card 2 undone (its history stays)
+    assert _current(browser) == "card-2" and browser.find_element("id", "card-2").get_attribute("data-decided") == "0"
+    send_keys(browser, "k")    # back on card 1, decided
+    send_keys(browser, "g")
+    assert _current(browser) == "card-2"
+
+
+def test_undo_brings_the_counters_back(browser, tmp_path, synthetic):
+    """Three decisions and three undos on one page: the header says 0 decided and every group left again.
+    Planted: undo without recounting -> the header still said 3 decided."""
+    _, _, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"])
+    left = browser.find_element("id", "to-review-count").text
+    send_keys(browser, "fpf")
+    assert browser.find_element("id", "decided-count").text == "3"
+    assert int(browser.find_element("id", "to-review-count").text) == int(left) - 3
+    send_keys(browser, "zzz")
+    assert browser.find_element("id", "decided-count").text == "0"
+    assert browser.find_element("id", "to-review-count").text == left
+    assert "3 decided" not in browser.find_element("id", "mission-left").text
+
+
+def test_a_group_two_reviewers_share_is_in_each_ones_queue(browser, tmp_path, synthetic):
+    """With an overlap every group sent to people is assigned to both reviewers, in a drawn order: each reviewer's
+    queue holds every one of them, whichever was drawn first. Planted: the queue matching the first assignee only ->
+    the second reviewer's count fell to the groups drawn for them first."""
+    out, verdicts = judged_day(tmp_path, synthetic, provenance={"reviewers": ["王工", "李工"], "overlap_share": 1.0})
+    to_people = [v for v in verdicts if v["route"] != "auto"]
+    assert to_people and all(sorted(v["assigned_to"]) == ["李工", "王工"] for v in to_people)
+    for name in ("王工", "李工"):
+        assert any(v["assigned_to"][0] != name for v in to_people)   # the draw put the other one first somewhere
+        fresh_page(browser, out / "review" / "index.html", reviewer=name)
+        assert browser.find_element("id", "to-review-count").text == str(len(to_people)), name

@@ -285,6 +285,7 @@
     saveUndo();
     change(last.key, last.before ? {decision: last.before.decision, reviewer: last.before.reviewer,
                                     decided_at: last.before.decided_at} : null, false);
+    counters();   // the header counts what the store holds now (goTo may stay on this page)
     goTo(byKey[last.key]);
     flash("undone: " + (byKey[last.key] ? byKey[last.key].id : last.key));
   }
