@@ -19,7 +19,8 @@ group in it, and the reviewer's name (a line without one is refused unless --rev
 reviewers would merge into one). Every problem is named as file:line, and nothing is written while any remains.
 
 It then appends the new lines to the append-only log `DIR/decisions.jsonl` (a line already there, such as the
-same file imported twice, adds nothing), each with a copy of the group's Stage-A record as the source held it.
+same file imported twice, adds nothing), each with a copy of the group's Stage-A record as the source held it and its
+chain digest (stage_b.decisions_log: a line edited by hand afterwards is refused on every read).
 From the whole log, per group: each reviewer's latest decision counts; groups where reviewers' definite decisions
 disagree are conflicts, kept in the log and not labelled; `unsure` labels nothing. Every other decided group is
 written to `DIR/<mission>_stage_a.jsonl` as a Stage-A record with `label` pass/fail, so that
@@ -39,13 +40,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from qc_core.exits import run_cli
-from qc_core.jsonl import (JsonlAppender, JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
+from qc_core.jsonl import (JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
                            write_jsonl_atomic)
 from qc_core.missions import MissionError, load_registry
 from qc_core.records import image_key, utc_now
 
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
                         gold_scores, pairwise, quality)
+from .decisions_log import LOG, DecisionsLogError, append_log, read_log
 from .routes import GROUP, REVIEW
 from .verdict import FAIL, PASS
 
@@ -54,8 +56,6 @@ MAX_NAME = 80   # a reviewer's name as the page's field holds it
 LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
                    "source", "page", "history")
-LOG = "decisions.jsonl"
-LOG_REMEDY = "The decisions log is append-only: restore it from a backup (a torn last line: remove it)."
 # what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
 LABEL_RECORD_FIELDS = ("group_id", "mission", "images", "per_image", "model", "created_at", "adapters", "input_dir",
                        "model_fingerprint")
@@ -513,16 +513,17 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
     output_dir.mkdir(parents=True, exist_ok=True)
     log_path = output_dir / LOG
     with output_lock(log_path):
-        log = [rec for _, rec in iter_jsonl(log_path, remedy=LOG_REMEDY)] if log_path.exists() else []
+        try:
+            log, chain = read_log(log_path)
+        except DecisionsLogError as exc:
+            raise DecisionsError(str(exc)) from None
         known = {_identity(d) for d in log}
         added = []
         for d in incoming:
             if _identity(d) not in known:
                 known.add(_identity(d))
                 added.append({**d, "imported_at": utc_now()})
-        with JsonlAppender(log_path) as out:
-            for d in added:
-                out.write(d)
+        append_log(log_path, added, chain)
         log += added
         groups = resolve(log)
         agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}

@@ -328,23 +328,16 @@ def days_under(parent: Path, op_digest: str) -> list[Path]:
 def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
     """{(mission, group id): "pass" | "fail"} from the decisions log stage_b.decisions keeps (reviewers' latest
     decisions; conflicts and unsure label nothing)."""
-    from .decisions import LOG, resolve
+    from .decisions import resolve
+    from .decisions_log import LOG, DecisionsLogError, read_log
     log_path = Path(labels_dir) / LOG
     if not Path(labels_dir).is_dir():
         raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "
                            f"stage_b.decisions (an empty folder if nothing is decided yet)")
-    if not log_path.exists():
-        return {}
     try:
-        log = []
-        for line_no, rec in iter_jsonl(log_path, remedy="Restore the decisions log from a backup."):
-            missing = [k for k in ("mission", "group_id", "decision", "reviewer", "record") if k not in rec]
-            if missing or not isinstance(rec.get("record"), dict):
-                raise MonitorError(f"{log_path}:{line_no}: a decision without {', '.join(missing) or 'its record'}: "
-                                   f"the decisions log is damaged; restore it from a backup")
-            log.append(rec)
-    except JsonlError as exc:
-        raise MonitorError(f"{exc}: the decisions log is damaged; restore it from a backup") from None
+        log, _ = read_log(log_path)   # the chain is checked: an edited decision moves no bound
+    except (JsonlError, DecisionsLogError) as exc:
+        raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
     return {key: g["status"] for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
 
 

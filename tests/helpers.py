@@ -351,14 +351,14 @@ def write_day(folder, digest, groups, mission=M):
 
 
 def write_labels(folder, decided: dict):
-    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log."""
+    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log (chained, as the import writes it)."""
+    from stage_b.decisions_log import append_log
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "decisions.jsonl", "w", encoding="utf-8") as f:
-        for (mission, gid), decision in decided.items():
-            f.write(json.dumps({"group_id": gid, "mission": mission, "decision": decision, "note": "",
-                                "reviewer": "r", "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None,
-                                "p_fail": None, "source": {"file": "x", "sha256": "y"}, "record": {}},
-                               ensure_ascii=False) + "\n")
+    (folder / "decisions.jsonl").unlink(missing_ok=True)
+    append_log(folder / "decisions.jsonl", [
+        {"group_id": gid, "mission": mission, "decision": decision, "note": "", "reviewer": "r",
+         "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None, "p_fail": None,
+         "source": {"file": "x", "sha256": "y"}, "record": {}} for (mission, gid), decision in decided.items()], "")
 
 
 def run_monitor(tmp_path, op, op_path, digest, folders, labels):
