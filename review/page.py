@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from qc_core.names import NAME_RULE
 from qc_core.records import image_key
 from qc_core.thumbnails import Thumb, make_thumbnails
 
@@ -174,7 +175,7 @@ def _photo_views(cards: list[dict], input_dirs: list[Path], review: Path):
 def _index(page_id: str, title: str, sources: list[dict], n_pages: int, outcomes, missions: list[str],
            views: list[dict]) -> dict:
     """The index every page reads: one row per group, in card order (filters, counts, decisions across pages)."""
-    return {"page_id": page_id, "title": title, "sources": sources,
+    return {"page_id": page_id, "title": title, "sources": sources, "name_rule": NAME_RULE,
             "pages": [_page_name(k) for k in range(1, n_pages + 1)],
             "outcomes": [{"key": k, "label": v} for k, v in outcomes], "missions": missions,
             "groups": [{"key": f"{c['mission']}\u241f{c['group_id']}", "id": c["group_id"], "mission": c["mission"],

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 
+from qc_core.names import ReviewerNameError, reviewer_name, shown
+
 from .bounds import in_range
 
 DEFAULT_OVERLAP_SHARE = 0.1
-MAX_NAME = 80
 
 
 class AssignError(ValueError):
@@ -23,14 +24,16 @@ class AssignError(ValueError):
 
 
 def check_reviewers(value, what: str = "--reviewers") -> list[str]:
-    """`a,b,c` -> ["a", "b", "c"]: names of printable characters, at most MAX_NAME each, none twice."""
+    """`a,b,c` -> ["a", "b", "c"]: names by qc_core.names' rule (normalised: `王　工` is `王 工`), none twice."""
     if value is None or value == "":
         return []
-    names = [n.strip() for n in str(value).split(",")]
-    bad = [n for n in names if not n or len(n) > MAX_NAME or not n.isprintable()]
-    if bad:
-        raise AssignError(f"{what} {value!r}: {bad[0]!r} is not a reviewer's name; give names separated by "
-                          f"commas, e.g. 王工,李工")
+    names = []
+    for raw in str(value).split(","):
+        try:
+            names.append(reviewer_name(raw))
+        except ReviewerNameError as exc:
+            raise AssignError(f"{what} {value!r}: {shown(raw.strip())!r} is not a reviewer's name ({exc}); give "
+                              f"names separated by commas, e.g. 王工,李工") from None
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise AssignError(f"{what} {value!r} names {', '.join(twice)} twice; give each reviewer once")

@@ -43,6 +43,7 @@ from qc_core.exits import run_cli
 from qc_core.jsonl import (JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
                            write_jsonl_atomic)
 from qc_core.missions import MissionError, load_registry
+from qc_core.names import ReviewerNameError, reviewer_name
 from qc_core.records import image_key, utc_now
 
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
@@ -52,7 +53,6 @@ from .routes import GROUP, REVIEW
 from .verdict import FAIL, PASS
 
 DECISIONS = (PASS, FAIL, "unsure")
-MAX_NAME = 80   # a reviewer's name as the page's field holds it
 LABEL_OF = {PASS: "pass", FAIL: "fail"}
 DECISION_FIELDS = ("group_id", "mission", "decision", "note", "reviewer", "decided_at", "verdict", "p_fail", "route",
                    "source", "page", "history")
@@ -297,16 +297,18 @@ def _field_problem(rec) -> str | None:
 
 
 def _reviewer(rec: dict, unnamed: str) -> tuple[str, str | None]:
-    """(the reviewer's name, or the problem): the line's own, else --reviewer's; a plain printable name."""
-    reviewer = (rec.get("reviewer") or "").strip() or unnamed
+    """(the reviewer's name, or the problem): the line's own, else --reviewer's; normalised by qc_core.names' rule,
+    the one the page applies."""
+    reviewer = rec.get("reviewer") if isinstance(rec.get("reviewer"), str) else ""
+    reviewer = reviewer if reviewer.strip() else unnamed
     if not reviewer:
         return "", ("no reviewer name: two nameless reviewers cannot be told apart (the later would silently replace "
                     "the other's decision); type your name in the page's reviewer field and export again, or pass "
                     "--reviewer NAME to name this file's unnamed lines")
-    if len(reviewer) > MAX_NAME or not reviewer.isprintable():
-        return "", (f"reviewer name {printable(reviewer[:MAX_NAME])!r} is not a name (control characters or over "
-                    f"{MAX_NAME} characters): type a plain name on the page and export again")
-    return reviewer, None
+    try:
+        return reviewer_name(reviewer), None
+    except ReviewerNameError as exc:
+        return "", f"reviewer name {exc}; type it so on the page and export again"
 
 
 def _verified_source(rec: dict, mission: str, sources: _Sources) -> tuple[tuple | None, str | None]:
@@ -348,6 +350,14 @@ MAX_HISTORY = 1000
 HISTORY_FIELDS = ("from", "to", "at", "by", "on_screen_ms")
 
 
+def _is_name(text: str) -> bool:
+    try:
+        reviewer_name(text)
+        return True
+    except ReviewerNameError:
+        return False
+
+
 def check_history(history) -> tuple[list, str | None]:
     """A decision's history as the page exports it: each change {from, to, at, by, on_screen_ms} (module doc)."""
     if history is None:
@@ -361,7 +371,7 @@ def check_history(history) -> tuple[list, str | None]:
             return [], f"change {n}: from/to must be one of {', '.join(DECISIONS)} or null"
         if not isinstance(change.get("at"), str) or decided_at_problem(change["at"]):
             return [], f"change {n}: at must be an ISO time with a zone"
-        if not isinstance(change.get("by"), str) or len(change["by"]) > MAX_NAME or not change["by"].isprintable():
+        if not isinstance(change.get("by"), str) or (change["by"] and not _is_name(change["by"])):
             return [], f"change {n}: by must be a reviewer's name"
         ms = change.get("on_screen_ms")
         if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms < 1e10):
@@ -501,10 +511,13 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
     `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
     registry = registry or load_registry()
     output_dir = Path(output_dir)
-    unnamed = (unnamed or "").strip()
-    if unnamed and (len(unnamed) > MAX_NAME or not unnamed.isprintable()):
-        raise DecisionsError(f"--reviewer {printable(unnamed[:MAX_NAME])!r} is not a name: use a plain name of at "
-                             f"most {MAX_NAME} characters")
+    if (unnamed or "").strip():
+        try:
+            unnamed = reviewer_name(unnamed)
+        except ReviewerNameError as exc:
+            raise DecisionsError(f"--reviewer {exc}") from None
+    else:
+        unnamed = ""
     incoming = read_decisions(files, registry, unnamed)
     if not incoming:
         raise DecisionsError(f"no decision in {', '.join(map(str, files))}: decide groups on the review page before "

@@ -47,15 +47,16 @@ def read_log(path: Path) -> tuple[list[dict], str]:
     for line_no, rec in iter_jsonl(path, remedy=LOG_REMEDY):
         missing = [k for k in NEEDED if k not in rec]
         if missing or not isinstance(rec.get("record"), dict) or not isinstance(rec.get("source"), dict):
-            raise DecisionsLogError(f"{path}:{line_no}: a decision without {', '.join(missing) or 'its record or source'}"
-                                    f": the decisions log is damaged. {LOG_REMEDY}")
+            what = ", ".join(missing) or "its record or source"
+            raise DecisionsLogError(f"{path}:{line_no}: a decision without {what}: the decisions log is damaged. "
+                                    f"{LOG_REMEDY}")
         expected = next_chain(chain, rec)
         if CHAIN in rec:
             if rec[CHAIN] != expected:
                 raise DecisionsLogError(
-                    f"{path}:{line_no}: this line, or one before it, was changed, removed or reordered after the import "
-                    f"wrote it (its chain digest does not match): labels, bounds and withdrawals are not made from an "
-                    f"edited log. {LOG_REMEDY}")
+                    f"{path}:{line_no}: this line, or one before it, was changed, removed or reordered after the "
+                    f"import wrote it (its chain digest does not match): labels, bounds and withdrawals are not made "
+                    f"from an edited log. {LOG_REMEDY}")
             first_chained = first_chained or line_no
         elif first_chained is not None:
             raise DecisionsLogError(

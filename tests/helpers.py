@@ -351,7 +351,7 @@ def write_day(folder, digest, groups, mission=M):
 
 
 def write_labels(folder, decided: dict):
-    """decided: {(mission, group id): "通过" | "不通过"} as one reviewer's import log (chained, as the import writes it)."""
+    """decided: {(mission, group id): "通过" | "不通过"}, one reviewer's import log, chained as the import does."""
     from stage_b.decisions_log import append_log
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "decisions.jsonl").unlink(missing_ok=True)

@@ -10,8 +10,9 @@ from stage_b.cards import judge_cards, judge_tags
 
 def verdict(route, verdict_text, needs_review, group_id="G1"):
     return {"group_id": group_id, "mission": "BBU接地线检查", "verdict": verdict_text, "p_fail": 0.7,
-            "threshold": 0.5, "needs_review": needs_review, "route": route, "reply": f"{verdict_text}\n理由: 图片_1 正常",
-            "reason": "图片_1 正常", "images": ["a.jpg"], "summaries": ["正常"], "label": None}
+            "threshold": 0.5, "needs_review": needs_review, "route": route,
+            "reply": f"{verdict_text}\n理由: 图片_1 正常", "reason": "图片_1 正常", "images": ["a.jpg"],
+            "summaries": ["正常"], "label": None}
 
 
 @pytest.mark.parametrize("route, verdict_text, needs_review, tags", [

@@ -67,8 +67,8 @@ def _holder():
 def test_a_prompt_that_fills_the_cache_exactly_reuses_it_and_one_longer_makes_a_larger_one():
     """Planted: the cache remade when prompt + new tokens equal its length (`>=`) -> a compile per such batch."""
     run = CompiledDecode(_holder(), 4, backend="eager")
-    calls = [((100, 32), 1, CACHE_STEP), ((CACHE_STEP - 32, 32), 1, CACHE_STEP), ((CACHE_STEP - 31, 32), 2, 2 * CACHE_STEP),
-             ((10, 32), 2, 2 * CACHE_STEP)]
+    calls = [((100, 32), 1, CACHE_STEP), ((CACHE_STEP - 32, 32), 1, CACHE_STEP),
+             ((CACHE_STEP - 31, 32), 2, 2 * CACHE_STEP), ((10, 32), 2, 2 * CACHE_STEP)]
     first = None
     for (prompt, new), compiles, length in calls:
         cache = run._cache_for(prompt, new)
@@ -90,7 +90,8 @@ def test_half_a_batch_or_less_runs_as_ms_swift_runs_it_and_more_is_padded_to_the
         return torch.zeros(inputs["input_ids"].shape[0], 9, dtype=torch.long)
 
     run = CompiledDecode(_holder(), 4, backend="eager")
-    inputs = {"input_ids": torch.ones(rows, 5, dtype=torch.long), "attention_mask": torch.ones(rows, 5, dtype=torch.long)}
+    ones = torch.ones(rows, 5, dtype=torch.long)
+    inputs = {"input_ids": ones, "attention_mask": ones}
     out = run.generate(generate, generation_config=GenerationConfig(max_new_tokens=8, pad_token_id=0), **inputs)
     assert out.shape[0] == rows and seen["rows"] == padded_to
     assert (seen["cache"] is None, run.eager_calls, run.compiles) == ((True, 1, 0) if eager else (False, 0, 1))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from stage_b.decisions_log import CHAIN, DecisionsLogError, append_log, read_log
-from tests.helpers import M, write_labels
+from tests.helpers import M
 
 
 def decision(k: int, answer: str = "通过") -> dict:

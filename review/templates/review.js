@@ -14,7 +14,7 @@
   // Stage-A) at every group, or the flagged ones.
   // With named reviewers (judge --reviewers), each reviewer's queue holds the groups assigned to them.
   function forPerson(g) {
-    var me = reviewer ? reviewer.value.trim() : "";
+    var me = reviewer ? myName() : "";
     if (g.assigned && g.assigned.length && me && g.assigned.indexOf(me) < 0) return false;
     if (g.route) return g.route === "review" || g.route === "audit";
     return !flagged || g.tags.indexOf("needs_review") >= 0;
@@ -83,10 +83,27 @@
   decisions = load();
 
   var reviewer = document.getElementById("reviewer"), nameNeeded = document.getElementById("name-needed");
+  var nameNeededText = nameNeeded ? nameNeeded.textContent : "";
+  // A reviewer's name by qc_core/names.py's rule, step for step (the import applies the same one): NFC; refused when it
+  // holds a character that shows nothing or moves text; each run of spaces of any width one space (an IME's full-width
+  // space too); a letter or digit; at most RULE.max characters.
+  var RULE = DATA.name_rule || {max: 80, refused: ["Cc", "Cf", "Co", "Cs", "Zl", "Zp"]};
+  var REFUSED = new RegExp("[" + RULE.refused.map(function (c) { return "\\p{" + c + "}"; }).join("") + "]", "u");
+  function nameOf(raw) {
+    var name = String(raw || "").normalize("NFC");
+    if (REFUSED.test(name)) return {name: "", problem: "holds a character that shows nothing or moves the text " +
+                                                       "around it (a control or text-direction mark)"};
+    name = name.replace(/\p{Zs}+/gu, " ").replace(/^ +| +$/g, "");
+    if (!name) return {name: "", problem: ""};
+    if (!/[\p{L}\p{N}]/u.test(name)) return {name: "", problem: "holds no letter or digit"};
+    if (Array.from(name).length > RULE.max) return {name: "", problem: "is over " + RULE.max + " characters"};
+    return {name: name, problem: ""};
+  }
+  function myName() { return nameOf(reviewer.value).name; }
   if (storage) reviewer.value = storage.getItem(NAME_KEY) || "";
   reviewer.addEventListener("input", function () {
     if (storage) { try { storage.setItem(NAME_KEY, reviewer.value); } catch (e) { /* kept in the field */ } }
-    if (nameNeeded && reviewer.value.trim()) nameNeeded.hidden = true;
+    if (nameNeeded && myName()) nameNeeded.hidden = true;
     counters();   // the queue is this reviewer's
   });
 
@@ -247,7 +264,7 @@
   function change(k, next, withUndo) {   // next: the decision object, or null for none (a note stays)
     var before = decisions[k] || {};
     var entry = {from: before.decision || null, to: next ? next.decision : null, at: new Date().toISOString(),
-                 by: reviewer.value.trim(), on_screen_ms: Math.max(0, Date.now() - currentSince)};
+                 by: myName(), on_screen_ms: Math.max(0, Date.now() - currentSince)};
     if (withUndo) {
       undoStack.push({key: k, before: before.decision ? {decision: before.decision, reviewer: before.reviewer,
                                                          decided_at: before.decided_at} : null});
@@ -261,12 +278,17 @@
   }
   function decide(card, decision) {
     if (!decidable(card)) return;
-    if (!reviewer.value.trim()) {   // two nameless reviewers could not be told apart: the later would silently win
-      if (nameNeeded) nameNeeded.hidden = false;
+    var who = nameOf(reviewer.value);
+    if (!who.name) {   // two nameless reviewers could not be told apart: the later would silently win
+      if (nameNeeded) {
+        nameNeeded.textContent = who.problem ? "This name " + who.problem + ": type a name of letters, digits, " +
+          "punctuation and spaces, at most " + RULE.max + " characters (e.g. 王工)." : nameNeededText;
+        nameNeeded.hidden = false;
+      }
       reviewer.focus();
       return;
     }
-    change(keyOf(card), {decision: decision, reviewer: reviewer.value.trim(), decided_at: new Date().toISOString()},
+    change(keyOf(card), {decision: decision, reviewer: who.name, decided_at: new Date().toISOString()},
            true);
     show(card);
     counters();
@@ -418,13 +440,14 @@
       var source = g.source === null || g.source === undefined ? null : DATA.sources[g.source];
       if (source) source = {file: source.file, sha256: source.sha256, relative: source.relative, line_sha256: g.seen};
       lines.push(JSON.stringify({group_id: g.id, mission: g.mission, decision: d.decision, note: d.note || "",
-                                 reviewer: d.reviewer || reviewer.value.trim(), decided_at: d.decided_at,
+                                 reviewer: d.reviewer || myName(), decided_at: d.decided_at,
                                  verdict: g.verdict, p_fail: g.p_fail, route: g.route || null, source: source,
                                  page: location.href.split("#")[0], history: d.history || []}));
     });
     return lines.length ? lines.join("\n") + "\n" : "";
   }
   window.groupQcDecisionsJsonl = exportLines;
+  window.groupQcReviewerName = function (raw) { return nameOf(raw); };   // the rule, for its tests
   document.getElementById("export-decisions").addEventListener("click", function () {
     var blob = new Blob([exportLines()], {type: "application/x-ndjson"});
     if (storage) touch("exported");
