@@ -13,7 +13,8 @@
 # labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
-# of a mission whose promise it withdrew to review. audit_share= of the groups decided without review are drawn for a
+# of a mission whose promise it withdrew to review; a withdrawal is also recorded beside the operating point
+# (<stem>.withdrawals.jsonl, stage_b.withdrawals), which the judge reads with any monitor= or none. audit_share= of the groups decided without review are drawn for a
 # blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a tightened mission is
 # raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups sent to people among them, overlap_share= of them
 # decided by two, blind to each other (stage_b.assign; the import measures their agreement).
@@ -64,8 +65,11 @@ def check():
     if overlap:
         check_overlap_share(overlap, names, "overlap_share=")
     if op:
+        from qc_core.jsonl import file_sha256
         from stage_b.operating_point import load_operating_point
+        from stage_b.withdrawals import recorded
         load_operating_point(op)
+        recorded(op, file_sha256(op))   # the withdrawals beside it must read (the guard fails closed)
     if labels:
         from pathlib import Path
         if not Path(labels).is_dir():

@@ -357,7 +357,8 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
     checkpoints = settings.engine.checkpoints()
     points, op_digest = _thresholds(settings, op, missions, checkpoints)
-    withdrawn = mission_withdrawals(op, op_digest, monitor, settings.monitor, by_mission, missions)
+    withdrawn = mission_withdrawals(op, op_digest, monitor, settings.monitor, by_mission, missions,
+                                    settings.operating_point)
     seed = settings.audit_seed if settings.audit_seed is not None else \
         recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
@@ -459,9 +460,10 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
 
 
 def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monitor: dict | None, monitor_path,
-                        by_mission: dict[str, list[dict]], missions: list[str]) -> dict[str, str]:
+                        by_mission: dict[str, list[dict]], missions: list[str], op_path=None) -> dict[str, str]:
     """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
-    promise was certified on, or the monitor withdrew it (stage_b.monitor.withdrawals)."""
+    promise was certified on, a monitor recorded a withdrawal beside the operating point (stage_b.withdrawals: read
+    with or without --monitor), or the monitor given withdrew it (stage_b.monitor.withdrawals)."""
     out = {}
     for mission in missions:
         entry = op.missions.get(mission) if op is not None else None
@@ -473,6 +475,12 @@ def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monito
                 out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "
                                 f"summaries of {', '.join(sorted(certified_on))}: certify it again on summaries of "
                                 f"this Stage-A model (python -m stage_b.evaluate --target_miss_rate R)")
+    if op_path and op_digest:
+        from .withdrawals import recorded, withdrawals_path
+        for mission, line in recorded(op_path, op_digest).items():
+            if mission in missions and mission not in out:
+                out[mission] = (f"{line['why']} (recorded in {withdrawals_path(op_path)} by the monitor of "
+                                f"{line['withdrawn_day'] or line['withdrawn_at']})")
     if monitor is not None and op is not None:
         from .monitor import withdrawals
         for mission, why in withdrawals(monitor, monitor_path, op, op_digest).items():

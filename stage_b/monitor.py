@@ -674,7 +674,12 @@ def _monitor(args) -> int:
     from .monitor_page import _write, write_page
     _write(out / "monitor.json", json.dumps(monitor, ensure_ascii=False, indent=2))
     page = write_page(monitor, out)
+    from .withdrawals import record, withdrawals_path
+    newly = record(args.operating_point, digest, monitor, out / "monitor.json")
     print_days(monitor)
+    if newly:   # where every judge at this operating point finds it, whatever monitor it is given
+        print(f"withdrawal of {', '.join(newly)} recorded beside the operating point: "
+              f"{withdrawals_path(args.operating_point)}")
     print(f"monitor: {out / 'monitor.json'}; page {page}")
     return 0
 
