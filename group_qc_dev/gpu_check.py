@@ -19,6 +19,9 @@ others' numbers:
   grpo_photos  the same, photo-aware (images=1)
   grpo_photos_bare  (only when named in --steps: outside the 11 minutes) grpo_photos with GROUP_QC_BARE_ENGINE=1,
                our two engine changes off: what they are worth in training
+  split        (only when named in --steps) group_qc_dev.stage_split: one Stage-A call per batch size (16, 64, 128)
+               timed stage by stage with CUDA events (host encode, patch embedding, window and full blocks, merger,
+               prefill, decode steps), each beside its FLOP or memory time on the card
 
 Everything goes to DIR/gpu_check.json (rewritten after every step) and DIR/gpu_check.log, each step's own output
 to DIR/logs/<step>.log. Exit status: 0 when every step passed, 1 when one failed or timed out (its entry says
@@ -39,8 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("model", "stage_a", "prepare", "judge", "grpo_text", "grpo_photos", "grpo_photos_bare")
-OPTIONAL_STEPS = ("grpo_photos_bare",)   # run only when --steps names them
+STEPS = ("model", "stage_a", "prepare", "judge", "grpo_text", "grpo_photos", "grpo_photos_bare", "split")
+OPTIONAL_STEPS = ("grpo_photos_bare", "split")   # run only when --steps names them
 MISSION = "BBU接地线检查"
 GIB = 2 ** 30
 
@@ -53,12 +56,15 @@ GIB = 2 ** 30
 # tokens on Qwen2.5-VL), 32 new tokens, as in the issue's target. --tiny takes about 1.5 minutes on 2 idle cores.
 PROFILES = {
     "gpu": dict(
-        timeouts=dict(model=45, stage_a=360, prepare=90, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125),
+        timeouts=dict(model=45, stage_a=360, prepare=90, judge=55, grpo_text=95, grpo_photos=125, grpo_photos_bare=125,
+                      split=240),
         stage_a=["--photos", "64", "--photo_scale", "4", "--max_pixels", "602112", "--max_new_tokens", "32",
                  "--batch_sizes", "16", "32", "64", "--stop_after_s", "240",
                  "--variants", "ours_window_loop", "ours_compiled_decode"],
         prepare=["--photos", "64", "--photo_scale", "18", "--max_pixels", "602112", "--threads", "1", "2", "4", "8"],
         grpo=dict(num_generations="8", prompts_per_step="2", max_completion_length="64", max_pixels="200704"),
+        split=["--batch_sizes", "16", "64", "128", "--photo_scale", "4", "--max_pixels", "602112",
+               "--max_new_tokens", "32"],
         judge=["--groups", "2000", "--completions", "2000", "--judge_batch_size", "16", "--judge_max_new_tokens", "32"],
         data_groups=32,
     ),
@@ -66,11 +72,12 @@ PROFILES = {
     # step can take several times as long, and a timeout here is a failure, not a measurement.
     "tiny": dict(
         timeouts=dict(model=120, stage_a=240, prepare=240, judge=240, grpo_text=300, grpo_photos=300,
-                      grpo_photos_bare=300),
+                      grpo_photos_bare=300, split=240),
         stage_a=["--photos", "12", "--max_new_tokens", "8", "--batch_sizes", "4", "8", "--stop_after_s", "120",
                  "--variants", "ours_window_loop", "ours_compiled_decode"],
         prepare=["--photos", "8", "--photo_scale", "4", "--max_pixels", "12544", "--threads", "1", "2"],
         grpo=dict(num_generations="2", prompts_per_step="2", max_completion_length="8", max_pixels="12544"),
+        split=["--batch_sizes", "2", "4", "--max_new_tokens", "4"],
         judge=["--groups", "200", "--completions", "200", "--judge_batch_size", "8", "--judge_max_new_tokens", "8"],
         data_groups=12,
     ),
@@ -330,6 +337,8 @@ def step_commands(mode: str, model: Path, out: Path, stage_a: Path, preset: str)
         "grpo_text": grpo("grpo_text", False),
         "grpo_photos": grpo("grpo_photos", True),
         "grpo_photos_bare": ["env", "GROUP_QC_BARE_ENGINE=1", *grpo("grpo_photos_bare", True)],
+        "split": [py, "-m", "group_qc_dev.stage_split", "--model", str(model), *profile["split"],
+                  "--json", str(out / "split.json")],
     }
 
 
@@ -342,6 +351,8 @@ def summarize(name: str, out: Path) -> dict:
         return prepare_summary(read_json(out / "prepare.json"), read_json(out / "stage_a.json"))
     if name.startswith("grpo"):
         return grpo_summary(out / name)
+    if name == "split":
+        return read_json(out / "split.json") or {}
     return {}
 
 
@@ -469,6 +480,12 @@ def headline(name: str, r: dict) -> str:
     if name.startswith("grpo") and r.get("steps"):
         return (f"; {r['steps']} steps, {r['s_per_step']} s/step (steps {r['step_seconds']}), peak memory "
                 f"{r['peak_memory_gib']} GiB")
+    if name == "split" and r.get("batches"):
+        def largest(b):
+            stage = max(b["stages"], key=lambda s: b["stages"][s]["ms"])
+            return f"{stage} {b['stages'][stage]['ms_per_photo']:.3g}"
+        return "; ms per photo: " + "; ".join(f"batch {b['batch_size']}: wall {b['wall_ms'] / b['photos']:.3g}, "
+                                              f"largest {largest(b)}" for b in r["batches"])
     return ""
 
 
