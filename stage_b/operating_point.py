@@ -351,9 +351,10 @@ class MissionPoint:
     keys: tuple[str, ...] = ()
 
     @classmethod
-    def from_json(cls, entry, where: str) -> MissionPoint:
+    def from_json(cls, entry, where: str, evidence_groups: int | None = None) -> MissionPoint:
         """A file's mission entry, its types, ranges and promises checked; `where` ("FILE: MISSION") names it in
-        every refusal. A key the rule reads that is missing is refused, never read as a default."""
+        every refusal. A key the rule reads that is missing is refused, never read as a default. `evidence_groups`:
+        for the pooled `overall` entry, the groups the missions' profiles name together (its own profile is theirs)."""
         if not isinstance(entry, dict):
             raise OperatingPointError(f"{where}: the entry is {entry!r}, not an object; recompute the file")
         _number_or_none(entry.get("threshold"), f"{where}: threshold")
@@ -368,9 +369,8 @@ class MissionPoint:
             raise OperatingPointError(f"{where}: no {', '.join(missing)} (a mission entry holds "
                                       f"{', '.join(ENTRY_KEYS)}, and why_none when threshold is null); recompute "
                                       f"the file with python -m stage_b.evaluate")
-        point = cls.of(entry)
-        check_promise(point, where)
-        return point
+        check_promise(cls.of(entry), where, evidence_groups)
+        return cls.of({**entry, **_promise_texts(entry, where)})
 
     @classmethod
     def of(cls, entry: dict) -> MissionPoint:
@@ -405,6 +405,28 @@ class MissionPoint:
             why.append(f"p_fail {fmt_p(p, threshold)} is within {fmt_p(margin)} of the threshold "
                        f"{fmt_p(threshold, p)}")
         return Decision(verdict_at(p, threshold), tuple(mission_why), tuple(why))
+
+
+def _promise_texts(entry: dict, where: str) -> dict:
+    """The entry's promise sentences, recomputed from its own counts (promise_text): the text a verdict line, a page
+    and a report print is never the file's words, which an edit could make say anything. An entry whose counts do not
+    make a sentence keeps its own text, which must then be text."""
+    out = {}
+    for key, make in (("promise", promise_text), ("overkill_promise", overkill_promise_text)):
+        if key not in entry:
+            continue
+        try:
+            text = make(entry) if entry.get("threshold") is not None else None
+        except (KeyError, TypeError, ValueError):
+            text = None
+        if text is None and entry.get("certified" if key == "promise" else "overkill_certified") is True:
+            raise OperatingPointError(f"{where}: certified without the counts its {key} is stated from (target, "
+                                      f"confidence, misses, groups, upper bound); recompute the file")
+        if text is None and not isinstance(entry[key], (str, type(None))):
+            raise OperatingPointError(f"{where}: {key} is {entry[key]!r}, not a sentence; recompute the file")
+        if text is not None:
+            out[key] = text
+    return out
 
 
 # what the rule reads of a file's mission entry, always written by mission_point: none may be missing
@@ -460,7 +482,9 @@ class OperatingPoint:
         if not isinstance(op.get("missions"), dict):
             raise OperatingPointError(f"{where}: `missions` must be an object of mission entries; recompute the file")
         missions = {m: MissionPoint.from_json(e, f"{where}: {m}") for m, e in op["missions"].items()}
-        overall = None if op.get("overall") is None else MissionPoint.from_json(op["overall"], f"{where}: overall")
+        named = sum(len((m.profile or {}).get("p_fail") or []) for m in missions.values())
+        overall = None if op.get("overall") is None else MissionPoint.from_json(op["overall"], f"{where}: overall",
+                                                                                evidence_groups=named)
         check_confidences(op, where)
         typed = {k: op[k] for k in _TYPED_OP_KEYS if k in op}
         return cls(**{**typed, "missions": missions, "overall": overall},
@@ -658,7 +682,7 @@ def _count(value, key: str, where: str) -> int:
     return value
 
 
-def check_promise(point: MissionPoint, where: str) -> None:
+def check_promise(point: MissionPoint, where: str, evidence_groups: int | None = None) -> None:
     """A mission entry's promises recomputed from its own counts: `certified` and `overkill_certified` must follow from
     them at the entry's confidence and targets, and the auto-fail threshold may not be below the auto-pass one. A file
     edited or forged to promise more than its counts support is refused, naming what does not follow."""
@@ -674,7 +698,7 @@ def check_promise(point: MissionPoint, where: str) -> None:
     except CertificationError as exc:
         raise OperatingPointError(f"{exc}; recompute the file") from None
     if point.certified:
-        _check_miss_promise(point, confidence, where)
+        _check_miss_promise(point, confidence, where, evidence_groups)
     if point.overkill_certified:
         target = _number_or_none(point.target_overkill_rate, f"{where}: target_overkill_rate")
         n_pass, over = _count(point.n_pass, "n_pass", where), _count(point.auto_overkills, "auto_overkills", where)
@@ -732,7 +756,7 @@ def check_live_fields(point: MissionPoint, where: str) -> None:
                                       f"test reads; recompute the file")
 
 
-def _check_miss_promise(point: MissionPoint, confidence: float, where: str) -> None:
+def _check_miss_promise(point: MissionPoint, confidence: float, where: str, evidence_groups: int | None) -> None:
     """`certified` follows from the entry's misses of its defective groups (their effective counts when weighted)."""
     target = _number_or_none(point.target_miss_rate, f"{where}: target_miss_rate")
     if target is None or point.threshold is None:
@@ -741,11 +765,15 @@ def _check_miss_promise(point: MissionPoint, confidence: float, where: str) -> N
     n_fail, misses = _count(point.n_fail, "n_fail", where), _count(point.misses, "misses", where)
     if misses > n_fail:
         raise OperatingPointError(f"{where}: {misses} misses of {n_fail} defective groups; recompute the file")
+    _check_counts_against_profile(point, n_fail, where, evidence_groups)
     if point.weighted:
         k, n = (point.miss_effective_counts or [None, None])
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in (k, n)) or k > n:
-            raise OperatingPointError(f"{where}: a weighted promise without its effective counts; recompute the "
-                                      f"file")
+        # an effective sample size (Kish) never exceeds the groups it is made of
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                   for x in (k, n)) or k > n or n > n_fail + 1e-9:
+            raise OperatingPointError(f"{where}: a weighted promise whose effective counts "
+                                      f"{point.miss_effective_counts!r} are not at most its {n_fail} defective groups "
+                                      f"(finite, missed <= counted); recompute the file")
         from scipy.stats import beta
         bound = 1.0 if n <= 0 or k >= n else float(beta.ppf(confidence, k + 1, n - k))
     else:
@@ -756,6 +784,21 @@ def _check_miss_promise(point: MissionPoint, confidence: float, where: str) -> N
             f"{pct(bound)} with {pct(confidence)} confidence, above its target {pct(target)} (at least "
             f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
             f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
+
+
+def _check_counts_against_profile(point: MissionPoint, n_fail: int, where: str, evidence_groups: int | None) -> None:
+    """A certified promise counts groups the file itself names: every group it counts has its p_fail in the entry's
+    `profile` (profile_of: the evidence's p_fail values). More groups than that were never evidence (a forged count:
+    `n_fail: 10^9, misses: 0`), and a certified entry without its profile cannot be checked: both refused."""
+    profile = point.profile if evidence_groups is None else {"p_fail": [None] * evidence_groups}
+    if not isinstance(profile, dict) or not isinstance(profile.get("p_fail"), list):
+        raise OperatingPointError(f"{where}: certified without the profile of the groups it was certified on (their "
+                                  f"p_fail values); recompute the file with python -m stage_b.evaluate")
+    n_pass = point.n_pass if isinstance(point.n_pass, int) and not isinstance(point.n_pass, bool) else 0
+    if n_fail + n_pass > len(profile["p_fail"]):
+        raise OperatingPointError(f"{where}: certified on {n_fail} defective and {n_pass} good groups, but the file's "
+                                  f"evidence names {len(profile['p_fail'])} (profile.p_fail): the counts were edited "
+                                  f"or forged; recompute the file with python -m stage_b.evaluate")
 
 
 def thresholds_for(op: OperatingPoint, path, missions: list[str], *, model: dict, adapters: list[dict],

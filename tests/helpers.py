@@ -172,8 +172,9 @@ def certified_op(model, path, **entry):
     from qc_core.checkpoints import checkpoint_identities
     point = {"threshold": 0.0, "threshold_fail": 0.0, "review_margin": 0.0, "certified": True,
              "target_miss_rate": 0.2, "confidence": 0.8, "n_fail": 10, "misses": 0,   # 0 of 10 certify 20% at 80%
-             "promise": "miss rate <= 20% (a test's)", "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
-             **entry}
+             "miss_rate_upper": 0.149, "promise": "miss rate <= 20% (a test's)",
+             "escape": {"auto_passed": 10, "escapes": 0, "upper": 0.2},
+             "profile": {"p_fail": [0.9] * 10 + [0.1] * 10, "defect_groups": 10, "groups": 20}, **entry}
     path.write_text(json.dumps({"format": 2, **checkpoint_identities(str(model), []), "confidence": 0.8,
                                 "missions": {M: point}}, ensure_ascii=False), encoding="utf-8")
     return path

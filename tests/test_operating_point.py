@@ -113,7 +113,8 @@ ADAPTER = {"path": "/a/checkpoint-5", "fingerprint": "bbb"}
 OP = {"format": 2, "model": MODEL, "adapters": [ADAPTER], "missions": {
     "BBU接地线检查": {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True,
                      "promise": "miss rate <= 10%", "confidence": 0.9, "target_miss_rate": 0.1, "n_fail": 22,
-                     "misses": 0},
+                     "misses": 0, "miss_rate_upper": 0.0996,
+                     "profile": {"p_fail": [0.9] * 22, "defect_groups": 22, "groups": 22}},
     "挡风板安装检查": {"threshold": None, "threshold_fail": None, "review_margin": 0.0, "certified": False,
                    "promise": "no promise", "why_none": "no fail group in validation"}}}
 
@@ -334,3 +335,52 @@ def test_the_confidences_the_guard_holds_promises_at_are_checked_at_load(key, va
     op = {"format": 2, "model": {}, "adapters": [], "missions": {}, key: value}
     with pytest.raises(OperatingPointError, match=f"F: {what}"):
         OperatingPoint.from_json(op, "F")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Self-consistent forgeries: counts the file's own evidence cannot have, a promise sentence that says anything
+# --------------------------------------------------------------------------------------------------------------
+CERTIFIED = OP["missions"]["BBU接地线检查"]
+
+
+def _forged(**changes) -> dict:
+    entry = {k: v for k, v in {**CERTIFIED, **changes}.items() if v is not _GONE}
+    return {**OP, "missions": {"BBU接地线检查": entry}}
+
+
+_GONE = object()
+
+
+@pytest.mark.parametrize("changes, refusal", [
+    ({"n_fail": 10 ** 9}, "the file's evidence names 22"),                          # 0 of a billion: more than it names
+    ({"profile": _GONE}, "certified without the profile"),                          # nothing left to check the counts by
+    ({"weighted": True, "miss_effective_counts": [0, math.inf]}, "effective counts"),
+    ({"weighted": True, "miss_effective_counts": [0, 1e6]}, "not at most its 22 defective groups"),
+    ({"miss_rate_upper": _GONE}, "certified without the counts its promise is stated from"),
+])
+def test_counts_the_evidence_cannot_have_are_refused(changes, refusal):
+    with pytest.raises(OperatingPointError, match=refusal):
+        OperatingPoint.from_json(_forged(**changes), "F")
+
+
+@pytest.mark.parametrize("promise", ["miss rate <= 0.1% with 99.99% confidence (hand-written)", 5, None])
+def test_the_promise_sentence_is_recomputed_from_the_counts(promise):
+    """Planted: the file's text kept -> a verdict line would print whatever was written there."""
+    point = OperatingPoint.from_json(_forged(promise=promise), "F").missions["BBU接地线检查"]
+    assert point.promise == ("miss rate <= 10% with 90% confidence (0 missed of 22 defective validation groups; "
+                             "upper bound 9.96%)")
+    assert point.to_json()["promise"] == point.promise
+
+
+def test_an_uncertified_entry_keeps_its_words_but_only_words():
+    op = {**OP, "missions": {"挡风板安装检查": {**OP["missions"]["挡风板安装检查"], "promise": 5}}}
+    with pytest.raises(OperatingPointError, match="promise is 5, not a sentence"):
+        OperatingPoint.from_json(op, "F")
+
+
+def test_a_pooled_promise_counts_no_more_groups_than_the_missions_name():
+    overall = {**CERTIFIED, "n_fail": 23}   # the one mission's profile names 22
+    profile_free = {k: v for k, v in overall.items() if k != "profile"}
+    with pytest.raises(OperatingPointError, match="overall: certified on 23 defective"):
+        OperatingPoint.from_json({**OP, "overall": profile_free}, "F")
+    assert OperatingPoint.from_json({**OP, "overall": {**profile_free, "n_fail": 22}}, "F").overall.certified
