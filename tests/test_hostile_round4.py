@@ -315,8 +315,8 @@ def _one_group_source(tmp_path):
     ("", "", "", "no reviewer name"),                  # two nameless exports: refused, never merged into one
     ("王工", "", "", "no reviewer name"),
     ("王工", "", "李工", "conflict"),                   # --reviewer names the unnamed file: two people, who disagree
-    ("王工", "王工\x1b[2J", "", "is not a name"),        # control characters are not a name
-    ("王工", "x" * 81, "", "is not a name"),
+    ("王工", "王工\x1b[2J", "", "shows nothing or moves the text"),   # control characters are not a name
+    ("王工", "x" * 81, "", "over 80"),
     ("王工", "李工", "", "conflict"),
 ])
 def test_decisions_without_a_name_are_refused_not_merged(tmp_path, first, second, unnamed, outcome):
