@@ -102,6 +102,28 @@ def _order(d: dict) -> datetime:
     return _when(d.get("decided_at")) or OLDEST
 
 
+def _continues(longer: list, shorter: list) -> bool:
+    """Whether the page's history `longer` holds `shorter`'s last change before a change of its own: the page appends
+    each change to a group's history (dropping the oldest past 100), so such a history was written after the other."""
+    last = shorter[-1]
+    at = [k for k, change in enumerate(longer) if change == last]
+    return bool(at) and at[-1] < len(longer) - 1
+
+
+def replaces(new: dict, old: dict) -> bool:
+    """Whether one reviewer's decision `new` on a group replaces their decision `old`: by the page's own sequence
+    first (a decision whose history continues the other's was made after it on that page, whatever either clock says:
+    a clock set back, or one stamped ahead within the slack, cannot make a correction lose), else by decided_at, a tie
+    going to the line logged later."""
+    h_new, h_old = new.get("history") or [], old.get("history") or []
+    if h_new and h_old and h_new != h_old:
+        if _continues(h_new, h_old):
+            return True
+        if _continues(h_old, h_new):
+            return False
+    return _order(new) >= _order(old)
+
+
 def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None,
               census: dict[str, int] | None = None) -> dict:
     """The `review` record a label carries (stage_b.routes): how the group reached a person, read from the verdict
@@ -425,7 +447,7 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, dict]:
         mine = latest.setdefault((d["mission"], d["group_id"]), {})
         reviewer = d.get("reviewer") or "anonymous"
         old = mine.get(reviewer)
-        if old is None or _order(d) >= _order(old):
+        if old is None or replaces(d, old):
             mine[reviewer] = d
     out = {}
     for key, by_reviewer in latest.items():

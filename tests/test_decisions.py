@@ -129,9 +129,17 @@ def test_the_command_prints_per_mission_and_exits_2_on_bad_input(verdicts, tmp_p
     assert bad.returncode == 2 and "nope.jsonl: no such decisions file" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def _logged(reviewer, decision, at, record):
+def _logged(reviewer, decision, at, record, history=()):
     return {"mission": "m", "group_id": "g", "reviewer": reviewer, "decision": decision, "decided_at": at,
-            "record": record, "verdict": record.get("verdict"), "route": record.get("route")}
+            "record": record, "verdict": record.get("verdict"), "route": record.get("route"), "history": list(history)}
+
+
+def _change(to, at, frm=None):
+    return {"from": frm, "to": to, "at": at, "by": "r", "on_screen_ms": 1200}
+
+
+FIRST = _change("通过", "2026-11-27T10:04:00+00:00")                     # stamped ahead (within the 5-minute slack)
+CORRECTED = [FIRST, _change("不通过", "2026-11-27T10:01:00+00:00", "通过")]   # the correction, by a clock set back
 
 
 @pytest.mark.parametrize("what, log, status, record_id", [
@@ -145,6 +153,17 @@ def _logged(reviewer, decision, at, record):
     ("times compare in UTC: 18:00 at +08:00 is before 11:00 UTC",
      [_logged("r", "不通过", "2026-11-27T11:00:00+00:00", {"id": 1}),
       _logged("r", "通过", "2026-11-27T18:00:00+08:00", {"id": 2})], "fail", 1),
+    # planted: decided_at alone -> the correction, stamped three minutes earlier, lost and the label stayed 通过
+    ("a correction on the page wins whatever the clocks said (its history continues the first decision's)",
+     [_logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST]),
+      _logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED)], "fail", 2),
+    ("and the first decision imported again after it does not undo it",
+     [_logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED),
+      _logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST])], "fail", 2),
+    ("two pages' histories that do not continue each other: the clock decides",
+     [_logged("r", "不通过", "2026-11-27T10:05:00+00:00", {"id": 1}, [_change("不通过", "2026-11-27T10:05:00+00:00")]),
+      _logged("r", "通过", "2026-11-27T10:01:00+00:00", {"id": 2}, [_change("通过", "2026-11-27T10:01:00+00:00")])],
+     "fail", 1),
 ])
 def test_which_decision_labels_a_group(what, log, status, record_id):
     from stage_b.decisions import resolve
