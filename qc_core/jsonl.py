@@ -61,11 +61,13 @@ def dumps_line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-OUTPUT_REMEDY = "Fix or remove that line, or start fresh with --overwrite."   # for the files a command writes
+OUTPUT_REMEDY = "Fix or remove that line, or start fresh with --overwrite."   # a command resuming its own output
+# any other reader: the command that reads a file cannot write it afresh, so --overwrite there would fix nothing
+READ_REMEDY = "Fix or remove that line, or write the file again with the command that made it."
 
 
 def iter_jsonl(path: str | os.PathLike, *, allow_torn_tail: bool = True,
-               on_torn: Callable[[str], None] | None = None, remedy: str = OUTPUT_REMEDY) -> Iterator[tuple[int, dict]]:
+               on_torn: Callable[[str], None] | None = None, remedy: str = READ_REMEDY) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object). A final line without "\n" that does not parse is a torn write
     from a killed run: skipped when allow_torn_tail (and reported to `on_torn`, with file and line, for
     readers of finished files), else an error, ending with `remedy` (what the reader's user can do: a command without

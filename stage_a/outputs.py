@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from qc_core.jsonl import iter_jsonl
+from qc_core.jsonl import OUTPUT_REMEDY, iter_jsonl
 from qc_core.stable_hash import stable_u64
 
 _SHARD_RE = re.compile(r"\.shard-(\d{5})-of-(\d{5})\.jsonl$")
@@ -103,14 +103,14 @@ def existing_group_ids(path: Path) -> set[str]:
     """Group ids already recorded in a JSONL file (missing file: none)."""
     if not path.exists():
         return set()
-    return {obj["group_id"] for _, obj in iter_jsonl(path) if obj.get("group_id")}
+    return {obj["group_id"] for _, obj in iter_jsonl(path, remedy=OUTPUT_REMEDY) if obj.get("group_id")}
 
 
 def existing_error_keys(path: Path) -> tuple[set[str], set[tuple]]:
     """(group ids that failed, (path, error) keys of discovery issues) in an errors file."""
     failed, issues = set(), set()
     if path.exists():
-        for _, obj in iter_jsonl(path):
+        for _, obj in iter_jsonl(path, remedy=OUTPUT_REMEDY):
             if obj.get("stage") == "discovery":
                 issues.add((obj.get("path"), obj.get("error")))
             elif obj.get("group_id"):

@@ -391,8 +391,11 @@ def check_history(history) -> tuple[list, str | None]:
             return [], f"change {n} must hold only {', '.join(HISTORY_FIELDS)}"
         if any(change.get(k) not in (*DECISIONS, None) for k in ("from", "to")):
             return [], f"change {n}: from/to must be one of {', '.join(DECISIONS)} or null"
-        if not isinstance(change.get("at"), str) or decided_at_problem(change["at"]):
+        if not isinstance(change.get("at"), str):
             return [], f"change {n}: at must be an ISO time with a zone"
+        problem = decided_at_problem(change["at"])   # not a time, or a time no right clock gives (ahead, before 2000)
+        if problem:
+            return [], f"change {n}: {problem.replace('decided_at', 'at', 1)}"
         if not isinstance(change.get("by"), str) or (change["by"] and not _is_name(change["by"])):
             return [], f"change {n}: by must be a reviewer's name"
         ms = change.get("on_screen_ms")

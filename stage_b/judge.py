@@ -37,7 +37,8 @@ from typing import NamedTuple
 
 from qc_core.checkpoints import file_digest, stage_a_identity
 from qc_core.exits import run_cli
-from qc_core.jsonl import RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.jsonl import (OUTPUT_REMEDY, RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock,
+                           write_jsonl_atomic)
 from qc_core.records import summaries_of, utc_now
 
 from .dataset import DatasetError, load_records, prompt_row, rows_for
@@ -164,7 +165,7 @@ def check_resumable(path: Path, provenance: dict, mission: str, records: dict[st
     if not path.exists():
         return set(), []
     kept, seen, stale = [], {}, []
-    for line_no, rec in iter_jsonl(path):
+    for line_no, rec in iter_jsonl(path, remedy=OUTPUT_REMEDY):
         differs = [k for k, default in PROVENANCE.items() if rec.get(k, default) != provenance.get(k, default)]
         if differs:
             raise JudgeError(f"{path}:{line_no} was judged with another {', '.join(differs)} "
@@ -451,7 +452,7 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
         for mission in missions:
             path = verdicts_path(output_dir, mission)
             if path.exists():
-                for _, rec in iter_jsonl(path):
+                for _, rec in iter_jsonl(path, remedy=OUTPUT_REMEDY):
                     if isinstance(rec.get("audit_seed"), int):
                         return rec["audit_seed"]
                     break
@@ -491,7 +492,7 @@ def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monito
 
 def _verdicts(output_dir: Path, missions: list[str]) -> list[dict]:
     return [rec for m in missions if verdicts_path(output_dir, m).exists()
-            for _, rec in iter_jsonl(verdicts_path(output_dir, m))]
+            for _, rec in iter_jsonl(verdicts_path(output_dir, m), remedy=OUTPUT_REMEDY)]
 
 
 def automation_of(output_dir: Path, missions: list[str], verdicts: list[dict] | None = None) -> dict:

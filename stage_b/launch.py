@@ -82,9 +82,21 @@ ENV_SETTINGS = {"stage_a_dir": ENV_STAGE_A_DIR, "val_ratio": ENV_VAL_RATIO, "spl
 
 
 def read_config(config) -> tuple[dict, dict]:
-    """(ENV block, arguments) of a `swift rlhf` YAML."""
+    """(ENV block, arguments) of a `swift rlhf` YAML: plain YAML only (a Python tag is refused by safe_load, never
+    run), a mapping of settings whose ENV is a mapping too."""
     with open(config, encoding="utf-8") as f:
-        cfg = yaml.safe_load(f) or {}
+        try:
+            cfg = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f":{where.line + 1}" if where is not None else ""
+            raise ValueError(f"config={config}{at} is not plain YAML ({getattr(exc, 'problem', None) or exc}; tags "
+                             f"such as !!python/... are never read): fix it, or start from "
+                             f"configs/stage_b_grpo.yaml") from None
+    cfg = {} if cfg is None else cfg
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("ENV") or {}, dict):
+        raise ValueError(f"config={config} is not a mapping of settings (with an ENV: mapping, if any), as "
+                         f"configs/stage_b_grpo.yaml is")
     return {k: str(v) for k, v in (cfg.pop("ENV", None) or {}).items()}, cfg
 
 

@@ -192,3 +192,18 @@ def test_whole_file_json_readers_refuse_a_file_nested_100000_deep_by_name(tmp_pa
     with pytest.raises(ValueError) as exc:
         read(path)
     assert str(path) in str(exc.value)
+
+
+def test_a_reader_offers_only_what_fixes_its_file(tmp_path):
+    """--overwrite starts a command's own output afresh; a command that only reads a file (the monitor reading verdict
+    files, the import reading exports) has nothing to overwrite. Planted: the writer's remedy as every reader's
+    default -> the monitor advised --overwrite, which it does not have."""
+    from qc_core.jsonl import OUTPUT_REMEDY, JsonlError, iter_jsonl
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\nnot json\n{"a": 2}\n', encoding="utf-8")
+    with pytest.raises(JsonlError) as read:
+        list(iter_jsonl(path))
+    assert "x.jsonl:2" in str(read.value) and "--overwrite" not in str(read.value)
+    assert "the command that made it" in str(read.value)
+    with pytest.raises(JsonlError, match="--overwrite"):
+        list(iter_jsonl(path, remedy=OUTPUT_REMEDY))

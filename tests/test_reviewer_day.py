@@ -151,6 +151,9 @@ def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, s
     ("x", "must be a list"),
     ([{"from": None, "to": "maybe", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": 5}], "from/to"),
     ([{"from": None, "to": "通过", "at": "yesterday", "by": "王工", "on_screen_ms": 5}], "ISO time"),
+    # planted: every bad time called "not an ISO time" -> a change stamped in the future was misnamed
+    ([{"from": None, "to": "通过", "at": "2099-01-01T00:00:00+00:00", "by": "王工", "on_screen_ms": 5}],
+     "is in the future"),
     ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "on_screen_ms": -1}],
      "milliseconds"),
     ([{"from": None, "to": "通过", "at": "2026-11-27T09:00:00+00:00", "by": "王工", "extra": 1}], "only"),
@@ -253,3 +256,24 @@ def test_a_group_two_reviewers_share_is_in_each_ones_queue(browser, tmp_path, sy
         assert any(v["assigned_to"][0] != name for v in to_people)   # the draw put the other one first somewhere
         fresh_page(browser, out / "review" / "index.html", reviewer=name)
         assert browser.find_element("id", "to-review-count").text == str(len(to_people)), name
+
+
+def test_a_second_tab_of_the_page_loses_no_decision(browser, tmp_path, synthetic):
+    """Another tab's save that this tab's memory has not seen (written to the store behind its back, as a tab whose
+    storage event has not arrived): this tab's next save merges per group instead of writing over it.
+    Planted: save() writing this tab's memory as it is -> the other tab's decision was gone after a reload."""
+    _, _, result = _paged(tmp_path, synthetic, per_page=200)
+    fresh_page(browser, result["index"])
+    key2 = verdicts_key(browser.find_element("id", "card-2"))
+    browser.execute_script("""var key = 'group-qc:decisions:' + window.GROUP_QC_REVIEW.page_id;
+        var d = JSON.parse(localStorage.getItem(key) || '{}');
+        d[arguments[0]] = {decision: '不通过', reviewer: '李工', decided_at: new Date().toISOString(), note: '',
+                           history: [{from: null, to: '不通过', at: new Date().toISOString(), by: '李工',
+                                      on_screen_ms: 900}]};
+        localStorage.setItem(key, JSON.stringify(d));""", key2)
+    send_keys(browser, "p")                                 # this tab decides card 1 and saves
+    browser.find_element("css selector", '#card-3 [data-decision="通过"]').click()
+    assert browser.find_element("id", "decided-count").text == "3"   # the other tab's decision shows here too
+    browser.refresh()
+    assert browser.find_element("id", "decided-count").text == "3"
+    assert _state(browser)[key2]["decision"] == "不通过" and _state(browser)[key2]["reviewer"] == "李工"

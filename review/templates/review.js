@@ -64,8 +64,33 @@
     try { storage.setItem(PAGES_KEY, JSON.stringify(meta)); } catch (e) { /* nothing more to free */ }
     return freed;
   }
+  // Two tabs of one page share the store: each save reads it, merges per group and writes the merge, so a tab never
+  // writes over a decision the other made (the storage event below refreshes a tab when it can, but is not relied on).
+  // Per group the entry whose history continues the other's wins (it was made after it), else the later change.
+  function continues(longer, shorter) {
+    if (!shorter.length || longer.length <= shorter.length) return false;
+    var last = JSON.stringify(shorter[shorter.length - 1]);
+    for (var i = longer.length - 2; i >= 0; i--) if (JSON.stringify(longer[i]) === last) return true;
+    return false;
+  }
+  function lastAt(d) { var h = d.history || []; return h.length ? String(h[h.length - 1].at) : ""; }
+  function newer(a, b) {
+    var ha = a.history || [], hb = b.history || [];
+    if (continues(ha, hb)) return a;
+    if (continues(hb, ha)) return b;
+    return lastAt(a) >= lastAt(b) ? a : b;
+  }
+  function merged(mine, stored) {
+    var out = {};
+    Object.keys(stored).forEach(function (k) { out[k] = stored[k]; });
+    Object.keys(mine).forEach(function (k) { out[k] = out[k] ? newer(mine[k], out[k]) : mine[k]; });
+    return out;
+  }
   function save() {
     if (!storage) return;
+    var before = JSON.stringify(decisions);
+    decisions = merged(decisions, load());
+    if (JSON.stringify(decisions) !== before && cards.length) { cards.forEach(show); counters(); }
     var text = JSON.stringify(decisions);
     try { storage.setItem(STORE_KEY, text); touch("saved"); return; } catch (e) { /* full: free room and retry */ }
     var freed = evictExported();
