@@ -227,8 +227,11 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
     days, seen, given = [], {}, {}
     for folder in map(Path, folders):
         if not folder.is_dir():
-            raise MonitorError(f"day folder {folder} does not exist: give the folders the judge wrote "
+            raise MonitorError(f"day folder {printable_path(folder)} does not exist: give the folders the judge wrote "
                                f"(--output_dir of python -m stage_b.judge), or --days_under their parent")
+        if not _is_text(folder.name):   # the day's name goes into monitor.json, its page and every message
+            raise MonitorError(f"day folder {printable_path(folder)} is not named in UTF-8 (a name made on a GBK or "
+                               f"other system): rename it, e.g. to its date (2026-11-27), and run again")
         real = folder.resolve()   # a symlink or a second spelling of a folder is the same day
         if real in given:
             raise MonitorError(f"day folder {folder} is {given[real]} given again (the same folder): a day counts "
@@ -302,6 +305,20 @@ def verdict_line_problem(rec: dict) -> str | None:
     if "route" in rec and rec["route"] not in ("auto", "review", "audit"):
         return f"route {rec['route']!r} is not auto, review or audit"
     return None
+
+
+def _is_text(name: str) -> bool:
+    """A file name that is UTF-8 text (Python keeps other bytes as lone surrogates, which no file can hold)."""
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def printable_path(path) -> str:
+    """A path for a message, its undecodable bytes as \\xNN (printing them would fail)."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def days_under(parent: Path, op_digest: str) -> list[Path]:
@@ -671,9 +688,8 @@ def _monitor(args) -> int:
     monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years, clean_days)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from .monitor_page import _write, write_page
-    _write(out / "monitor.json", json.dumps(monitor, ensure_ascii=False, indent=2))
-    page = write_page(monitor, out)
+    from .monitor_page import write_outputs
+    page = write_outputs(monitor, json.dumps(monitor, ensure_ascii=False, indent=2), out)
     from .withdrawals import record, withdrawals_path
     newly = record(args.operating_point, digest, monitor, out / "monitor.json")
     print_days(monitor)

@@ -145,19 +145,27 @@ def _num(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_page(monitor: dict, out: Path) -> Path:
-    """monitor.png and index.html in `out`; returns the page's path."""
+def write_outputs(monitor: dict, text: str, out: Path) -> Path:
+    """monitor.json (`text`), monitor.png and index.html in `out`, all or none: each is written to a temporary file
+    first and the three are renamed into place only when all are whole (a full disk leaves the last run's files as
+    they were, and says which file it could not write). Returns the page's path."""
     out = Path(out)
-    png = out / "monitor.png"
-    tmp_png = out / f".monitor.png.tmp-{os.getpid()}.png"
-    plot_days(monitor, tmp_png)
-    os.replace(tmp_png, png)
-    page = out / "index.html"
-    _write(page, render(monitor, png.name))
-    return page
+    tag = f".tmp-{os.getpid()}"
+    targets = {out / "monitor.png": out / f".monitor.png{tag}.png", out / "index.html": out / f".index.html{tag}",
+               out / "monitor.json": out / f".monitor.json{tag}"}   # the judge reads monitor.json: renamed last
+    writing = None
+    try:
+        writing = out / "monitor.png"
+        plot_days(monitor, targets[writing])
+        writing = out / "index.html"
+        targets[writing].write_text(render(monitor, "monitor.png"), encoding="utf-8")
+        writing = out / "monitor.json"
+        targets[writing].write_text(text, encoding="utf-8")
+    except OSError as exc:
+        for tmp in targets.values():
+            tmp.unlink(missing_ok=True)
+        raise OSError(f"cannot write {writing} ({exc.strerror or exc}): nothing of this monitor run was written, the "
+                      f"files of the last run stand; free space in {out} and run the monitor again") from None
+    for final, tmp in targets.items():
+        os.replace(tmp, final)
+    return out / "index.html"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -380,3 +381,41 @@ def test_a_day_judged_below_the_share_the_tightened_state_asked_for_is_named_and
     assert d1["state"] == "tightened" and d1["next_audit_share"] > 0.5
     assert "judged at audit share 0.5, and the tightened state asked for" in d2["share_note"]
     assert d2["state"] == "tightened"   # one clean day would have ended the run (clean_days=1); this one is not clean
+
+
+def test_a_day_folder_not_named_in_utf8_is_refused_naming_it(tmp_path):
+    """A day folder named on a GBK system: its name could go into no monitor.json or page. Planted: no check -> a
+    UnicodeEncodeError from the JSON writer, the day's name lost from the message."""
+    import os
+    op, op_path, digest = make_op(tmp_path)
+    gbk = Path(os.fsdecode(os.fsencode(tmp_path / "days") + b"/" + "第1天".encode("gbk")))
+    write_day(gbk, digest, normal_day("a"))
+    write_labels(tmp_path / "labels", {})
+    with pytest.raises(mon.MonitorError, match=r"days/\\xb5\\xda1\\xcc\\xec is not named in UTF-8"):
+        mon.read_days(mon.days_under(tmp_path / "days", digest), digest, load_registry())
+
+
+def test_a_full_disk_leaves_the_last_runs_files_whole_and_names_the_file(tmp_path, capsys, monkeypatch):
+    """monitor.json, its plot and its page are written together or not at all. Planted: monitor.json written first
+    in place -> a new monitor.json beside the old page (and a torn one on a real full disk)."""
+    import errno
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "days" / "2026-11-27", digest, normal_day("a"))
+    write_labels(tmp_path / "labels", {})
+    argv = ["--operating_point", str(op_path), "--days_under", str(tmp_path / "days"), "--labels",
+            str(tmp_path / "labels"), "--output_dir", str(tmp_path / "m")]
+    assert mon.main(argv) == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    write_day(tmp_path / "days" / "2026-11-28", digest, normal_day("b"))   # a new day: every file would change
+    real = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.startswith(".monitor.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "write_text", full)
+    capsys.readouterr()
+    assert mon.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {tmp_path / 'm' / 'monitor.json'} (No space left on device)" in err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before   # no temp file left either
