@@ -4,7 +4,8 @@
 #   bash scripts/judge.sh mission=<name|alias|all> cuda=<ids|cpu> input_dir=<work orders> output_dir=<dir> \
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
-#        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>] [monitor=<monitor.json>|none]
+#        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>]
+#        [monitor=<monitor.json> | monitor=none monitor_why="why, in words"]
 #        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
@@ -14,7 +15,10 @@
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
 # of a mission whose promise it withdrew to review; a withdrawal is also recorded beside the operating point
-# (<stem>.withdrawals.jsonl, stage_b.withdrawals), which the judge reads with any monitor= or none. audit_share= of the groups decided without review are drawn for a
+# (<stem>.withdrawals.jsonl, stage_b.withdrawals), which the judge reads with any monitor= or none. A certified
+# mission decides work without review only with a monitor's state, or on the first day at its operating point under
+# this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
+# every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without review are drawn for a
 # blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a tightened mission is
 # raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups sent to people among them, overlap_share= of them
 # decided by two, blind to each other (stage_b.assign; the import measures their agreement).
@@ -33,9 +37,10 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""; reviewers=""; overlap_share=""; monitor_extra=()
+labels=""; monitor=""; monitor_why=""; reviewers=""; overlap_share=""; monitor_extra=()
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size audit_share audit_seed labels monitor reviewers overlap_share stage_a_extra:words judge_extra:words
+          batch_size audit_share audit_seed labels monitor monitor_why reviewers overlap_share stage_a_extra:words
+          judge_extra:words
           monitor_extra:words" \
          "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
@@ -48,16 +53,25 @@ monitor_dir="$days_parent/monitor"
 
 # Settings a day cannot run without are checked before Stage-A reads a single photo: the operating point file, the
 # audit share and seed, the labels folder, a monitor= file.
-"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" "$audit_seed" "$monitor" <<'PY' || exit 2
+"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" "$audit_seed" "$monitor" \
+  "$monitor_why" <<'PY' || exit 2
 import sys
 from qc_core.exits import run_cli
 def check():
-    op, share, labels, reviewers, overlap, seed, monitor = sys.argv[1:]
+    op, share, labels, reviewers, overlap, seed, monitor, monitor_why = sys.argv[1:]
     if seed and not seed.lstrip("-").isdigit():
         raise ValueError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
     if monitor and monitor != "none":
         from stage_b.monitor import load_monitor
         load_monitor(monitor)
+    if monitor == "none" or monitor_why:
+        from stage_b.judge import check_no_monitor
+        if monitor != "none":
+            raise ValueError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
+        if not monitor_why:
+            raise ValueError("monitor=none needs monitor_why=\"why, in words\": certified missions are then decided "
+                             "without a monitor's state, and the reason is recorded on every verdict line")
+        check_no_monitor(monitor_why, None)
     from stage_b.day_shares import check_share_setting
     check_share_setting(share, "audit_share=")
     from stage_b.assign import check_overlap_share, check_reviewers
@@ -79,18 +93,32 @@ def check():
 sys.exit(run_cli(check))
 PY
 
-if [ -n "$labels" ] && [ -n "$operating_point" ]; then
-  if ls "$days_parent"/*/*_verdicts.jsonl > /dev/null 2>&1; then
-    echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"
-    # the guard fails closed: a monitor that cannot run stops the day (a withdrawn promise would be decided again)
-    "$PY" -m stage_b.monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
-      --output_dir "$monitor_dir" "${monitor_extra[@]}" || {
-      echo "error: the monitor could not check the promises (above), so the day is not judged: a withdrawn or" \
-           "tightened mission would be decided as if nothing were wrong. Fix what it names and run this again" >&2
-      exit 2; }
-  fi
+# Days judged at this operating point under the parent, today's folder apart (a resumed day is still the first)
+days_before=0
+if [ -n "$operating_point" ]; then
+  days_before=$("$PY" - "$days_parent" "$output_dir" "$operating_point" <<'PY'
+import sys
+from pathlib import Path
+from qc_core.jsonl import file_sha256
+from stage_b.monitor import operating_points_of, verdict_files
+parent, today, digest = Path(sys.argv[1]), Path(sys.argv[2]).resolve(), file_sha256(sys.argv[3])
+print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir() and p.resolve() != today
+          and verdict_files(p) and digest in operating_points_of(p)))
+PY
+)
 fi
-if [ -z "$monitor" ] && [ -f "$monitor_dir/monitor.json" ]; then monitor="$monitor_dir/monitor.json"; fi
+if [ -n "$labels" ] && [ "$days_before" -gt 0 ] && [ "$monitor" != "none" ]; then
+  echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"
+  # the guard fails closed: a monitor that cannot run stops the day (a withdrawn promise would be decided again)
+  "$PY" -m stage_b.monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
+    --output_dir "$monitor_dir" "${monitor_extra[@]}" || {
+    echo "error: the monitor could not check the promises (above), so the day is not judged: a withdrawn or" \
+         "tightened mission would be decided as if nothing were wrong. Fix what it names and run this again" >&2
+    exit 2; }
+fi
+if [ -z "$monitor" ] && [ "$days_before" -gt 0 ] && [ -f "$monitor_dir/monitor.json" ]; then
+  monitor="$monitor_dir/monitor.json"
+fi
 
 judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_size" --audit_share "$audit_share")
 [ -n "$audit_seed" ] && judge_args+=(--audit_seed "$audit_seed")
@@ -99,6 +127,10 @@ judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_siz
 if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then
   echo "== promises checked against $monitor"
   judge_args+=(--monitor "$monitor")
+elif [ "$monitor" = "none" ]; then
+  judge_args+=(--no_monitor "$monitor_why")
+elif [ -n "$operating_point" ] && [ "$days_before" -eq 0 ]; then
+  judge_args+=(--no_monitor "first day at this operating point under $days_parent: no day judged at it before")
 fi
 [ -n "$adapters" ] && judge_args+=(--adapters "$adapters")
 [ -n "$operating_point" ] && judge_args+=(--operating_point "$operating_point")

@@ -58,7 +58,13 @@ from .verdict import FAIL, parse
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
               "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
-              "withdrawn": None, "reviewers": None, "overlap_share": None, "gold_share": None}
+              "withdrawn": None, "reviewers": None, "overlap_share": None, "gold_share": None, "unmonitored": None,
+              "no_monitor": None}
+# A certified promise decides work without review only where a monitor checks it against live work, or where the
+# person judging says in words why not (--no_monitor): the guard fails closed, never silently open.
+NO_MONITOR = ("no monitor state for this operating point, so nothing checks its promise against live work today: pass "
+              "--monitor <monitor.json> (judge.sh: labels=<labels folder> monitors the days before this one), or "
+              "--no_monitor 'why, in words' to decide without one (recorded on every verdict line)")
 # what a verdict line's decision is, recomputed on resume and compared (a line edited by hand is refused)
 DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
                    "review_why", "route", "review_scope", "audit_probability", "assigned_to", "gold")
@@ -66,6 +72,21 @@ DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "c
 
 class JudgeError(ValueError):
     pass
+
+
+def check_no_monitor(words, monitor) -> str | None:
+    """--no_monitor's reason: a few words a person could sign (at least 8 characters, a letter among them)."""
+    if words is None:
+        return None
+    if monitor:
+        raise JudgeError("--monitor and --no_monitor: give one (the monitor's state, or why the day is judged "
+                         "without it)")
+    text = " ".join(str(words).split())
+    if len(text) < 8 or not any(c.isalpha() for c in text):
+        raise JudgeError(f"--no_monitor {words!r}: say in words why certified missions are decided without a "
+                         f"monitor today (e.g. 'first day at this operating point'); it is recorded on every verdict "
+                         f"line")
+    return text
 
 
 def verdicts_path(output_dir: Path, mission: str) -> Path:
@@ -85,6 +106,7 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     parsed = parse(completion)
     summaries = summaries_of(record)
     mission_why = ([f"promise withdrawn: {provenance['withdrawn']}"] if provenance.get("withdrawn") else []) \
+        + ([f"promise not monitored: {provenance['unmonitored']}"] if provenance.get("unmonitored") else []) \
         + list(decision.mission_why)
     group_why = list(decision.group_why)
     if not parsed.two_lines or parsed.verdict != decision.verdict:
@@ -205,6 +227,7 @@ class JudgeSettings:
     gold: tuple[str, ...] = ()
     gold_share: float = 0.0
     monitor: str | None = None
+    no_monitor: str | None = None   # why certified missions are decided without a monitor, in words
     overwrite: bool = False
     review_page: bool = True
 
@@ -219,7 +242,8 @@ class JudgeSettings:
                                       DEFAULT_GOLD_SHARE if args.gold else 0.0)
         return cls(engine, selection_flags(args), Path(args.output_dir), args.operating_point, args.threshold,
                    args.allow_uncertified, audit_share, args.audit_seed, reviewers, overlap_share, tuple(args.gold),
-                   gold_share, args.monitor, args.overwrite, not args.no_review)
+                   gold_share, args.monitor, check_no_monitor(args.no_monitor, args.monitor), args.overwrite,
+                   not args.no_review)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -261,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_GOLD_SHARE} with --gold)")
     p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
                                      "promise it withdrew goes to review, saying why")
+    p.add_argument("--no_monitor", metavar="WHY",
+                   help="decide certified missions without a monitor's state, for the reason given in words (e.g. "
+                        "'first day at this operating point'), recorded on every verdict line; without --monitor or "
+                        "this, every group of a certified mission goes to review (the guard fails closed)")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p
@@ -313,6 +341,7 @@ class JudgingDay(NamedTuple):
     points: dict              # {mission: decision point}
     op_digest: str | None
     withdrawn: dict           # {mission: why its promise is withdrawn}
+    unmonitored: dict         # {mission: why its certified promise decides nothing without review today}
     shares: dict              # {mission: {"share", "state", "why"}}: the audit share and inspection state today
     seed: int
     prompts: dict             # {group_key: the model's row}
@@ -330,6 +359,8 @@ def judge(settings: JudgeSettings) -> int:
     print_automation(automation_of(settings.output_dir, day.missions))
     for mission, why in day.withdrawn.items():
         print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
+    for mission in day.unmonitored:
+        print(f"{mission}: promise not monitored: all its groups went to review ({NO_MONITOR})")
     if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
         write_review(settings.output_dir, in_folder,
@@ -360,6 +391,9 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     points, op_digest = _thresholds(settings, op, missions, checkpoints)
     withdrawn = mission_withdrawals(op, op_digest, monitor, settings.monitor, by_mission, missions,
                                     settings.operating_point)
+    # a certified promise with neither a monitor's state nor a reason in words decides nothing today (NO_MONITOR)
+    unmonitored = {} if op is None or monitor is not None or settings.no_monitor else \
+        {m: NO_MONITOR for m in missions if points[m].certified and m not in withdrawn}
     seed = settings.audit_seed if settings.audit_seed is not None else \
         recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
@@ -368,8 +402,8 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     if not prompts:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
     shares = day_shares(settings.audit_share, op, op_digest, monitor, settings.monitor, by_mission, missions)
-    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn, shares,
-                      seed, prompts, unjudgeable)
+    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn,
+                      unmonitored, shares, seed, prompts, unjudgeable)
 
 
 def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int) -> None:
@@ -409,7 +443,8 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
             "audit_seed": day.seed, "withdrawn": day.withdrawn.get(mission),
             "reviewers": list(settings.reviewers) or None,
             "overlap_share": settings.overlap_share if settings.reviewers else None,
-            "gold_share": settings.gold_share if settings.gold else None}
+            "gold_share": settings.gold_share if settings.gold else None,
+            "unmonitored": day.unmonitored.get(mission), "no_monitor": settings.no_monitor}
 
 
 def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine: LazyEngine) -> int:
@@ -433,7 +468,10 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
               + f"; inspection {day.shares[mission]['state']}, audit share {day.shares[mission]['share']:g}"
               + f" ({day.shares[mission]['why']})"
               + (f"; PROMISE WITHDRAWN: {day.withdrawn[mission]}: every group goes to review"
-                 if mission in day.withdrawn else ""))
+                 if mission in day.withdrawn else "")
+              + ("; NOT MONITORED: every group goes to review" if mission in day.unmonitored else "")
+              + (f"; decided without a monitor: {settings.no_monitor}"
+                 if settings.no_monitor and point.certified and mission not in day.withdrawn else ""))
         write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now
         if not todo:
             return 0

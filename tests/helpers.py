@@ -181,8 +181,12 @@ def certified_op(model, path, **entry):
 
 
 def judge_args(model, stage_a, op, out, *extra, review=False):
+    """The judge's argv; without --monitor or --no_monitor in `extra`, a test's day decided without a monitor (said in
+    words, as the judge requires for certified work)."""
+    unmonitored = [] if {"--monitor", "--no_monitor"} & set(map(str, extra)) else \
+        ["--no_monitor", "a test's day, no monitor"]
     return ["--model", str(model), "--stage_a_dir", str(stage_a), "--operating_point", str(op), "--output_dir",
-            str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *extra]
+            str(out), "--max_new_tokens", "6", *([] if review else ["--no_review"]), *unmonitored, *extra]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -404,3 +404,31 @@ def test_a_group_sent_to_two_reviewers_is_in_both_queues():
     both = [assignees(["王工", "李工", "张工"], 1.0, 7, "M", f"g{k}") for k in range(50)]
     assert all(len(a) == 2 and a[0] != a[1] for a in both)
     assert {r for a in both for r in a[1:]} == {"王工", "李工", "张工"}   # every reviewer is someone's second
+
+
+@pytest.mark.parametrize("words, refusal", [
+    (None, None), ("first day at this operating point", None), ("监控主机今天停机维护", None),
+    ("ok", "say in words"), ("--------", "say in words"),
+])
+def test_no_monitor_takes_a_reason_in_words(words, refusal):
+    if refusal is None:
+        assert judge.check_no_monitor(words, None) == (None if words is None else words)
+    else:
+        with pytest.raises(judge.JudgeError, match=refusal):
+            judge.check_no_monitor(words, None)
+    with pytest.raises(judge.JudgeError, match="give one"):
+        judge.check_no_monitor("first day at this operating point", "monitor.json")
+
+
+def test_a_certified_mission_without_a_monitors_state_sends_its_groups_to_review():
+    """The guard fails closed: no --monitor and no --no_monitor reason -> route review, scope mission, the reason
+    first. Planted: the unmonitored reason dropped from the mission's reasons -> the group was decided without review."""
+    from tests.helpers import AUDITED_POINT
+    record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"], "per_image": {"图片_1": "接地线连接牢固"}}
+    line = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
+                                {"audit_share": 0.0, "audit_seed": 1, "unmonitored": judge.NO_MONITOR})
+    assert (line["route"], line["review_scope"]) == ("review", "mission")
+    assert line["review_why"][0].startswith("promise not monitored: no monitor state for this operating point")
+    told = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
+                                {"audit_share": 0.0, "audit_seed": 1, "no_monitor": "first day at this point"})
+    assert told["route"] == "auto" and told["no_monitor"] == "first day at this point"

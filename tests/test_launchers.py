@@ -318,3 +318,45 @@ def test_judge_stops_the_day_when_the_monitor_cannot_check_the_promises(tmp_path
     assert "holds verdicts of this operating point and of another" in result.stderr
     assert "the monitor could not check the promises (above), so the day is not judged" in result.stderr
     assert "== Stage-A" not in result.stdout and not (tmp_path / "days" / "day2").exists()
+
+
+def _op_for_judge_sh(tmp_path):
+    from tests.test_monitor import make_op
+    (tmp_path / "caller").mkdir(exist_ok=True)
+    _, op_path, digest = make_op(tmp_path / "caller")
+    return op_path, digest
+
+
+@pytest.mark.parametrize("case, extra, earlier_day_at, judge_gets, refusal", [
+    ("the first day at the operating point", [], None, "first day at this operating point", None),
+    ("a day before it at another operating point only: still the first", [], "another", "first day", None),
+    ("a day before it at this one, no labels= and no monitor=: nothing (the judge fails closed)", [], "this", None,
+     None),
+    ("monitor=none without words", ["monitor=none"], None, None, "monitor=none needs monitor_why="),
+    ("monitor=none with too few words", ["monitor=none", "monitor_why=ok"], None, None, "say in words"),
+    ("monitor=none with words", ["monitor=none", "monitor_why=the monitor host is down today"], "this",
+     "the monitor host is down today", None),
+])
+def test_judge_sh_says_in_words_when_certified_work_is_decided_without_a_monitor(tmp_path, case, extra,
+                                                                                  earlier_day_at, judge_gets, refusal):
+    """Planted: judge.sh passing nothing on the first day -> the judge would send every certified group to review on
+    the day a promise is new; passing the first-day words whenever no monitor.json is found -> a later day under a
+    folder without labels= decided certified work with no monitor."""
+    from tests.helpers import write_day
+    op_path, digest = _op_for_judge_sh(tmp_path)
+    (tmp_path / "caller" / "photos" / M / "g1").mkdir(parents=True)
+    if earlier_day_at:
+        write_day(tmp_path / "caller" / "days" / "d1", digest if earlier_day_at == "this" else "another", [
+            ("x1", "通过", 0.1, "auto", False)])
+    result, calls = _launch(tmp_path, "judge.sh", f"mission={M}", "input_dir=photos", "output_dir=days/d2",
+                            "stage_a_model=m", "model=m", f"operating_point={op_path}", *extra)
+    if refusal:
+        assert result.returncode == 2 and refusal in result.stderr and "stage_a.cli" not in calls, case
+        return
+    assert result.returncode == 0, result.stderr
+    judge = calls["stage_b.judge"]
+    assert "--monitor" not in judge, case
+    if judge_gets is None:
+        assert "--no_monitor" not in judge, case
+    else:
+        assert judge_gets in judge[judge.index("--no_monitor") + 1], case
