@@ -579,7 +579,11 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
             write_jsonl_atomic(path, rows)
             written[mission] = (path, len(rows))
     without_route = sum(1 for d in incoming if (d["record"].get("route") is None))
-    return {"added": len(added), "already": len(incoming) - len(added), "groups": groups,
+    read: dict[str, dict[str, int]] = {}   # whose decisions each file held
+    for d in incoming:
+        by = read.setdefault(d["imported_from"], {})
+        by[d["reviewer"]] = by.get(d["reviewer"], 0) + 1
+    return {"added": len(added), "already": len(incoming) - len(added), "groups": groups, "read": read,
             "summary": summary(groups), "written": written, "without_route": without_route,
             "agreement": agreement, "quality": bar, "gold": gold}
 
@@ -657,6 +661,8 @@ def main(argv=None) -> int:
         result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer,
                                   min_kappa=check_min_kappa(args.min_kappa),
                                   min_gold_accuracy=check_min_gold_accuracy(args.min_gold_accuracy))
+        for path, by in result["read"].items():
+            print(f"read {path}: " + ", ".join(f"{n} decision(s) by {printable(who)}" for who, n in by.items()))
         print(f"{result['added']} decision(s) added to {Path(args.output_dir) / LOG}, "
               f"{result['already']} already there")
         if result["without_route"]:

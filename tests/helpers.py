@@ -100,13 +100,14 @@ def wait_for_page(browser, url: str, timeout: float = 20) -> None:
 def export_decisions(browser, folder: Path) -> Path:
     """Clicks the page's export button and waits for Chromium to finish the download into `folder` (it writes a
     .crdownload file and renames it when done)."""
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
+    name = browser.execute_script("return window.groupQcExportName()")   # decisions-<reviewer>-<day>-<date>.jsonl
     browser.find_element("id", "export-decisions").click()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (folder / "decisions.jsonl").exists():
+    while time.monotonic() < deadline and not (folder / name).exists():
         time.sleep(0.1)
-    return folder / "decisions.jsonl"
+    return folder / name
 
 
 def decided_badges(browser) -> dict[str, str]:

@@ -277,3 +277,26 @@ def test_a_second_tab_of_the_page_loses_no_decision(browser, tmp_path, synthetic
     browser.refresh()
     assert browser.find_element("id", "decided-count").text == "3"
     assert _state(browser)[key2]["decision"] == "不通过" and _state(browser)[key2]["reviewer"] == "李工"
+
+
+def test_two_reviewers_exports_in_one_download_folder_do_not_collide_and_the_import_says_whose(
+        browser, tmp_path, synthetic, capsys):
+    """Every page used to download `decisions.jsonl`: two reviewers sharing a download folder overwrote each other.
+    Planted: the fixed name -> the second export replaced the first."""
+    from datetime import datetime, timezone
+
+    from stage_b.decisions import main
+    from tests.helpers import export_decisions
+    out, _, result = _paged(tmp_path, synthetic, per_page=200)
+    day = datetime.now(timezone.utc).date().isoformat()
+    files = []
+    for name in ("王工", "李 工"):
+        fresh_page(browser, result["index"], reviewer=name)
+        send_keys(browser, "p")
+        files.append(export_decisions(browser, tmp_path / "downloads"))   # one folder for both
+    assert [f.name for f in files] == [f"decisions-王工-today-{day}.jsonl", f"decisions-李_工-today-{day}.jsonl"]
+    assert all(f.is_file() for f in files)
+    capsys.readouterr()
+    assert main(["--decisions", *map(str, files), "--output_dir", str(tmp_path / "labels")]) == 0
+    printed = capsys.readouterr().out
+    assert f"read {files[0]}: 1 decision(s) by 王工" in printed and f"read {files[1]}: 1 decision(s) by 李 工" in printed

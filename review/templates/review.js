@@ -472,13 +472,26 @@
     return lines.length ? lines.join("\n") + "\n" : "";
   }
   window.groupQcDecisionsJsonl = exportLines;
+  // decisions-<reviewer>-<day folder>-<date>.jsonl: two reviewers (or two days) sharing a download folder never
+  // overwrite each other's export; the day folder is the one the page's review/ folder sits in.
+  function exportName() {
+    var parts = location.pathname.split("/").map(function (x) {
+      try { return decodeURIComponent(x); } catch (e) { return x; }
+    });
+    var folder = parts.length >= 3 ? parts[parts.length - 3] : "page";
+    var safe = function (text) {
+      return String(text || "").replace(/[\\/:*?"<>|\s]+/g, "_").slice(0, 60) || "unnamed";
+    };
+    return "decisions-" + safe(myName()) + "-" + safe(folder) + "-" + new Date().toISOString().slice(0, 10) + ".jsonl";
+  }
+  window.groupQcExportName = exportName;
   window.groupQcReviewerName = function (raw) { return nameOf(raw); };   // the rule, for its tests
   document.getElementById("export-decisions").addEventListener("click", function () {
     var blob = new Blob([exportLines()], {type: "application/x-ndjson"});
     if (storage) touch("exported");
     var a = document.createElement("a");
     a.href = URL.createObjectURL(blob);
-    a.download = "decisions.jsonl";
+    a.download = exportName();
     document.body.appendChild(a);
     a.click();
     setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
