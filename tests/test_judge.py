@@ -422,9 +422,10 @@ def test_no_monitor_takes_a_reason_in_words(words, refusal):
 
 def test_a_certified_mission_without_a_monitors_state_sends_its_groups_to_review():
     """The guard fails closed: no --monitor and no --no_monitor reason -> route review, scope mission, the reason
-    first. Planted: the unmonitored reason dropped from the mission's reasons -> the group was decided without review."""
+    first. Planted: the unmonitored reason dropped from the mission's reasons -> decided without review."""
     from tests.helpers import AUDITED_POINT
-    record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"], "per_image": {"图片_1": "接地线连接牢固"}}
+    record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"],
+              "per_image": {"图片_1": "接地线连接牢固"}}
     line = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
                                 {"audit_share": 0.0, "audit_seed": 1, "unmonitored": judge.NO_MONITOR})
     assert (line["route"], line["review_scope"]) == ("review", "mission")

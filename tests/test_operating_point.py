@@ -353,7 +353,7 @@ _GONE = object()
 
 @pytest.mark.parametrize("changes, refusal", [
     ({"n_fail": 10 ** 9}, "the file's evidence names 22"),                          # 0 of a billion: more than it names
-    ({"profile": _GONE}, "certified without the profile"),                          # nothing left to check the counts by
+    ({"profile": _GONE}, "certified without the profile"),               # nothing left to check the counts by
     ({"weighted": True, "miss_effective_counts": [0, math.inf]}, "effective counts"),
     ({"weighted": True, "miss_effective_counts": [0, 1e6]}, "not at most its 22 defective groups"),
     ({"miss_rate_upper": _GONE}, "certified without the counts its promise is stated from"),

@@ -299,4 +299,5 @@ def test_two_reviewers_exports_in_one_download_folder_do_not_collide_and_the_imp
     capsys.readouterr()
     assert main(["--decisions", *map(str, files), "--output_dir", str(tmp_path / "labels")]) == 0
     printed = capsys.readouterr().out
-    assert f"read {files[0]}: 1 decision(s) by 王工" in printed and f"read {files[1]}: 1 decision(s) by 李 工" in printed
+    assert f"read {files[0]}: 1 decision(s) by 王工" in printed
+    assert f"read {files[1]}: 1 decision(s) by 李 工" in printed
