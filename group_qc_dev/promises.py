@@ -25,7 +25,7 @@ def rows(before: dict, after: dict) -> list[tuple]:
 
 def _cell(cell) -> str:
     certified, n_fail, needed, share = cell
-    state = "certified" if certified else f"{needed or '∞'} needed"
+    state = ("no automation" if certified and share == 0 else "certified") if certified else f"{needed or '∞'} needed"
     auto = "n/a" if share is None else f"{100 * share:.0f}%"
     return f"{n_fail:>3} defective, {state:>13}, auto {auto:>4}"
 

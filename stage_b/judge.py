@@ -580,7 +580,8 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
             c = automation["per_mission"][m]
             rows.append([m, len(mine), c["fail"], len(mine) - c["auto_decided"], c["ungrounded_reason"],
                          f"{100 * c['automation_share']:.1f}%", fmt_p(mine[0]["threshold"]),
-                         "yes" if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
+                         ("no automation" if str(mine[0].get("promise")).startswith("no automation") else "yes")
+                         if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
     result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts, source_of),
                            outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs or [], named_dirs=named, sources=sources,
                            tables=[{"title": "Per mission", "columns": [
@@ -589,6 +590,8 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                            intro=[*(f"PROMISE WITHDRAWN for {m}: {why}. Every group of it goes to review until "
                                     f"an operating point certified on labels decided after the withdrawal replaces "
                                     f"this one." for m, why in withdrawn.items()),
+                                  *(f"PROMISE NOT MONITORED for {m}: every group of it went to review ({NO_MONITOR})."
+                                    for m in dict.fromkeys(v["mission"] for v in verdicts if v.get("unmonitored"))),
                                   "Groups that need a person's review first, then blind audits (the model's answer "
                                   "shows once you have decided), then 不通过, then 通过. needs review: the "
                                   "mission is not certified, p_fail is between the auto-pass and auto-fail thresholds "

@@ -483,7 +483,8 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
         out["missions"][mission] = m
     promised = [m for m, e in out["missions"].items() if e["certified"]]
     family = dict(op.family or {})
-    out["family"] = {**family, "text": family_text(family) if family else None,
+    targets = [e.target_miss_rate for e in op.missions.values() if e.target_miss_rate]
+    out["family"] = {**family, "text": family_text(family, min(targets, default=None)) if family else None,
                      "holding": [m for m in promised if out["missions"][m]["status"] == HOLDS],
                      "withdrawn": [m for m in promised if out["missions"][m]["status"] == WITHDRAWN]}
     return out

@@ -102,7 +102,9 @@ def test_an_uncertified_mission_says_how_many_defective_groups_would_certify_it(
             assert entry["threshold"] is not None
         assert not MissionPoint.of(entry).decide(0.99).automatic   # and no group of it is decided without review
     else:
-        assert entry["promise"].startswith(f"miss rate <= {100 * rate:.3g}% with {100 * c:.3g}% confidence")
+        assert entry["promise"].startswith(f"of defective work orders at most {100 * rate:.3g}% pass without a "
+                                           f"person; of the work orders passed without a person at most ")
+        assert f"; {100 * c:.3g}% sure (" in entry["promise"]
 
 
 def test_the_overkill_side_is_certified_the_same_way_and_never_below_the_pass_threshold():

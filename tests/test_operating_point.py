@@ -367,8 +367,8 @@ def test_counts_the_evidence_cannot_have_are_refused(changes, refusal):
 def test_the_promise_sentence_is_recomputed_from_the_counts(promise):
     """Planted: the file's text kept -> a verdict line would print whatever was written there."""
     point = OperatingPoint.from_json(_forged(promise=promise), "F").missions["BBU接地线检查"]
-    assert point.promise == ("miss rate <= 10% with 90% confidence (0 missed of 22 defective validation groups; "
-                             "upper bound 9.96%)")
+    assert point.promise == ("of defective work orders at most 10% pass without a person; 90% sure (0 missed of 22 "
+                             "defective validation groups; miss-rate upper bound 9.96%)")
     assert point.to_json()["promise"] == point.promise
 
 
@@ -384,3 +384,36 @@ def test_a_pooled_promise_counts_no_more_groups_than_the_missions_name():
     with pytest.raises(OperatingPointError, match="overall: certified on 23 defective"):
         OperatingPoint.from_json({**OP, "overall": profile_free}, "F")
     assert OperatingPoint.from_json({**OP, "overall": {**profile_free, "n_fail": 22}}, "F").overall.certified
+
+
+@pytest.mark.parametrize("entry, sentence", [
+    # both numbers of the one rule, in the words the QC owner signs (planted: the miss rate alone, as before)
+    ({"escape": {"upper": 0.0903, "auto_passed": 40, "escapes": 1}, "validation_auto_decided": 30},
+     "of defective work orders at most 10% pass without a person; of the work orders passed without a person at most "
+     "9.03% are defective; 90% sure (0 missed of 22 defective validation groups; miss-rate upper bound 9.96%)"),
+    # a rule that passes nothing without review is no automation, not "certified" (planted: called certified)
+    ({"validation_auto_decided": 0, "n": 40},
+     "no automation: people decide every group (the rule certified for a miss rate <= 10% with 90% confidence decides "
+     "none of the 40 validation groups without review; 0 missed of 22 defective validation groups; miss-rate upper "
+     "bound 9.96%)"),
+])
+def test_the_promise_is_one_sentence_with_both_numbers(entry, sentence):
+    point = OperatingPoint.from_json(_forged(**entry), "F").missions["BBU接地线检查"]
+    assert point.promise == sentence
+
+
+@pytest.mark.parametrize("claims, confidence, family_wise, certified, says", [
+    # 8 promises at 80% each: "hold together with confidence at least 0%" said nothing (planted: printed as before)
+    (8, 0.8, False, 8, "no joint statement: 8 certified promises (each at 80%) hold together with confidence at least "
+                       "0% (Bonferroni), which promises nothing together; each holds on its own. For all to hold "
+                       "together at 80%, --family_wise certifies each claim at 97.5%, which at a 20% miss-rate target "
+                       "needs 17 defective groups per mission without a miss"),
+    (2, 0.9, False, 2, "2 certified promises (each at 90%) hold together with confidence at least 80% (Bonferroni)"),
+    (4, 0.8, False, 0, "no promise is certified"),
+])
+def test_the_family_line_is_a_joint_statement_only_when_it_is_one(claims, confidence, family_wise, certified, says):
+    from stage_b.operating_point import family, family_text
+    fam = family([f"m{k}" for k in range(claims)], 1, confidence, family_wise)
+    fam.update(certified_claims=certified,
+               certified_claims_hold_together=max(0.0, 1 - certified * (1 - fam["per_claim_confidence"])))
+    assert family_text(fam, 0.2) == says

@@ -233,6 +233,12 @@ def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list
     return predictions_from_rows(rows, completions, failed, p_fails)
 
 
+def no_automation(op: dict, mission: str) -> bool:
+    """A certified rule that decides none of its groups without review is not called certified (it automates
+    nothing)."""
+    return op["missions"].get(mission, {}).get("validation_auto_decided") == 0
+
+
 def print_summary(metrics: dict, output_dir: Path) -> None:
     """The terminal's account: what was left out of each promise, each operating point, the automation, and the
     verdict line's own figures."""
@@ -253,7 +259,9 @@ def print_summary(metrics: dict, output_dir: Path) -> None:
         print(f"decided without review on these {op.get('evidence', 'validation')} groups: "
               f"{a['validation_auto_decided']} of {a['validation_groups']} "
               f"({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); certified: "
-              f"{', '.join(a['certified_missions']) or 'no mission'}")
+              f"{', '.join(m for m in a['certified_missions'] if not no_automation(op, m)) or 'no mission'}"
+              + "".join(f"; no automation (people decide every group): {m}" for m in a["certified_missions"]
+                        if no_automation(op, m)))
     o = metrics["overall"]
     print(f"{o['n']} groups, the verdict line as written: accuracy {_pct(o['accuracy'])}, miss rate "
           f"{_pct(o['miss_rate'])}, overkill rate "

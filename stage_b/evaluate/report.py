@@ -107,7 +107,8 @@ def render_promises(metrics: dict) -> list[str]:
             lines.append("  - left out of the bound (not a fair sample of the mission's work, still training labels): "
                          + "; ".join(f"{n} {why}" for why, n in e["left_out"].items()))
     if op.get("family"):
-        lines += ["", f"All together: {family_text(op['family'])}."]
+        targets = [e["target_miss_rate"] for e in op["missions"].values() if e.get("target_miss_rate")]
+        lines += ["", f"All together: {family_text(op['family'], min(targets, default=None))}."]
     a = op["automation"]
     lines += ["", f"Decided without review on these {op.get('evidence', 'validation')} groups: "
                   f"{a['validation_auto_decided']} of "
