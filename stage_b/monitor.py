@@ -342,9 +342,18 @@ def days_under(parent: Path, op_digest: str) -> list[Path]:
     return chosen
 
 
-def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
+class Labels(dict):
+    """{(mission, group id): "pass" | "fail"}, and beside it `decided_at`: {key: the latest decision time behind the
+    label} (when the evidence a label gives existed)."""
+
+    def __init__(self, statuses=(), decided_at: dict | None = None):
+        super().__init__(statuses)
+        self.decided_at = dict(decided_at or {})
+
+
+def read_labels(labels_dir: Path, registry) -> Labels:
     """{(mission, group id): "pass" | "fail"} from the decisions log stage_b.decisions keeps (reviewers' latest
-    decisions; conflicts and unsure label nothing)."""
+    decisions; conflicts and unsure label nothing), with each label's decision time (Labels)."""
     from .decisions import resolve
     from .decisions_log import LOG, DecisionsLogError, read_log
     log_path = Path(labels_dir) / LOG
@@ -355,7 +364,9 @@ def read_labels(labels_dir: Path, registry) -> dict[tuple[str, str], str]:
         log, _ = read_log(log_path)   # the chain is checked: an edited decision moves no bound
     except (JsonlError, DecisionsLogError) as exc:
         raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
-    return {key: g["status"] for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
+    groups = {key: g for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
+    return Labels({key: g["status"] for key, g in groups.items()},
+                  {key: max(d["decided_at"] for d in g["decisions"]) for key, g in groups.items()})
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -464,6 +475,18 @@ def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], l
             "withdrawn_day": next((r["day"] for r in rows if r["withdrawn_here"]), None), "drift_against": against}
 
 
+def withdrawal_time(mission: str, withdrawn_day: str | None, days: list[Day], labels) -> str | None:
+    """When the evidence that withdrew a promise was complete: the latest decision time among the mission's labels on
+    the days up to the one that broke it. A label decided after it is new evidence (a re-certification may rest on
+    it), however late the monitor runs or how often it is run again; None without label times."""
+    times = getattr(labels, "decided_at", {})
+    names = [d.name for d in days]
+    upto = days[:names.index(withdrawn_day) + 1] if withdrawn_day in names else days
+    seen = [times[(mission, v["group_id"])] for d in upto for v in d.verdicts.get(mission, [])
+            if (mission, v["group_id"]) in times]
+    return max(seen, default=None)
+
+
 def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
                   labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
                   clean_days: int = TIGHTENED_CLEAN_DAYS) -> dict:
@@ -478,8 +501,8 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
     for mission in missions:
         m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years,
                             clean_days)
-        if m["status"] == WITHDRAWN:
-            m["withdrawn_at"] = out["created_at"]
+        if m["status"] == WITHDRAWN:   # dated by its evidence, not by when this monitor ran
+            m["withdrawn_at"] = withdrawal_time(mission, m["withdrawn_day"], days, labels) or out["created_at"]
         out["missions"][mission] = m
     promised = [m for m, e in out["missions"].items() if e["certified"]]
     family = dict(op.family or {})

@@ -419,3 +419,16 @@ def test_a_full_disk_leaves_the_last_runs_files_whole_and_names_the_file(tmp_pat
     err = capsys.readouterr().err
     assert f"cannot write {tmp_path / 'm' / 'monitor.json'} (No space left on device)" in err
     assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before   # no temp file left either
+
+
+def test_a_withdrawal_is_dated_by_its_evidence_not_by_when_the_monitor_ran(tmp_path):
+    """Re-running the monitor an hour (or a week) later must not move the withdrawal: labels decided after the
+    evidence broke the promise are new evidence a re-certification may rest on. Planted: withdrawn_at = the monitor's
+    own run time -> '2026-11-27T10:00:00+00:00' became now."""
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, [(f"f{i}", "通过", 0.05, "audit", False) for i in range(12)])
+    write_labels(tmp_path / "labels", {(M, f"f{i}"): "不通过" for i in range(12)})   # decided 2026-11-27T10:00Z
+    result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")
+    m = result["missions"][M]
+    assert m["status"] == mon.WITHDRAWN and m["withdrawn_at"] == "2026-11-27T10:00:00+00:00"
+    assert result["created_at"] > m["withdrawn_at"]
