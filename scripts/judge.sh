@@ -18,10 +18,11 @@
 # (<stem>.withdrawals.jsonl, stage_b.withdrawals), which the judge reads with any monitor= or none. A certified
 # mission decides work without review only with a monitor's state, or on the first day at its operating point under
 # this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
-# every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without review are drawn for a
-# blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a tightened mission is
-# raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups sent to people among them, overlap_share= of them
-# decided by two, blind to each other (stage_b.assign; the import measures their agreement).
+# every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without
+# review are drawn for a blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a
+# tightened mission is raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups
+# sent to people among them, overlap_share= of them decided by two, blind to each other (stage_b.assign; the import
+# measures their agreement).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
 # <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
