@@ -65,6 +65,7 @@ from pathlib import Path
 from qc_core.exits import run_cli
 from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
 from qc_core.records import utc_now
+from stage_a.discovery import printable_path, undecodable
 
 from .detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from .grounding import defect_photos
@@ -227,11 +228,11 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
     days, seen, given = [], {}, {}
     for folder in map(Path, folders):
         if not folder.is_dir():
-            raise MonitorError(f"day folder {printable_path(folder)} does not exist: give the folders the judge wrote "
-                               f"(--output_dir of python -m stage_b.judge), or --days_under their parent")
-        if not _is_text(folder.name):   # the day's name goes into monitor.json, its page and every message
-            raise MonitorError(f"day folder {printable_path(folder)} is not named in UTF-8 (a name made on a GBK or "
-                               f"other system): rename it, e.g. to its date (2026-11-27), and run again")
+            raise MonitorError(f"day folder {printable_path(str(folder))} does not exist: give the folders the judge "
+                               f"wrote (--output_dir of python -m stage_b.judge), or --days_under their parent")
+        if undecodable(folder.name):   # the day's name goes into monitor.json, its page and every message
+            raise MonitorError(f"day folder {printable_path(str(folder))} is not named in UTF-8 (a name made on a GBK "
+                               f"or other system): rename it, e.g. to its date (2026-11-27), and run again")
         real = folder.resolve()   # a symlink or a second spelling of a folder is the same day
         if real in given:
             raise MonitorError(f"day folder {folder} is {given[real]} given again (the same folder): a day counts "
@@ -305,20 +306,6 @@ def verdict_line_problem(rec: dict) -> str | None:
     if "route" in rec and rec["route"] not in ("auto", "review", "audit"):
         return f"route {rec['route']!r} is not auto, review or audit"
     return None
-
-
-def _is_text(name: str) -> bool:
-    """A file name that is UTF-8 text (Python keeps other bytes as lone surrogates, which no file can hold)."""
-    try:
-        name.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
-def printable_path(path) -> str:
-    """A path for a message, its undecodable bytes as \\xNN (printing them would fail)."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def days_under(parent: Path, op_digest: str) -> list[Path]:
