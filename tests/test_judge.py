@@ -310,8 +310,9 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
     op = tmp_path / "op.json"
     op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "missions": {
         "挡风板安装检查": {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
-                    "confidence": 0.8, "target_miss_rate": 0.2, "n_fail": 10, "misses": 0,
-                    "promise": "miss rate <= 20%"}}}, ensure_ascii=False), encoding="utf-8")
+                    "confidence": 0.8, "target_miss_rate": 0.2, "n_fail": 10, "misses": 0, "miss_rate_upper": 0.149,
+                    "promise": "miss rate <= 20%", "profile": {"p_fail": [0.9] * 10, "defect_groups": 10,
+                                                               "groups": 10}}}}, ensure_ascii=False), encoding="utf-8")
     result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
                     "--output_dir", str(tmp_path / "o"), "--max_new_tokens", "4", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
