@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from stage_b.operating_point import NO_AUTOMATION, automates_nothing
+
 
 def rows(before: dict, after: dict) -> list[tuple]:
     out = []
@@ -18,14 +20,15 @@ def rows(before: dict, after: dict) -> list[tuple]:
         row = [mission]
         for op in (before, after):
             e = op["missions"].get(mission) or {}
-            row.append((e.get("certified"), e.get("n_fail", 0), e.get("fail_groups_needed"), e.get("automation_share")))
+            row.append((e.get("certified"), e.get("n_fail", 0), e.get("fail_groups_needed"), e.get("automation_share"),
+                        automates_nothing(e)))
         out.append(tuple(row))
     return out
 
 
 def _cell(cell) -> str:
-    certified, n_fail, needed, share = cell
-    state = ("no automation" if certified and share == 0 else "certified") if certified else f"{needed or '∞'} needed"
+    certified, n_fail, needed, share, nothing = cell
+    state = (NO_AUTOMATION if nothing else "certified") if certified else f"{needed or '∞'} needed"
     auto = "n/a" if share is None else f"{100 * share:.0f}%"
     return f"{n_fail:>3} defective, {state:>13}, auto {auto:>4}"
 

@@ -50,8 +50,9 @@ from .day_shares import check_share_setting, day_shares
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, route_of, route_of_record
 from .model_replies import reply_starts
 from .numbers import fmt_p
-from .operating_point import (UNCALIBRATED_THRESHOLD, MissionPoint, OperatingPoint, OperatingPointError, check_rate,
-                              load_operating_point, manual_point, p_fail, thresholds_for, verdict_at)
+from .operating_point import (NO_AUTOMATION, UNCALIBRATED_THRESHOLD, MissionPoint, OperatingPoint,
+                              OperatingPointError, check_rate, load_operating_point, manual_point, p_fail,
+                              thresholds_for, verdict_at)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
 from .verdict import FAIL, parse
 
@@ -580,7 +581,7 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
             c = automation["per_mission"][m]
             rows.append([m, len(mine), c["fail"], len(mine) - c["auto_decided"], c["ungrounded_reason"],
                          f"{100 * c['automation_share']:.1f}%", fmt_p(mine[0]["threshold"]),
-                         ("no automation" if str(mine[0].get("promise")).startswith("no automation") else "yes")
+                         (NO_AUTOMATION if str(mine[0].get("promise")).startswith(NO_AUTOMATION) else "yes")
                          if mine[0].get("certified") else "no", mine[0].get("promise") or ""])
     result = render_review(output_dir, title=f"Verdicts: {output_dir}", cards=judge_cards(verdicts, source_of),
                            outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs or [], named_dirs=named, sources=sources,

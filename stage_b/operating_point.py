@@ -201,6 +201,14 @@ def review_margin(points, threshold: float, share: float) -> float:
     return wrong[max(0, math.ceil(share * len(wrong)) - 1)] + P_FAIL_TIE   # the covered errors stay in under noise
 
 
+NO_AUTOMATION = "no automation"   # what a certified rule that decides nothing without review is called
+
+
+def automates_nothing(entry: dict) -> bool:
+    """A certified rule that decided none of its validation groups without review: not called certified."""
+    return bool(entry.get("certified")) and entry.get("validation_auto_decided") == 0
+
+
 def promise_text(entry: dict) -> str:
     """The mission's promise in the one sentence a QC owner signs, the same words on every page (report.md, the
     operating point, the judge's summary and verdict lines, the review and monitor pages): both numbers of its one
@@ -212,8 +220,8 @@ def promise_text(entry: dict) -> str:
     if entry["certified"]:
         counted = (f"{entry['misses']} missed of {entry['n_fail']} defective {evidence} groups; miss-rate upper bound "
                    f"{pct(entry['miss_rate_upper'])}")
-        if entry.get("validation_auto_decided") == 0:
-            return (f"no automation: people decide every group (the rule certified for a miss rate <= {pct(target)} "
+        if automates_nothing(entry):
+            return (f"{NO_AUTOMATION}: people decide every group (the rule certified for a miss rate <= {pct(target)} "
                     f"with {pct(confidence)} confidence decides none of the {entry['n']} {evidence} groups without "
                     f"review; {counted})")
         escape = (entry.get("escape") or {}).get("upper")

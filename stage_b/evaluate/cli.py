@@ -236,7 +236,8 @@ def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list
 def no_automation(op: dict, mission: str) -> bool:
     """A certified rule that decides none of its groups without review is not called certified (it automates
     nothing)."""
-    return op["missions"].get(mission, {}).get("validation_auto_decided") == 0
+    from ..operating_point import automates_nothing
+    return automates_nothing(op["missions"].get(mission, {}))
 
 
 def print_summary(metrics: dict, output_dir: Path) -> None:
