@@ -87,9 +87,9 @@ def check():
         recorded(op, file_sha256(op))   # the withdrawals beside it must read (the guard fails closed)
     if labels:
         from pathlib import Path
-        if not Path(labels).is_dir():
-            raise FileNotFoundError(f"labels={labels} does not exist: give the folder python -m stage_b.decisions "
-                                    f"writes (make it empty before the first review)")
+        if Path(labels).exists() and not Path(labels).is_dir():
+            raise NotADirectoryError(f"labels={labels} is a file: give the folder python -m stage_b.decisions "
+                                     f"writes (--output_dir)")
     return 0
 sys.exit(run_cli(check))
 PY
@@ -107,6 +107,16 @@ print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir()
           and verdict_files(p) and digest in operating_points_of(p)))
 PY
 )
+fi
+# labels= may not exist yet on the first day at an operating point (nothing was reviewed); later it must
+if [ -n "$labels" ] && [ ! -d "$labels" ]; then
+  if [ "$days_before" -gt 0 ] && [ "$monitor" != "none" ]; then
+    echo "error: labels=$labels does not exist, and $days_before day(s) under $days_parent were judged at this" \
+         "operating point before: give the folder python -m stage_b.decisions --output_dir wrote for them" >&2
+    exit 2
+  fi
+  echo "== labels=$labels does not exist yet: nothing to monitor on the first day at this operating point" \
+       "(python -m stage_b.decisions --output_dir $labels makes it)"
 fi
 if [ -n "$labels" ] && [ "$days_before" -gt 0 ] && [ "$monitor" != "none" ]; then
   echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"

@@ -243,7 +243,7 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
             raise MonitorError(f"day folder {folder} holds no *{VERDICTS_SUFFIX}: is it a judge's output folder?")
         other = operating_points_of(folder) - {op_digest}
         if other:
-            raise MonitorError(f"day {folder} was judged at another operating point (sha256 "
+            raise MonitorError(f"day folder {folder} was judged at another operating point (sha256 "
                                f"{', '.join(str(d)[:12] for d in sorted(other, key=str))}…, "
                                f"this one {op_digest[:12]}…):"
                                f" live evidence of two rules is never mixed; monitor each operating point's days "
@@ -548,7 +548,7 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
                                                                                               d.get("defect_p"))):
-            raise MonitorError(f"{path}: {mission}, day {row['day']}: the drift verdict does not follow from its "
+            raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow from its "
                                f"p-values; the file was edited: write it again with python -m stage_b.monitor")
     replayed = replay([{k: row[k] for k in COUNT_KEYS} for row in stored], promise, bounds,
                       lambda i, ref: stored[i]["drift"])
@@ -558,7 +558,7 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
             same = a == b if key in _CHECKED else (a is None and b is None) or (
                 isinstance(a, (int, float)) and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9))
             if not same:
-                raise MonitorError(f"{path}: {mission}, day {row['day']}: {key} {a!r} does not follow from the day's "
+                raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: {key} {a!r} does not follow from the day's "
                                    f"counts (they give {b!r}); the file was edited: write it again with python -m "
                                    f"stage_b.monitor")
     last = replayed[-1] if replayed else None

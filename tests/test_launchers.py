@@ -233,8 +233,8 @@ def test_a_relative_stage_a_run_writes_under_the_callers_folder(tmp_path):
      "audit_share= 'abc' is not a number"),
     ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "operating_point=typo.json"],
      "operating point file typo.json does not exist"),
-    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "labels=nowhere"],
-     "labels=nowhere does not exist"),
+    ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "labels=/etc/hostname"],
+     "labels=/etc/hostname is a file"),
     ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "audit_seed=x"],
      "audit_seed='x' is not a whole number"),
     ("judge.sh", ["input_dir=p", "output_dir=o", "stage_a_model=m", "threshold=0.5", "monitor=missing.json"],
@@ -360,3 +360,27 @@ def test_judge_sh_says_in_words_when_certified_work_is_decided_without_a_monitor
         assert "--no_monitor" not in judge, case
     else:
         assert judge_gets in judge[judge.index("--no_monitor") + 1], case
+
+
+@pytest.mark.parametrize("earlier_day, returncode, message", [
+    # the README's every-day command on the first day: nothing was reviewed yet, so nothing to monitor
+    (False, 0, "labels=output/labels does not exist yet: nothing to monitor on the first day"),
+    # a later day: the labels of the days before are needed, a typo must not skip the monitor
+    (True, 2, "labels=output/labels does not exist, and 1 day(s) under days were judged at this operating point"),
+])
+def test_judge_sh_takes_a_labels_folder_that_the_first_day_has_not_made_yet(tmp_path, earlier_day, returncode,
+                                                                             message):
+    """Planted: the old check (labels= must exist) -> the first case is refused; no check -> the second runs."""
+    from tests.helpers import write_day
+    op_path, digest = _op_for_judge_sh(tmp_path)
+    (tmp_path / "caller" / "photos" / M / "g1").mkdir(parents=True)
+    if earlier_day:
+        write_day(tmp_path / "caller" / "days" / "d1", digest, [("x1", "通过", 0.1, "auto", False)])
+    result, calls = _launch(tmp_path, "judge.sh", f"mission={M}", "input_dir=photos", "output_dir=days/d2",
+                            "stage_a_model=m", "model=m", f"operating_point={op_path}", "labels=output/labels")
+    assert result.returncode == returncode, result.stderr
+    assert message in result.stdout + result.stderr
+    assert ("stage_b.judge" in calls) == (returncode == 0)
+    if returncode == 0:
+        judge = calls["stage_b.judge"]
+        assert "first day at this operating point" in judge[judge.index("--no_monitor") + 1]
