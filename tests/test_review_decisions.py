@@ -51,6 +51,8 @@ def test_decide_reload_export_import(browser, tmp_path, synthetic):
     browser.refresh()                                          # kept in the browser across a reload
     assert decided_badges(browser) == {g: f"decided: {d}" for g, d in expected.items()}
     assert browser.find_element("id", "reviewer").get_attribute("value") == "王工"
+    # the reload's current card is the first one still to decide, not the first (decided) card
+    assert browser.find_element("css selector", ".card.current").get_attribute("data-group-id") == ids[3]
     # export: the page's own download
     exported = export_decisions(browser, tmp_path / "downloads")
     lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]

@@ -500,5 +500,11 @@
   apply();
   var vis = visible(), arrived = at && at[1].indexOf("card-") === 0 ? document.getElementById(at[1]) : null;
   if (arrived && arrived.style.display === "none") arrived = null;
-  setCurrent(arrived || (at && at[1] === "last" ? vis[vis.length - 1] : vis[0] || null), Boolean(at));
+  // opened or reloaded without an address: the first card this reviewer still has to decide, not a decided one
+  var open = vis.filter(function (c) {
+    var g = byKey[keyOf(c)], d = decisions[keyOf(c)];
+    return decidable(c) && g && forPerson(g) && !(d && d.decision);
+  })[0];
+  setCurrent(arrived || (at && at[1] === "last" ? vis[vis.length - 1] : (at ? vis[0] : open || vis[0]) || null),
+             Boolean(at));
 })();
