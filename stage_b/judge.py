@@ -54,13 +54,14 @@ from .operating_point import (NO_AUTOMATION, UNCALIBRATED_THRESHOLD, MissionPoin
                               OperatingPointError, check_rate, load_operating_point, manual_point, p_fail,
                               thresholds_for, verdict_at)
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
+from .replacement import check_words, unaccepted_why, weaker_missions
 from .verdict import FAIL, parse
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
               "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
               "withdrawn": None, "reviewers": None, "overlap_share": None, "gold_share": None, "unmonitored": None,
-              "no_monitor": None}
+              "no_monitor": None, "unaccepted": None, "accepted_weaker": None}
 # A certified promise decides work without review only where a monitor checks it against live work, or where the
 # person judging says in words why not (--no_monitor): the guard fails closed, never silently open.
 NO_MONITOR = ("no monitor state for this operating point, so nothing checks its promise against live work today: pass "
@@ -82,12 +83,8 @@ def check_no_monitor(words, monitor) -> str | None:
     if monitor:
         raise JudgeError("--monitor and --no_monitor: give one (the monitor's state, or why the day is judged "
                          "without it)")
-    text = " ".join(str(words).split())
-    if len(text) < 8 or not any(c.isalpha() for c in text):
-        raise JudgeError(f"--no_monitor {words!r}: say in words why certified missions are decided without a "
-                         f"monitor today (e.g. 'first day at this operating point'); it is recorded on every verdict "
-                         f"line")
-    return text
+    return check_words(words, "--no_monitor", "first day at this operating point: why certified missions are "
+                                              "decided without a monitor today")
 
 
 def verdicts_path(output_dir: Path, mission: str) -> Path:
@@ -108,6 +105,7 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     summaries = summaries_of(record)
     mission_why = ([f"promise withdrawn: {provenance['withdrawn']}"] if provenance.get("withdrawn") else []) \
         + ([f"promise not monitored: {provenance['unmonitored']}"] if provenance.get("unmonitored") else []) \
+        + ([f"weaker promise not accepted: {provenance['unaccepted']}"] if provenance.get("unaccepted") else []) \
         + list(decision.mission_why)
     group_why = list(decision.group_why)
     if not parsed.two_lines or parsed.verdict != decision.verdict:
@@ -229,6 +227,7 @@ class JudgeSettings:
     gold_share: float = 0.0
     monitor: str | None = None
     no_monitor: str | None = None   # why certified missions are decided without a monitor, in words
+    accept_weaker: str | None = None   # the owner's words accepting promises weaker than the replaced ones
     overwrite: bool = False
     review_page: bool = True
 
@@ -243,8 +242,10 @@ class JudgeSettings:
                                       DEFAULT_GOLD_SHARE if args.gold else 0.0)
         return cls(engine, selection_flags(args), Path(args.output_dir), args.operating_point, args.threshold,
                    args.allow_uncertified, audit_share, args.audit_seed, reviewers, overlap_share, tuple(args.gold),
-                   gold_share, args.monitor, check_no_monitor(args.no_monitor, args.monitor), args.overwrite,
-                   not args.no_review)
+                   gold_share, args.monitor, check_no_monitor(args.no_monitor, args.monitor),
+                   check_words(args.accept_weaker, "--accept_weaker", "the new Stage-A camera needs the lower "
+                                                                      "threshold; signed 王经理"),
+                   args.overwrite, not args.no_review)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +291,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decide certified missions without a monitor's state, for the reason given in words (e.g. "
                         "'first day at this operating point'), recorded on every verdict line; without --monitor or "
                         "this, every group of a certified mission goes to review (the guard fails closed)")
+    p.add_argument("--accept_weaker", metavar="WORDS",
+                   help="the owner accepts, in words, an operating point that promises less than the one it replaces "
+                        "(stage_b.evaluate --replaces names the missions and why), recorded on every verdict line; "
+                        "without it every group of such a mission goes to review (stage_b.replacement)")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p
@@ -343,6 +348,8 @@ class JudgingDay(NamedTuple):
     op_digest: str | None
     withdrawn: dict           # {mission: why its promise is withdrawn}
     unmonitored: dict         # {mission: why its certified promise decides nothing without review today}
+    unaccepted: dict          # {mission: why its promise, weaker than the replaced one, decides nothing today}
+    accepted: tuple           # the missions whose weaker promise the owner accepted in words (--accept_weaker)
     shares: dict              # {mission: {"share", "state", "why"}}: the audit share and inspection state today
     seed: int
     prompts: dict             # {group_key: the model's row}
@@ -362,6 +369,8 @@ def judge(settings: JudgeSettings) -> int:
         print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
     for mission in day.unmonitored:
         print(f"{mission}: promise not monitored: all its groups went to review ({NO_MONITOR})")
+    for mission, why in day.unaccepted.items():
+        print(f"{mission}: weaker promise not accepted: all its groups went to review ({why})")
     if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
         write_review(settings.output_dir, in_folder,
@@ -395,6 +404,7 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     # a certified promise with neither a monitor's state nor a reason in words decides nothing today (NO_MONITOR)
     unmonitored = {} if op is None or monitor is not None or settings.no_monitor else \
         {m: NO_MONITOR for m in missions if points[m].certified and m not in withdrawn}
+    unaccepted, accepted = unaccepted_weaker(settings, op, points, missions, withdrawn)
     seed = settings.audit_seed if settings.audit_seed is not None else \
         recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
@@ -404,7 +414,27 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
     shares = day_shares(settings.audit_share, op, op_digest, monitor, settings.monitor, by_mission, missions)
     return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn,
-                      unmonitored, shares, seed, prompts, unjudgeable)
+                      unmonitored, unaccepted, accepted, shares, seed, prompts, unjudgeable)
+
+
+def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points: dict, missions: list[str],
+                      withdrawn: dict) -> tuple[dict[str, str], tuple[str, ...]]:
+    """({mission: why}, ()) for the certified missions whose promise is weaker than the replaced one's
+    (stage_b.replacement) when the owner has not accepted it in words, else ({}, those missions); --accept_weaker with nothing to accept is
+    refused (a flag kept in a script from an earlier day must not accept tomorrow's weaker point unseen)."""
+    replaces = (op.extra.get("replaces") if op is not None else None)
+    try:
+        weaker = weaker_missions(replaces)
+    except ValueError as exc:
+        raise JudgeError(f"{settings.operating_point}: {exc}") from None
+    weaker = {m: why for m, why in weaker.items() if m in missions and points[m].certified and m not in withdrawn}
+    if settings.accept_weaker:
+        if not weaker:
+            raise JudgeError(f"--accept_weaker: {settings.operating_point or 'the thresholds given'} promises nothing "
+                             f"weaker than an operating point it replaces for the missions judged here; drop the "
+                             f"flag")
+        return {}, tuple(weaker)
+    return {m: unaccepted_why(why, replaces["path"]) for m, why in weaker.items()}, ()
 
 
 def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int) -> None:
@@ -445,7 +475,9 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
             "reviewers": list(settings.reviewers) or None,
             "overlap_share": settings.overlap_share if settings.reviewers else None,
             "gold_share": settings.gold_share if settings.gold else None,
-            "unmonitored": day.unmonitored.get(mission), "no_monitor": settings.no_monitor}
+            "unmonitored": day.unmonitored.get(mission), "no_monitor": settings.no_monitor,
+            "unaccepted": day.unaccepted.get(mission),
+            "accepted_weaker": settings.accept_weaker if mission in day.accepted else None}
 
 
 def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine: LazyEngine) -> int:
@@ -471,6 +503,9 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
               + (f"; PROMISE WITHDRAWN: {day.withdrawn[mission]}: every group goes to review"
                  if mission in day.withdrawn else "")
               + ("; NOT MONITORED: every group goes to review" if mission in day.unmonitored else "")
+              + ("; WEAKER PROMISE NOT ACCEPTED: every group goes to review" if mission in day.unaccepted else "")
+              + (f"; weaker promise accepted: {settings.accept_weaker}"
+                 if settings.accept_weaker and mission in day.accepted else "")
               + (f"; decided without a monitor: {settings.no_monitor}"
                  if settings.no_monitor and point.certified and mission not in day.withdrawn else ""))
         write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now
@@ -593,6 +628,9 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                                     f"this one." for m, why in withdrawn.items()),
                                   *(f"PROMISE NOT MONITORED for {m}: every group of it went to review ({NO_MONITOR})."
                                     for m in dict.fromkeys(v["mission"] for v in verdicts if v.get("unmonitored"))),
+                                  *(f"WEAKER PROMISE NOT ACCEPTED for {m}: every group of it went to review ({why})."
+                                    for m, why in {v["mission"]: v["unaccepted"] for v in verdicts
+                                                   if v.get("unaccepted")}.items()),
                                   "Groups that need a person's review first, then blind audits (the model's answer "
                                   "shows once you have decided), then 不通过, then 通过. needs review: the "
                                   "mission is not certified, p_fail is between the auto-pass and auto-fail thresholds "

@@ -415,7 +415,7 @@ def test_no_monitor_takes_a_reason_in_words(words, refusal):
     if refusal is None:
         assert judge.check_no_monitor(words, None) == (None if words is None else words)
     else:
-        with pytest.raises(judge.JudgeError, match=refusal):
+        with pytest.raises(ValueError, match=refusal):
             judge.check_no_monitor(words, None)
     with pytest.raises(judge.JudgeError, match="give one"):
         judge.check_no_monitor("first day at this operating point", "monitor.json")

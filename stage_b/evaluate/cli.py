@@ -17,6 +17,7 @@ from ..engine_settings import EngineSettings, add_engine_args
 from ..model_replies import guide_citations, verdict_probabilities
 from ..numbers import fmt_p
 from ..operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
+from ..replacement import inherit_targets
 from ..run_record import selection_for, stage_a_changes
 from ..settings import add_selection_args, selection_flags
 from .held_out import HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis, with_evidence
@@ -42,22 +43,51 @@ class EvaluateSettings:
     review_share: float = DEFAULT_REVIEW_SHARE
     review_page: bool = True
     review_all: bool = False
+    replaces: Replaced | None = None          # --replaces: the operating point this one replaces
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "EvaluateSettings":
-        targets = parse_targets(args.target_miss_rate)
-        overkill_targets = parse_targets(args.target_overkill_rate, "--target_overkill_rate")
-        if overkill_targets and not targets:
+        given = {"targets": parse_targets(args.target_miss_rate),
+                 "overkill_targets": parse_targets(args.target_overkill_rate, "--target_overkill_rate"),
+                 "confidence": None if args.confidence is None else check_confidence(args.confidence),
+                 "review_share": None if args.review_share is None else check_rate(args.review_share,
+                                                                                    "--review_share"),
+                 "family_wise": True if args.family_wise else None}
+        replaced = None
+        if args.replaces:   # a re-certification keeps the replaced point's targets unless a flag changes them
+            replaced = Replaced.read(args.replaces)
+            given, said = inherit_targets(replaced.content, given)
+            for line in said:
+                print(f"--replaces {args.replaces}: {line}")
+        if given["overkill_targets"] and not given["targets"]:
             raise EvaluationError("--target_overkill_rate sets the auto-fail side of an operating point: give "
                                   "--target_miss_rate too")
         return cls(EngineSettings.from_args(args), selection_flags(args), Path(args.output_dir), args.split,
                    args.allow_train_overlap, Path(args.predictions) if args.predictions else None, args.overwrite,
-                   targets, overkill_targets, check_confidence(args.confidence), args.family_wise,
-                   check_rate(args.review_share, "--review_share"), not args.no_review, args.review_all)
+                   given["targets"], given["overkill_targets"],
+                   DEFAULT_CONFIDENCE if given["confidence"] is None else given["confidence"],
+                   bool(given["family_wise"]),
+                   DEFAULT_REVIEW_SHARE if given["review_share"] is None else given["review_share"],
+                   not args.no_review, args.review_all, replaced)
 
     def review(self, records: list[dict], input_dir: str | None, files=()) -> dict | None:
         """What the review page needs (review_inputs), or None with --no_review."""
         return review_inputs(records, input_dir, files, review_all=self.review_all) if self.review_page else None
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """--replaces: the operating point a re-certification replaces, read and checked, with its digest."""
+    path: str
+    sha256: str
+    content: dict
+
+    @classmethod
+    def read(cls, path: str) -> "Replaced":
+        from qc_core.jsonl import file_sha256
+        from ..operating_point import load_operating_point
+        load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
+        return cls(path, file_sha256(path), json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 class Scored(NamedTuple):
@@ -92,9 +122,9 @@ def main(argv=None) -> int:
                    help="write operating_point.json: per mission the largest threshold on p_fail whose validation "
                         "miss rate is certified <= R at --confidence (one default R, plus MISSION=R overrides; a "
                         "mission's own R wins)")
-    p.add_argument("--confidence", default=str(DEFAULT_CONFIDENCE),
-                   help="confidence of the promises, strictly between 0 and 1 (exact one-sided Clopper-Pearson "
-                        "bounds; default %(default)s)")
+    p.add_argument("--confidence", default=None,
+                   help=f"confidence of the promises, strictly between 0 and 1 (exact one-sided Clopper-Pearson "
+                        f"bounds; default {DEFAULT_CONFIDENCE}, or the replaced operating point's)")
     p.add_argument("--family_wise", action="store_true",
                    help="certify each claim (each mission's miss and overkill promise) at the Bonferroni-adjusted "
                         "confidence 1 - (1 - C) / claims, so that all promises hold together at --confidence")
@@ -104,9 +134,14 @@ def main(argv=None) -> int:
     p.add_argument("--no_review", action="store_true", help="no review page (review/index.html)")
     p.add_argument("--review_all", action="store_true",
                    help="the review page shows every group, not only misses, overkills and unparseable replies")
-    p.add_argument("--review_share", type=float, default=DEFAULT_REVIEW_SHARE,
-                   help="the judge's needs_review band around each threshold covers this share of the validation "
-                        "errors")
+    p.add_argument("--replaces", metavar="OPERATING_POINT",
+                   help="certify again in place of this operating_point.json: its targets (miss and overkill rate per "
+                        "mission, confidence, review share, --family_wise) are kept unless a flag gives another, and "
+                        "the new file puts each promise beside the old; a weaker one decides nothing until the owner "
+                        "accepts it in words (python -m stage_b.judge --accept_weaker; stage_b.replacement)")
+    p.add_argument("--review_share", type=float, default=None,
+                   help=f"the judge's needs_review band around each threshold covers this share of the validation "
+                        f"errors (default {DEFAULT_REVIEW_SHARE}, or the replaced operating point's)")
     args = p.parse_args(argv)
     return run_cli(lambda: evaluate(EvaluateSettings.from_args(args)))
 
@@ -156,7 +191,7 @@ def evaluate(settings: EvaluateSettings) -> int:
     metrics = write_outputs(settings.output_dir, scored.predictions, scored.missions, scored.title, scored.data,
                             scored.checkpoints, settings.targets, settings.review_share, resolve, scored.review,
                             scored.source, settings.confidence, settings.overkill_targets, stage_a,
-                            settings.family_wise)
+                            settings.family_wise, settings.replaces)
     print_summary(metrics, settings.output_dir)
     return 0
 
@@ -263,6 +298,13 @@ def print_summary(metrics: dict, output_dir: Path) -> None:
               f"{', '.join(m for m in a['certified_missions'] if not no_automation(op, m)) or 'no mission'}"
               + "".join(f"; no automation (people decide every group): {m}" for m in a["certified_missions"]
                         if no_automation(op, m)))
+    replaces = (op or {}).get("replaces")
+    if replaces:
+        for mission, e in replaces["missions"].items():
+            print(f"replaces {replaces['path']}: {mission}: "
+                  + (f"WEAKER PROMISE ({'; '.join(e['weaker_because'])}): the judge sends every group of it to review "
+                     f"until the owner accepts it (--accept_weaker 'words')" if e["weaker_because"] else
+                     "promises no less than before"))
     o = metrics["overall"]
     print(f"{o['n']} groups, the verdict line as written: accuracy {_pct(o['accuracy'])}, miss rate "
           f"{_pct(o['miss_rate'])}, overkill rate "

@@ -17,6 +17,7 @@ from ..dataset import group_files
 from ..grounding import ground
 from ..metrics import compute_metrics
 from ..operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
+from ..replacement import compare
 from .predictions import EvaluationError
 from .report import _ci, _pct, curve_picks, render_report
 
@@ -40,10 +41,11 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                   review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
                   source: dict | None = None, confidence: float = DEFAULT_CONFIDENCE,
                   overkill_targets: dict | None = None, stage_a: dict | None = None,
-                  family_wise: bool = False) -> dict:
+                  family_wise: bool = False, replaces=None) -> dict:
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
     (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
-    "input_dirs", "all"}) the review page; `source` (re-scoring: the file and which tool wrote it) goes into
+    "input_dirs", "all"}) the review page; `replaces` (evaluate's Replaced: path, sha256, content) puts each promise
+    beside the replaced point's (stage_b.replacement); `source` (re-scoring: the file and which tool wrote it) goes into
     metrics.json. Everything is computed before the first file is written."""
     grounded = [ground(p["completion"], p.get("summaries"), p["mission"]) for p in predictions]   # metrics and page
     metrics = compute_metrics(predictions, missions, grounded)
@@ -66,8 +68,10 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                                    model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
                                    resolve=resolve, confidence=confidence, overkill_targets=overkill_targets,
                                    stage_a=stage_a, family_wise=family_wise)
+        if replaces is not None:
+            op["replaces"] = compare(replaces.content, op, replaces.path, replaces.sha256)
         metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "family", "missions", "overall",
-                                                         "automation")}
+                                                         "automation", "replaces") if k in op}
     if review is not None:
         metrics["review"] = str(output_dir / REVIEW_DIR / "index.html")
     if curves and curves["groups_without_p_fail"]:

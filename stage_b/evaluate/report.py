@@ -8,6 +8,7 @@ from qc_core.records import image_key
 
 from ..numbers import fmt_distinct, fmt_p
 from ..operating_point import family_text, picks_at
+from ..replacement import side_by_side_lines
 from ..verdict import FAIL, parse
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
@@ -109,6 +110,8 @@ def render_promises(metrics: dict) -> list[str]:
     if op.get("family"):
         targets = [e["target_miss_rate"] for e in op["missions"].values() if e.get("target_miss_rate")]
         lines += ["", f"All together: {family_text(op['family'], min(targets, default=None))}."]
+    if op.get("replaces"):
+        lines += ["", *side_by_side_lines(op["replaces"])]
     a = op["automation"]
     lines += ["", f"Decided without review on these {op.get('evidence', 'validation')} groups: "
                   f"{a['validation_auto_decided']} of "

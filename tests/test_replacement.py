@@ -1,0 +1,154 @@
+"""A re-certified operating point (stage_b.replacement): it keeps the replaced point's targets unless a flag changes
+them, puts each promise beside the old one, and a weaker promise decides nothing until the owner accepts it in words.
+The whole path: predictions.jsonl -> `python -m stage_b.evaluate --predictions … --replaces OLD` (in process, the real
+argument parser) -> operating_point.json and report.md -> the judge's reading of them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stage_b import evaluate, judge
+from stage_b.operating_point import load_operating_point, thresholds_for
+from stage_b.replacement import ReplacementError, inherit_targets, numbers_of, weaker_because, weaker_missions
+from stage_b.verdict import FAIL, PASS
+
+A = "BBU接地线检查"
+MODEL = {"path": "/models/qc", "fingerprint": "f" * 32}
+TARGETS = ("--target_miss_rate", "0.2", "--confidence", "0.8", "--target_overkill_rate", "0.4")
+
+
+def prediction(k: int, p: float, expected: str) -> dict:
+    said = FAIL if p >= 0.5 else PASS
+    return {"group_id": f"QC-R-{k}", "mission": A, "expected": expected,
+            "completion": f"{said}\n理由: 图片_1 接地线" + ("未捆扎" if said == FAIL else "已捆扎"),
+            "summaries": ["接地线×1/已捆扎"], "p_fail": p}
+
+
+def day_predictions(low_fails: int) -> list[dict]:
+    """40 defective groups (`low_fails` of them with a low p_fail: misses the rule lets through) and 40 good ones."""
+    fails = [prediction(k, 0.02 + 0.001 * k if k < low_fails else 0.6 + 0.005 * k, FAIL) for k in range(40)]
+    return fails + [prediction(100 + k, 0.1 + 0.005 * k, PASS) for k in range(40)]
+
+
+def certify(tmp_path: Path, name: str, predictions: list[dict], *flags: str) -> tuple[int, Path]:
+    source = tmp_path / f"{name}-predictions"
+    source.mkdir()
+    (source / "predictions.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions),
+                                              encoding="utf-8")
+    (source / "metrics.json").write_text(json.dumps({"checkpoints": {"model": MODEL, "adapters": []}}))
+    out = tmp_path / name
+    rc = evaluate.main(["--predictions", str(source / "predictions.jsonl"), "--output_dir", str(out), "--no_review",
+                        *flags])
+    return rc, out / "operating_point.json"
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture()
+def old_point(tmp_path) -> Path:
+    rc, path = certify(tmp_path, "old", day_predictions(0), *TARGETS)
+    assert rc == 0 and read(path)["missions"][A]["certified"]
+    return path
+
+
+def test_a_recertification_keeps_the_replaced_targets_and_says_so(tmp_path, old_point, capsys):
+    """Planted: --replaces without inheriting the targets -> no miss target (refused) or no auto-fail rule."""
+    rc, path = certify(tmp_path, "new", day_predictions(0), "--replaces", str(old_point))
+    assert rc == 0, capsys.readouterr().err
+    entry = read(path)["missions"][A]
+    assert (entry["target_miss_rate"], entry["confidence"], entry["target_overkill_rate"]) == (0.2, 0.8, 0.4)
+    assert entry["threshold_fail"] is not None   # the auto-fail rule came along
+    out = capsys.readouterr().out
+    assert f"--target_overkill_rate {A}=0.4 (kept from the replaced operating point)" in out
+    assert f"{A}: promises no less than before" in out
+    replaces = read(path)["replaces"]
+    assert replaces["weaker"] == [] and replaces["path"] == str(old_point)
+
+
+def test_a_flag_changes_a_kept_target_and_is_named(tmp_path, old_point, capsys):
+    rc, path = certify(tmp_path, "new", day_predictions(0), "--replaces", str(old_point), "--confidence", "0.7")
+    assert rc == 0
+    assert "--confidence 0.8 -> 0.7 (changed by a flag)" in capsys.readouterr().out
+    assert read(path)["replaces"]["missions"][A]["weaker_because"] == ["confidence 80% -> 70%"]
+
+
+def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_accepted(tmp_path, old_point):
+    """The case from the field: certified again after a withdrawal, the escape bound rose (9.0% -> 17.4%) and nobody
+    was asked. Planted: weaker_because ignoring the escape bound -> the judge decides the weaker mission unasked."""
+    rc, path = certify(tmp_path, "new", day_predictions(2), "--replaces", str(old_point))
+    assert rc == 0
+    op = read(path)
+    (why,) = op["replaces"]["missions"][A]["weaker_because"]
+    assert why.startswith("escape rate of auto-passed groups at most") and op["replaces"]["weaker"] == [A]
+    report = (path.parent / "report.md").read_text(encoding="utf-8")
+    assert f"WEAKER PROMISE for {A}" in report and "escape_upper" in report
+    point = load_operating_point(path)
+    points = thresholds_for(point, path, [A], model=MODEL, adapters=[])
+    settings = SimpleNamespace(accept_weaker=None, operating_point=str(path))
+    unaccepted, accepted = judge.unaccepted_weaker(settings, point, points, [A], {})
+    assert list(unaccepted) == [A] and accepted == () and "promises less than the one it replaces" in unaccepted[A]
+    record = {"group_id": "g", "mission": A, "images": ["1.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"}}
+    line = judge.verdict_record(record, 0.0, points[A], "通过\n理由: 图片_1 接地线已捆扎",
+                                {"audit_share": 0.0, "audit_seed": 1, "unaccepted": unaccepted[A]})
+    assert (line["route"], line["review_scope"]) == ("review", "mission")
+    assert line["review_why"][0].startswith("weaker promise not accepted: this operating point promises less")
+    signed = SimpleNamespace(accept_weaker="新摄像头需要更低阈值，王经理签字", operating_point=str(path))
+    assert judge.unaccepted_weaker(signed, point, points, [A], {}) == ({}, (A,))
+    # a withdrawn mission goes to review for its withdrawal; it needs no acceptance today
+    assert judge.unaccepted_weaker(settings, point, points, [A], {A: "withdrawn"}) == ({}, ())
+
+
+def test_accepting_when_nothing_is_weaker_is_refused(tmp_path, old_point):
+    """A flag kept in a script must not accept tomorrow's weaker point unseen."""
+    point = load_operating_point(old_point)
+    points = thresholds_for(point, old_point, [A], model=MODEL, adapters=[])
+    signed = SimpleNamespace(accept_weaker="accepted by the owner", operating_point=str(old_point))
+    with pytest.raises(judge.JudgeError, match="promises nothing weaker"):
+        judge.unaccepted_weaker(signed, point, points, [A], {})
+
+
+def numbers(**changes) -> dict:
+    base = {"certified": True, "threshold": 0.5, "threshold_fail": 0.9, "target_miss_rate": 0.2, "confidence": 0.8,
+            "miss_rate_upper": 0.15, "escape": {"upper": 0.09}, "target_overkill_rate": 0.4,
+            "overkill_rate_upper": 0.1, "automation_share": 0.6}
+    return numbers_of({**base, **changes}, None)
+
+
+@pytest.mark.parametrize("old, new, because", [
+    (numbers(), numbers(), []),
+    (numbers(), numbers(threshold=0.3, escape={"upper": 0.05}), []),                 # stricter: not weaker
+    (numbers(), numbers(escape={"upper": 0.174}), ["escape rate of auto-passed groups at most 9% -> 17.4%"]),
+    (numbers(), numbers(target_miss_rate=0.3), ["target miss rate 20% -> 30%"]),
+    (numbers(), numbers(confidence=0.7), ["confidence 80% -> 70%"]),
+    (numbers(threshold_fail=None), numbers(), ["groups now auto-fail (nothing auto-failed before)"]),
+    (numbers(), numbers(overkill_rate_upper=0.2), ["overkill rate of auto-failed groups at most 10% -> 20%"]),
+    (numbers(), numbers(certified=False, escape={"upper": 0.5}), []),   # people decide every group: no promise
+    (numbers(certified=False), numbers(escape={"upper": 0.5}), []),     # a promise where there was none
+    (numbers(), numbers(validation_auto_decided=0, escape={"upper": 0.5}), []),   # a rule that automates nothing
+])
+def test_what_makes_a_promise_weaker(old, new, because):
+    assert weaker_because(old, new) == because
+
+
+def test_an_edited_replaces_section_is_refused():
+    replaces = {"missions": {A: {"weaker_because": ["confidence 80% -> 70%"]}}, "weaker": []}
+    with pytest.raises(ReplacementError, match="does not list them as weaker"):
+        weaker_missions(replaces)
+    with pytest.raises(ReplacementError, match="without saying why"):
+        weaker_missions({"missions": {A: {"weaker_because": []}}, "weaker": [A]})
+
+
+def test_a_replaced_point_without_targets_is_refused():
+    with pytest.raises(ReplacementError, match="no target miss rate"):
+        inherit_targets({"missions": {A: {"certified": False}}}, {"targets": None})
+
+
+@pytest.mark.parametrize("words", ["ok", "--------", "        "])
+def test_acceptance_takes_words(words):
+    with pytest.raises(ValueError, match="say in words"):
+        judge.check_words(words, "--accept_weaker", "signed")
