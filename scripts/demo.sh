@@ -192,9 +192,9 @@ rm -rf "$OUT/labels" "$OUT/eval/recertified"
 "$PY" -m stage_b.decisions --decisions "$OUT/today/decisions.jsonl" --output_dir "$OUT/labels" | sed 's/^/  /'
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" \
   --stage_a_files "$OUT/stage_a/*_stage_a.jsonl,$OUT/labels/*_stage_a.jsonl" --split held_out \
-  --output_dir "$OUT/eval/recertified" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
-  --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" --no_review 2>&1 \
-  | grep -E "^held out|^decided without review" | sed 's/^/  /'
+  --output_dir "$OUT/eval/recertified" --overwrite --max_new_tokens 32 \
+  --replaces "$OUT/eval/grpo/operating_point.json" --no_review 2>&1 \
+  | grep -E "^held out|^decided without review|^replaces|kept from|changed by" | sed 's/^/  /'
 echo "  the promises on the validation groups alone, then with the reviewed groups added:"
 "$PY" -m group_qc_dev.promises "$OUT/eval/grpo/operating_point.json" "$OUT/eval/recertified/operating_point.json" \
   --names "validation" "validation + reviewed"

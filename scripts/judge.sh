@@ -5,7 +5,7 @@
 #        stage_a_model=<dir> [stage_a_adapters=<dir>] model=<dir> [adapters=<run>/checkpoint-N] \
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
 #        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>]
-#        [monitor=<monitor.json> | monitor=none monitor_why="why, in words"]
+#        [monitor=<monitor.json> | monitor=none monitor_why="why, in words"] [accept_weaker="the owner's words"]
 #        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
@@ -20,7 +20,9 @@
 # this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
 # every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without
 # review are drawn for a blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a
-# tightened mission is raised to the share the monitor asks for (stage_b.day_shares). reviewers= splits the groups
+# tightened mission is raised to the share the monitor asks for (stage_b.day_shares). accept_weaker= is the owner's
+# acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.replacement):
+# without it every group of such a mission goes to review. reviewers= splits the groups
 # sent to people among them, overlap_share= of them decided by two, blind to each other (stage_b.assign; the import
 # measures their agreement).
 #
@@ -38,9 +40,9 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""; monitor_why=""; reviewers=""; overlap_share=""; monitor_extra=()
+labels=""; monitor=""; monitor_why=""; accept_weaker=""; reviewers=""; overlap_share=""; monitor_extra=()
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
-          batch_size audit_share audit_seed labels monitor monitor_why reviewers overlap_share stage_a_extra:words
+          batch_size audit_share audit_seed labels monitor monitor_why accept_weaker reviewers overlap_share stage_a_extra:words
           judge_extra:words
           monitor_extra:words" \
          "input_dir output_dir stage_a_model model" "$@"
@@ -135,6 +137,7 @@ judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_siz
 [ -n "$audit_seed" ] && judge_args+=(--audit_seed "$audit_seed")
 [ -n "$reviewers" ] && judge_args+=(--reviewers "$reviewers")
 [ -n "$overlap_share" ] && judge_args+=(--overlap_share "$overlap_share")
+[ -n "$accept_weaker" ] && judge_args+=(--accept_weaker "$accept_weaker")
 if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then
   echo "== promises checked against $monitor"
   judge_args+=(--monitor "$monitor")

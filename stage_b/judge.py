@@ -420,8 +420,9 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
 def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points: dict, missions: list[str],
                       withdrawn: dict) -> tuple[dict[str, str], tuple[str, ...]]:
     """({mission: why}, ()) for the certified missions whose promise is weaker than the replaced one's
-    (stage_b.replacement) when the owner has not accepted it in words, else ({}, those missions); --accept_weaker with nothing to accept is
-    refused (a flag kept in a script from an earlier day must not accept tomorrow's weaker point unseen)."""
+    (stage_b.replacement) when the owner has not accepted it in words, else ({}, those missions); --accept_weaker
+    with nothing to accept is refused (a flag kept in a script from an earlier day must not accept tomorrow's weaker
+    point unseen)."""
     replaces = (op.extra.get("replaces") if op is not None else None)
     try:
         weaker = weaker_missions(replaces)

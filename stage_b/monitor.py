@@ -548,8 +548,8 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
                                                                                               d.get("defect_p"))):
-            raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow from its "
-                               f"p-values; the file was edited: write it again with python -m stage_b.monitor")
+            raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow "
+                               f"from its p-values; the file was edited: write it again with python -m stage_b.monitor")
     replayed = replay([{k: row[k] for k in COUNT_KEYS} for row in stored], promise, bounds,
                       lambda i, ref: stored[i]["drift"])
     for row, again in zip(stored, replayed):
@@ -558,9 +558,9 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
             same = a == b if key in _CHECKED else (a is None and b is None) or (
                 isinstance(a, (int, float)) and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9))
             if not same:
-                raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: {key} {a!r} does not follow from the day's "
-                                   f"counts (they give {b!r}); the file was edited: write it again with python -m "
-                                   f"stage_b.monitor")
+                raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: {key} {a!r} does not follow "
+                                   f"from the day's counts (they give {b!r}); the file was edited: write it again "
+                                   f"with python -m stage_b.monitor")
     last = replayed[-1] if replayed else None
     for key, value in (("status", last["status"] if last else UNVERIFIED),
                        ("state", last["state"] if last else m.get("state")),

@@ -121,7 +121,8 @@ def test_a_status_edited_by_hand_is_refused_naming_the_mission_and_day(tmp_path)
     assert result["missions"][M]["status"] == mon.WITHDRAWN
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][0]["status"] = edited["missions"][M]["status"] = mon.HOLDS
-    with pytest.raises(mon.MonitorError, match=f"{M}, day folder 'day1': status 'holds' does not follow from the day's counts"):
+    with pytest.raises(mon.MonitorError,
+                       match=f"{M}, day folder 'day1': status 'holds' does not follow from the day's counts"):
         mon.check_monitor(edited, "monitor.json")
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][0]["escapes"] = 0
