@@ -138,6 +138,7 @@ judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_siz
 [ -n "$reviewers" ] && judge_args+=(--reviewers "$reviewers")
 [ -n "$overlap_share" ] && judge_args+=(--overlap_share "$overlap_share")
 [ -n "$accept_weaker" ] && judge_args+=(--accept_weaker "$accept_weaker")
+[ -n "$labels" ] && [ -d "$labels" ] && judge_args+=(--labels "$labels")   # the reviewers' measured pace
 if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then
   echo "== promises checked against $monitor"
   judge_args+=(--monitor "$monitor")

@@ -41,7 +41,9 @@ from qc_core.jsonl import (OUTPUT_REMEDY, RESUME, JsonlAppender, file_sha256, it
                            write_jsonl_atomic)
 from qc_core.records import summaries_of, utc_now
 
+from .bounds import in_range
 from .dataset import DatasetError, load_records, prompt_row, rows_for
+from .decisions_log import LOG, read_log
 from .engine_settings import EngineSettings, add_engine_args
 from .grounding import ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
@@ -56,6 +58,8 @@ from .operating_point import (NO_AUTOMATION, UNCALIBRATED_THRESHOLD, MissionPoin
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
 from .replacement import check_words, unaccepted_why, weaker_missions
 from .verdict import FAIL, parse
+from .workload import (DEFAULT_SECONDS_PER_DECISION, TABLE_COLUMNS, Pace, day_workload, measured_pace, sentence,
+                       stated_pace, table_rows)
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
@@ -230,6 +234,8 @@ class JudgeSettings:
     accept_weaker: str | None = None   # the owner's words accepting promises weaker than the replaced ones
     overwrite: bool = False
     review_page: bool = True
+    seconds_per_decision: float | None = None   # the pace that prices the day's review work (None: measured/default)
+    labels: str | None = None                   # the labels folder whose decisions log measured the pace
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "JudgeSettings":
@@ -245,7 +251,10 @@ class JudgeSettings:
                    gold_share, args.monitor, check_no_monitor(args.no_monitor, args.monitor),
                    check_words(args.accept_weaker, "--accept_weaker", "the new Stage-A camera needs the lower "
                                                                       "threshold; signed 王经理"),
-                   args.overwrite, not args.no_review)
+                   args.overwrite, not args.no_review,
+                   None if args.seconds_per_decision is None else in_range(
+                       args.seconds_per_decision, "--seconds_per_decision", 1, 3600, "seconds, e.g. 30", JudgeError),
+                   args.labels)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,6 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the owner accepts, in words, an operating point that promises less than the one it replaces "
                         "(stage_b.evaluate --replaces names the missions and why), recorded on every verdict line; "
                         "without it every group of such a mission goes to review (stage_b.replacement)")
+    p.add_argument("--seconds_per_decision", default=None,
+                   help=f"the pace that prices the day's review work in person-hours (default: the median the review "
+                        f"pages measured, from --labels, else {DEFAULT_SECONDS_PER_DECISION:g}; stage_b.workload)")
+    p.add_argument("--labels", help="the labels folder python -m stage_b.decisions writes: its decisions log gives the "
+                                    "reviewers' measured pace")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p
@@ -365,6 +379,12 @@ def judge(settings: JudgeSettings) -> int:
         print(f"judged {judged} groups in {time.perf_counter() - engine.started:.1f}s "
               f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
     print_automation(automation_of(settings.output_dir, day.missions))
+    pace = day_pace(settings)
+    work = day_workload(_verdicts(settings.output_dir, day.missions), pace)
+    for mission, counts in work["per_mission"].items():
+        print(sentence(mission, counts, pace.source, day.points[mission].extra.get("automation_share")))
+    if len(work["per_mission"]) > 1:
+        print(sentence("the day", work["overall"], pace.source))
     for mission, why in day.withdrawn.items():
         print(f"{mission}: promise withdrawn ({why}): all its groups went to review")
     for mission in day.unmonitored:
@@ -374,8 +394,25 @@ def judge(settings: JudgeSettings) -> int:
     if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
         write_review(settings.output_dir, in_folder,
-                     [Path(day.selection.input_dir)] if day.selection.input_dir else None)
+                     [Path(day.selection.input_dir)] if day.selection.input_dir else None, pace)
     return 0
+
+
+def day_pace(settings: JudgeSettings) -> Pace:
+    """--seconds_per_decision, else the pace the review pages measured (the labels' decisions log), else the stated
+    default (stage_b.workload)."""
+    if settings.seconds_per_decision is not None:
+        return stated_pace(settings.seconds_per_decision)
+    log_path = Path(settings.labels) / LOG if settings.labels else None
+    if log_path is None or not log_path.is_file():
+        return stated_pace()
+    try:
+        log, _ = read_log(log_path)
+    except (ValueError, OSError) as exc:   # the day is judged all the same; the price says it is not measured
+        print(f"note: {log_path} cannot be read ({exc}): the day's review work is priced at the stated default pace",
+              file=sys.stderr)
+        return stated_pace()
+    return measured_pace(log)
 
 
 def prepare_day(settings: JudgeSettings) -> JudgingDay:
@@ -599,7 +636,8 @@ def print_automation(automation: dict) -> None:
                   f"them drawn for a blind audit; {c['ungrounded_reason']} sent to review for an ungrounded reason")
 
 
-def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None) -> dict:
+def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None,
+                 pace: Pace | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
     from stage_b.cards import JUDGE_OUTCOMES, judge_cards
     from review.page import render_review, report
@@ -623,7 +661,10 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                            outcomes=JUDGE_OUTCOMES, input_dirs=input_dirs or [], named_dirs=named, sources=sources,
                            tables=[{"title": "Per mission", "columns": [
                                "mission", "groups", "不通过", "needs review", "of them for the reason",
-                               "decided without review", "threshold", "certified", "promise"], "rows": rows}],
+                               "decided without review", "threshold", "certified", "promise"], "rows": rows},
+                                   {"title": f"The day's work, priced at {(pace or stated_pace()).source}",
+                                    "columns": TABLE_COLUMNS,
+                                    "rows": table_rows(day_workload(verdicts, pace or stated_pace()))}],
                            intro=[*(f"PROMISE WITHDRAWN for {m}: {why}. Every group of it goes to review until "
                                     f"an operating point certified on labels decided after the withdrawal replaces "
                                     f"this one." for m, why in withdrawn.items()),

@@ -294,6 +294,18 @@ def check_order(days: list[Day]) -> None:
         previous = (day.folder, first)
 
 
+def days_workload(days: list[Day], labels_dir: Path) -> dict:
+    """{day: stage_b.workload.day_workload} over each day folder's verdict lines as the judge wrote them (gold
+    included: it is work for people), priced at the pace the labels' decisions log measured (or the stated default).
+    What the page shows; nothing the guard decides reads it."""
+    from .decisions_log import LOG, read_log
+    from .workload import day_workload, measured_pace
+    log, _ = read_log(labels_dir / LOG) if (labels_dir / LOG).is_file() else ([], "")
+    pace = measured_pace(log)
+    return {day.name: day_workload([rec for path in verdict_files(day.folder) for _, rec in iter_jsonl(path)], pace)
+            for day in days}
+
+
 def verdict_line_problem(rec: dict) -> str | None:
     """What a verdict line lacks that the guard reads (its group, verdict, p_fail, route, audit share), or None."""
     if not isinstance(rec.get("group_id"), str) or not isinstance(rec.get("mission"), str):
@@ -697,6 +709,7 @@ def _monitor(args) -> int:
     days = read_days(folders, digest, registry)
     labels = read_labels(Path(args.labels), registry)
     monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years, clean_days)
+    monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     from .monitor_page import write_outputs

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .numbers import pct
 from .plot_training import pyplot_for, text_for
+from .workload import TABLE_COLUMNS, table_rows
 
 STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c0392b", "not certified": "#7f8c8d"}
 
@@ -111,6 +112,13 @@ def render(monitor: dict, png_name: str) -> str:
                "escapes / audited auto-passed (day)", "cumulative", "live escape bound", "promised escape rate",
                "live miss rate (weighted)", "miss-rate detector", "escape detector vs the rate the mix allows",
                "reviewer agreement with the model", "drift", "status", "next audit share"]
+    work = monitor.get("workload") or {}
+    work_rows = "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (day, *row)) + "</tr>"
+                        for day, w in work.items() for row in table_rows(w))
+    pace = next(iter(work.values()))["pace_source"] if work else ""
+    work_table = (f"<h2>The days' work, priced at {e(pace)}</h2><table><tr>"
+                  + "".join(f"<th>{e(c)}</th>" for c in ["day", *TABLE_COLUMNS]) + f"</tr>{work_rows}</table>"
+                  if work else "")
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
 <style>body {{ font-family: "WenQuanYi Micro Hei", "Noto Sans CJK SC", sans-serif; margin: 1.5em; }}
@@ -137,7 +145,8 @@ at once) says when a promise holds.</p>
 <img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
 <table><tr>{''.join(f'<th>{e(c)}</th>' for c in columns)}</tr>
 {''.join(rows)}
-</table></body></html>
+</table>
+{work_table}</body></html>
 """
 
 

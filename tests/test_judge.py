@@ -321,6 +321,12 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
     assert all("has no entry for it" in r["review_why"][0] for r in judged)
     assert all(r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过") for r in judged)   # the model's own choice
     assert "0 of 3 groups decided without review" in result.stdout
+    # the day's work and its price, and why nothing was decided without review (stage_b.workload)
+    assert (f"{M}: 3 groups: 0 decided without a person, 3 to people (3 review, 0 blind audits, 0 gold) = 3 "
+            f"decisions, 0.03 person-hours at 30 s a decision (a stated default") in result.stdout
+    assert "to review because: no threshold 3" in result.stdout
+    page = (tmp_path / "o" / "review" / "index.html").read_text(encoding="utf-8")
+    assert "The day&#39;s work, priced at 30 s a decision" in page or "The day's work, priced at 30 s" in page
 
 
 def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path):

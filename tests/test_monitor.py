@@ -209,6 +209,10 @@ def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
     assert result["days"] == ["2026-11-27", "2026-11-28"] and result["missions"][M]["status"] == mon.WITHDRAWN
     page = (tmp_path / "m" / "index.html").read_text(encoding="utf-8")
     assert f"{M}: withdrawn" in page and "monitor.png" in page
+    # the days' work, priced (stage_b.workload): day 2's 12 audits are 12 decisions, 0.1 h at the stated 30 s
+    assert "The days' work, priced at 30 s a decision (a stated default" in page
+    assert "<td>2026-11-28</td><td>" + M + "</td><td>12</td><td>0</td><td>12</td><td>0</td><td>12</td>" in page
+    assert result["workload"]["2026-11-28"]["per_mission"][M]["audit_hours"] == 0.1
     from PIL import Image
     with Image.open(tmp_path / "m" / "monitor.png") as im:
         assert im.width > 600 and im.getextrema() != ((255, 255), (255, 255), (255, 255))
