@@ -9,6 +9,14 @@ every group goes to review, a review card with the mission's reason), like the d
 the page's index tells it apart (tests/test_gold.py checks it). Known limits: its group id is its own (an id from an
 earlier day); on a day without blind audits of a certified mission the gold cards are that mission's only audits.
 
+Photos: a gold card must look and work like any audit card, so with a day's `--input_dir` the judge copies each
+drawn gold group's photos into the day's output folder (`photos/<mission>/<group id>/<name>`, a neutral name: a
+page link must not say "gold") and points the record there. The photos are read from the folder the gold record was
+reviewed from (its `input_dir`), named and checked, never followed blindly: the folder must exist and not be a
+filesystem root, every photo must resolve inside it (no `../`, no symlink out) and decode as an image. A gold group
+whose photos cannot be found is not mixed in (the next in the draw takes its place), and the judge says which and
+why (photo_problem, with_photo_copies).
+
 Gold lines are not the day's work: the judge's automation figures and stage_b.monitor leave them out, and
 stage_b.decisions scores each reviewer's decisions on them against the answer instead of making labels of them.
 """
@@ -16,6 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +37,7 @@ from qc_core.records import RecordError, validate_record
 from .bounds import in_range
 
 DEFAULT_GOLD_SHARE = 0.05
+PHOTOS_DIR = "photos"   # under the day's output folder: the gold groups' photo copies
 
 
 class GoldError(ValueError):
@@ -97,3 +109,75 @@ def mix_in(gold: dict[str, list[dict]], today: dict[str, list[dict]], share: flo
         out[mission] = [{**{key: v for key, v in g.items() if key != "_gold_from"}, "label": None,
                          "gold_label": g["label"], "gold_from": g["_gold_from"]} for g in pool[:k]]
     return out
+
+
+def photo_problem(rec: dict) -> str | None:
+    """Why a gold group's photos cannot be shown (module doc), or None: each must lie inside the folder its record
+    was reviewed from, exist and be a file (decoding is checked when it is copied)."""
+    return photo_sources(rec)[1]
+
+
+def photo_sources(rec: dict) -> tuple[list[Path], str | None]:
+    folder = rec.get("input_dir")
+    if not isinstance(folder, str) or not folder:
+        return [], "its record names no input_dir (the folder its photos were reviewed from)"
+    try:
+        root = Path(folder).resolve()
+    except (OSError, RuntimeError):
+        return [], f"its photo folder {folder} cannot be resolved"
+    if root == Path(root.anchor):
+        return [], (f"its record names the filesystem root {folder} as its photo folder (refused: a photo folder "
+                    f"holds work orders)")
+    if not root.is_dir():
+        return [], f"its photo folder {folder} does not exist (moved or deleted?)"
+    sources = []
+    for rel in rec.get("images") or []:
+        try:
+            src = (root / rel).resolve()
+        except (OSError, RuntimeError):
+            return [], f"photo {rel!r} cannot be resolved under {folder}"
+        if root not in src.parents:
+            return [], f"photo {rel!r} lies outside its folder {folder} (refused)"
+        if not src.is_file():
+            return [], f"photo {rel} is not found under {folder}"
+        sources.append(src)
+    if not sources:
+        return [], "its record names no photo"
+    return sources, None
+
+
+def _safe(name: str) -> str:
+    """A path part made of the name when it is a plain one, else its digest (a group id with `/` or `..` in it)."""
+    if re.fullmatch(r"[\w.\-（）()]+", name) and name not in (".", ".."):
+        return name
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+
+
+def with_photo_copies(records: list[dict], photos_dir: Path) -> tuple[list[dict], list[str]]:
+    """(the gold records whose photos were copied under `photos_dir`, pointing at the copies; why each other one was
+    left out). A copy is written whole (a temporary file renamed into place), again on a resume."""
+    from qc_core.images import PhotoError, load_photo
+    kept, left_out = [], []
+    for rec in records:
+        sources, why = photo_sources(rec)
+        names, copies = set(), []
+        for k, src in enumerate(sources, start=1):
+            try:
+                load_photo(src, max_pixels=64 * 64)   # decodes: a torn or renamed file is not shown as a photo
+            except PhotoError as exc:
+                why = str(exc)
+                break
+            name = _safe(src.name) if src.name not in names else f"{k}_{_safe(src.name)}"
+            names.add(name)
+            copies.append((src, Path(_safe(rec["mission"])) / _safe(rec["group_id"]) / name))
+        if why:
+            left_out.append(f"gold group {rec['group_id']} of {rec['mission']} not mixed in: {why}")
+            continue
+        for src, rel in copies:
+            dst = photos_dir / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        kept.append({**rec, "input_dir": str(photos_dir), "images": [rel.as_posix() for _, rel in copies]})
+    return kept, left_out

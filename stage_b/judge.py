@@ -47,7 +47,7 @@ from .decisions_log import LOG, read_log
 from .engine_settings import EngineSettings, add_engine_args
 from .grounding import ground
 from .assign import DEFAULT_OVERLAP_SHARE, assignees, check_overlap_share, check_reviewers
-from .gold import DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in
+from .gold import PHOTOS_DIR, DEFAULT_GOLD_SHARE, check_gold_share, load_gold, mix_in, photo_problem, with_photo_copies
 from .day_shares import check_share_setting, day_shares
 from .routes import AUDIT, AUTO, DEFAULT_AUDIT_SHARE, REVIEW, route_of, route_of_record
 from .model_replies import reply_starts
@@ -58,8 +58,8 @@ from .operating_point import (NO_AUTOMATION, UNCALIBRATED_THRESHOLD, MissionPoin
 from .settings import MODE_FIELDS, TEXT_MODE, Selection, add_selection_args, selection_flags, selection_from
 from .replacement import check_words, unaccepted_why, weaker_missions
 from .verdict import FAIL, parse
-from .workload import (DEFAULT_SECONDS_PER_DECISION, TABLE_COLUMNS, Pace, day_workload, measured_pace, sentence,
-                       stated_pace, table_rows)
+from .workload import (DEFAULT_SECONDS_PER_DECISION, Pace, day_workload, measured_pace, sentence, stated_pace,
+                       table)
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
@@ -393,9 +393,17 @@ def judge(settings: JudgeSettings) -> int:
         print(f"{mission}: weaker promise not accepted: all its groups went to review ({why})")
     if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
-        write_review(settings.output_dir, in_folder,
-                     [Path(day.selection.input_dir)] if day.selection.input_dir else None, pace)
+        write_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
+                     pace)
     return 0
+
+
+def page_photo_dirs(output_dir: Path, input_dir: str | None) -> list[Path] | None:
+    """The folders the day's page shows photos from: the day's --input_dir and, beside it, the gold photo copies
+    (none without an --input_dir: no card shows a photo then, a gold card neither)."""
+    if not input_dir:
+        return None
+    return [Path(input_dir)] + ([output_dir / PHOTOS_DIR] if (output_dir / PHOTOS_DIR).is_dir() else [])
 
 
 def day_pace(settings: JudgeSettings) -> Pace:
@@ -445,7 +453,8 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     seed = settings.audit_seed if settings.audit_seed is not None else \
         recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.gold)
-        mix_gold(gold, by_mission, missions, settings.gold_share, seed)
+        mix_gold(gold, by_mission, missions, settings.gold_share, seed,
+                 settings.output_dir / PHOTOS_DIR if selection.input_dir else None)
     prompts, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not prompts:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
@@ -475,10 +484,31 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
     return {m: unaccepted_why(why, replaces["path"]) for m, why in weaker.items()}, ()
 
 
-def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int) -> None:
-    """Known-answer groups added to each judged mission's records; gold of a mission not judged today is named."""
+def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int,
+             photos_dir: Path | None = None) -> None:
+    """Known-answer groups added to each judged mission's records; gold of a mission not judged today is named.
+    With `photos_dir` (the day has photos on its page), only gold groups whose photos are found are drawn, and theirs
+    are copied there so that a gold card shows its photos like any audit card (stage_b.gold); each left out is named."""
+    left_out = []
+    if photos_dir is not None:
+        usable = {}
+        for mission, records in gold.items():
+            for rec in records:
+                why = photo_problem(rec)
+                if why:
+                    left_out.append(f"gold group {rec['group_id']} of {mission} not mixed in: {why}")
+                else:
+                    usable.setdefault(mission, []).append(rec)
+        gold = usable
     for mission, extra in mix_in(gold, {m: by_mission[m] for m in missions}, share, seed).items():
+        if photos_dir is not None:
+            extra, failed = with_photo_copies(extra, photos_dir)
+            left_out += failed
         by_mission[mission] = by_mission[mission] + extra
+    for why in left_out[:20]:
+        print(f"note: {why}", file=sys.stderr)
+    if len(left_out) > 20:
+        print(f"note: {len(left_out) - 20} more gold group(s) not mixed in for their photos", file=sys.stderr)
     elsewhere = {m: len(g) for m, g in gold.items() if m not in missions}
     if elsewhere:
         print("note: --gold holds groups of missions not judged today, not mixed in: "
@@ -662,9 +692,9 @@ def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] |
                            tables=[{"title": "Per mission", "columns": [
                                "mission", "groups", "不通过", "needs review", "of them for the reason",
                                "decided without review", "threshold", "certified", "promise"], "rows": rows},
-                                   {"title": f"The day's work, priced at {(pace or stated_pace()).source}",
-                                    "columns": TABLE_COLUMNS,
-                                    "rows": table_rows(day_workload(verdicts, pace or stated_pace()))}],
+                                   dict(zip(("title", "columns", "rows"), (
+                                       f"The day's work, priced at {(pace or stated_pace()).source}",
+                                       *table(day_workload(verdicts, pace or stated_pace()), gold_apart=False))))],
                            intro=[*(f"PROMISE WITHDRAWN for {m}: {why}. Every group of it goes to review until "
                                     f"an operating point certified on labels decided after the withdrawal replaces "
                                     f"this one." for m, why in withdrawn.items()),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .numbers import pct
 from .plot_training import pyplot_for, text_for
-from .workload import TABLE_COLUMNS, table_rows
+from .workload import table
 
 STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c0392b", "not certified": "#7f8c8d"}
 
@@ -114,10 +114,11 @@ def render(monitor: dict, png_name: str) -> str:
                "reviewer agreement with the model", "drift", "status", "next audit share"]
     work = monitor.get("workload") or {}
     work_rows = "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (day, *row)) + "</tr>"
-                        for day, w in work.items() for row in table_rows(w))
+                        for day, w in work.items() for row in table(w)[1])
+    columns_of_work = table(next(iter(work.values())))[0] if work else []
     pace = next(iter(work.values()))["pace_source"] if work else ""
     work_table = (f"<h2>The days' work, priced at {e(pace)}</h2><table><tr>"
-                  + "".join(f"<th>{e(c)}</th>" for c in ["day", *TABLE_COLUMNS]) + f"</tr>{work_rows}</table>"
+                  + "".join(f"<th>{e(c)}</th>" for c in ["day", *columns_of_work]) + f"</tr>{work_rows}</table>"
                   if work else "")
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>

@@ -92,6 +92,7 @@ def _counts(lines: list[dict], pace: Pace) -> dict:
             "review": len(review), "audits": len(audit), "gold": len(gold), "decisions": decisions(people),
             "person_hours": decisions(people) * pace.seconds / 3600,
             "audit_hours": decisions(audit) * pace.seconds / 3600,
+            "gold_hours": decisions(gold) * pace.seconds / 3600,
             "automation_share": (len(work) - len(review)) / len(work) if work else None,
             "why_review": dict(sorted(why.items(), key=lambda kv: -kv[1]))}
 
@@ -107,18 +108,20 @@ def sentence(mission: str, c: dict, pace_source: str, promised: float | None = N
             f"{c['audit_hours']:.2f} h{promised_text}" + (f"; to review because: {why}" if why else ""))
 
 
-TABLE_COLUMNS = ["mission", "groups", "decided without a person", "to people", "review", "blind audits", "gold",
-                 "decisions", "person-hours", "of them audits", "to review because"]
-
-
-def table_rows(workload: dict) -> list[list]:
-    """The review index's and the monitor page's rows: one per mission, then the day."""
+def table(workload: dict, gold_apart: bool = True) -> tuple[list[str], list[list]]:
+    """(columns, rows): one row per mission, then the day. A page reviewers read counts gold among the blind audits
+    (`gold_apart` False): a gold column would tell them how many of their audits are checks of themselves."""
+    columns = ["mission", "groups", "decided without a person", "to people", "review",
+               "blind audits" if gold_apart else "blind audits (known-answer checks among them)",
+               *(["gold"] if gold_apart else []), "decisions", "person-hours", "of them audits", "to review because"]
     rows = []
     for name, c in [*workload["per_mission"].items(), ("the day", workload["overall"])]:
-        rows.append([name, c["groups"], c["without_person"], c["to_people"], c["review"], c["audits"], c["gold"],
-                     c["decisions"], f"{c['person_hours']:.2f}", f"{c['audit_hours']:.2f}",
+        rows.append([name, c["groups"] if gold_apart else c["groups"] + c["gold"], c["without_person"],
+                     c["to_people"], c["review"], c["audits"] if gold_apart else c["audits"] + c["gold"],
+                     *([c["gold"]] if gold_apart else []), c["decisions"], f"{c['person_hours']:.2f}",
+                     f"{c['audit_hours']:.2f}" if gold_apart else f"{c['audit_hours'] + c['gold_hours']:.2f}",
                      "; ".join(f"{k} {n}" for k, n in c["why_review"].items()) or "-"])
-    return rows
+    return columns, rows
 
 
 def _pct(x) -> str:
