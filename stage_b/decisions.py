@@ -28,6 +28,9 @@ written to `DIR/<mission>_stage_a.jsonl` as a Stage-A record with `label` pass/f
 Printed per mission, over every import into the folder: decided, unsure, conflicts; for reviewed groups (chosen by
 their score: the review band, not a sample of automatic work) how often the verdict line agreed, passed a failed
 group or failed a passed one; for blind audits, escapes among auto-passed and overkills among auto-failed groups.
+Then one table, a row per reviewer over every mission and day (gold answers and blind overlaps pooled, an error rate
+with exact bounds, a verdict), written to `DIR/reviewers.jsonl` (stage_b.reviewer_quality); the reviewers below the
+bar are named, and their lone labels certify nothing. The conflicts counted per mission are the ones listed after it.
 Pure (stdlib and the project's pure core).
 """
 from __future__ import annotations
@@ -49,6 +52,7 @@ from qc_core.records import image_key, utc_now
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
                         gold_scores, pairwise, quality)
 from .decisions_log import LOG, DecisionsLogError, append_log, read_log
+from .reviewer_quality import BELOW, MEETS, FILE as REVIEWERS, bar_of, format_table, named, reviewer_table
 from .routes import GROUP, REVIEW
 from .verdict import FAIL, PASS
 
@@ -469,18 +473,19 @@ def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
     without review) and `audited` (blind audits of automatically decided groups: `escapes`, auto-passed groups a
     reviewer failed, are what stage_b.monitor bounds)."""
     out: dict[str, dict] = {}
-    for (mission, _), g in sorted(groups.items()):
+    for (mission, gid), g in sorted(groups.items()):
         if g["record"].get("gold"):   # a known-answer check: scored apart (stage_b.agreement.gold_scores)
             continue
         s = out.setdefault(mission, {"decided": 0, "labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
-                                     "overkilled": 0, "unsure": 0, "conflicts": 0,
+                                     "overkilled": 0, "unsure": 0, "conflicts": 0, "conflict_groups": [],
                                      "reviewed": {"labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
                                                   "overkilled": 0},
                                      "audited": {"labelled": 0, "auto_passed": 0, "escapes": 0, "auto_failed": 0,
                                                  "overkills": 0}})
         s["decided"] += 1
-        if g["status"] == "conflict":
+        if g["status"] == "conflict":   # the count and the list printed beside it are this one set
             s["conflicts"] += 1
+            s["conflict_groups"].append(gid)
             continue
         if g["status"] == "unsure":
             s["unsure"] += 1
@@ -566,13 +571,17 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         groups = resolve(log)
         agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}
                               for key, g in groups.items()})
-        gold = gold_scores(resolve(log, gold=True))
+        gold_groups = resolve(log, gold=True)
+        gold = gold_scores(gold_groups)
         bar = quality(agreement, min_kappa, gold, min_gold_accuracy)
+        reviewers = reviewer_table(gold_groups, log, bar_of(min_gold_accuracy))
+        write_jsonl_atomic(output_dir / REVIEWERS, reviewers)
+        certify_bar = with_pooled(bar, reviewers, {m for m, _ in groups})
         written = {}
         census = band_census(groups)
         for mission in sorted({m for m, _ in groups}):   # a known-answer check scores its reviewers, labels nothing
-            rows = [stage_a_record(g["record"], g["status"], review_of(g["record"], g["decisions"], bar.get(mission),
-                                                                       census))
+            rows = [stage_a_record(g["record"], g["status"],
+                                   review_of(g["record"], g["decisions"], certify_bar.get(mission), census))
                     for (m, _), g in sorted(groups.items())
                     if m == mission and g["status"] in ("pass", "fail") and not g["record"].get("gold")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
@@ -585,7 +594,25 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         by[d["reviewer"]] = by.get(d["reviewer"], 0) + 1
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups, "read": read,
             "summary": summary(groups), "written": written, "without_route": without_route,
-            "agreement": agreement, "quality": bar, "gold": gold}
+            "agreement": agreement, "quality": bar, "gold": gold, "reviewers": reviewers,
+            "reviewers_path": output_dir / REVIEWERS}
+
+
+def with_pooled(bar: dict[str, dict], rows: list[dict], missions) -> dict[str, dict]:
+    """The bar each label's review is held to: the reviewer table (stage_b.reviewer_quality, pooled over every mission
+    and day, exact bounds) where it has decided, the per-mission fragments (stage_b.agreement.quality: a kappa below
+    --min_kappa, which cannot say which of the two is wrong, or a per-mission gold share) where it has not. A reviewer
+    the table names is below the bar in every mission; one it shows meeting the bar is not held back by a fragment."""
+    out = {m: dict(by) for m, by in bar.items()}
+    for row in rows:
+        who = row["reviewer"]
+        if row["verdict"] not in (BELOW, MEETS):
+            continue
+        for mission in missions:
+            out.setdefault(mission, {})[who] = {
+                "status": "below the bar" if row["verdict"] == BELOW else "ok",
+                "why": f"{who}, {row['why']} (over every mission and day)"}
+    return out
 
 
 def band_census(groups: dict) -> dict[str, int]:
@@ -600,9 +627,17 @@ def band_census(groups: dict) -> dict[str, int]:
     return out
 
 
-def print_agreement(agreement: dict, bar: dict, gold: dict | None = None) -> None:
+def print_agreement(agreement: dict, bar: dict, gold: dict | None = None, decided=frozenset()) -> None:
     """Per mission and pair of reviewers, Cohen's kappa with its interval; per reviewer, agreement with the others
-    and accuracy on known-answer groups; the reviewers below the bar, named (stage_b.agreement)."""
+    and accuracy on known-answer groups (stage_b.agreement). These fragments name no one: a reviewer the reviewer
+    table has not decided (`decided`: those it shows below or meeting the bar) and a fragment holds back has their
+    lone labels in that mission held back, said as such."""
+
+    def held_back(mission: str, r: str, why: str) -> None:
+        if r not in decided:
+            print(f"{mission}: {printable(r)}'s lone labels in this mission certify nothing until a second reviewer "
+                  f"confirms them ({printable(why)}); whether {printable(r)} is below the bar is the reviewer "
+                  f"table's verdict, once gold answers decide it", file=sys.stderr)
     for mission, by_reviewer in sorted((gold or {}).items()):
         for r, g in sorted(by_reviewer.items()):
             print(f"{mission}: {printable(r)} on known-answer groups: right on {g['correct']} of {g['n']}"
@@ -610,8 +645,7 @@ def print_agreement(agreement: dict, bar: dict, gold: dict | None = None) -> Non
     for mission in sorted(set(bar) - set(agreement)):
         for r, q in sorted(bar[mission].items()):
             if q["status"] == "below the bar":
-                print(f"{mission}: {printable(q['why'])} is below the bar: their labels train but certify nothing "
-                      f"until a second reviewer confirms them", file=sys.stderr)
+                held_back(mission, r, q["why"])
     for mission, by_pair in sorted(agreement.items()):
         mine: dict[str, list[int]] = {}
         for (a, b), k in sorted(by_pair.items()):
@@ -628,8 +662,21 @@ def print_agreement(agreement: dict, bar: dict, gold: dict | None = None) -> Non
                 print(f"{mission}: {printable(r)} agreed with the others on {agreed} of {n} ({_pct(agreed / n)})")
         for r, q in sorted((bar.get(mission) or {}).items()):
             if q["status"] == "below the bar":
-                print(f"{mission}: {printable(r)} is below the bar ({printable(q['why'])}): their labels "
-                      f"train but certify nothing until a second reviewer confirms them", file=sys.stderr)
+                held_back(mission, r, q["why"])
+
+
+def print_reviewers(rows: list[dict], path) -> None:
+    """The reviewer table (stage_b.reviewer_quality): one row per reviewer over every mission and day, and each
+    reviewer below the bar named on stderr with why."""
+    if not rows:
+        return
+    print(f"reviewers, over every mission and day imported into this folder (bar: an error rate of "
+          f"{100 * rows[0]['bar']:.1f}%, 1 - --min_gold_accuracy; exact bounds at {rows[0]['confidence']:.0%} "
+          f"confidence; written to {path}):")
+    print(format_table(rows, printable))
+    for who, why in named(rows).items():
+        print(f"{printable(who)} is below the bar: {printable(why)}. Their labels train but certify nothing in any "
+              f"mission until a second reviewer confirms them", file=sys.stderr)
 
 
 def printable(text: str) -> str:
@@ -651,8 +698,11 @@ def main(argv=None) -> int:
                         "more groups both decided, is below it gives labels that train but certify nothing until a "
                         "second reviewer confirms them (default %(default)s)")
     p.add_argument("--min_gold_accuracy", default=str(DEFAULT_MIN_GOLD_ACCURACY),
-                   help="the known-answer bar: a reviewer right on fewer than this share of 5 or more gold groups "
-                        "(judge --gold) gives labels that certify nothing until confirmed (default %(default)s)")
+                   help="the known-answer bar: the reviewer table's error bar is 1 minus it (a reviewer whose exact "
+                        "90%% lower bound, over every gold answer of every mission and day, is above it is named, and "
+                        "their lone labels certify nothing until confirmed); per mission, a reviewer right on fewer "
+                        "than this share of 5 or more gold groups has their lone labels there held back "
+                        "(default %(default)s)")
     p.add_argument("--reviewer", default="", help="the reviewer of lines that name none (a page exported without a "
                                                  "name); without it such lines are refused")
     args = p.parse_args(argv)
@@ -682,12 +732,15 @@ def main(argv=None) -> int:
                 print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                       f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
                       f"live check: python -m stage_b.monitor)")
-        print_agreement(result["agreement"], result["quality"], result["gold"])
-        conflicts = [(k, g) for k, g in result["groups"].items() if g["status"] == "conflict"]
-        for (mission, gid), g in conflicts:
-            who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])
-            print(f"conflict: group {printable(gid)} of {mission} ({who}); not labelled until the reviewers agree",
-                  file=sys.stderr)
+        print_agreement(result["agreement"], result["quality"], result["gold"],
+                        {r["reviewer"] for r in result["reviewers"] if r["verdict"] in (BELOW, MEETS)})
+        print_reviewers(result["reviewers"], result["reviewers_path"])
+        for mission, s in result["summary"].items():   # the groups counted as conflicts above, each named
+            for gid in s["conflict_groups"]:
+                g = result["groups"][(mission, gid)]
+                who = ", ".join(f"{printable(d['reviewer'])}: {d['decision']}" for d in g["decisions"])
+                print(f"conflict: group {printable(gid)} of {mission} ({who}); not labelled until the reviewers agree",
+                      file=sys.stderr)
         return 0
     return run_cli(body)
 

@@ -113,8 +113,12 @@ def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
         encoding="utf-8").splitlines()]
     assert [r["group_id"] for r in labels] == [day["group_id"]]   # gold groups became no label
     assert "blind audits of work decided without review: 1 escape(s) in 1 auto-passed" in printed   # not 4 more
-    # 4 known-answer groups are fewer than the 5 that measure a reviewer: unmeasured, the label certifies
-    assert "certifies" not in labels[0]["review"]
+    # 4 known-answer groups are fewer than the 5 that measure a reviewer in one mission, but 3 wrong of 4 puts their
+    # error rate above 0.2 at 90% confidence in the pooled reviewer table (stage_b.reviewer_quality): named, and
+    # their lone label certifies nothing
+    review = labels[0]["review"]
+    assert review["certifies"] is False and "wrong on 3 of 4 gold answers" in review["quality"]
+    assert "粗心 is below the bar: wrong on 3 of 4 gold answers" in err
     result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels2", min_gold_accuracy=0.8)
     assert result["gold"][M]["粗心"] == {"n": 4, "correct": 1, "unsure": 0}
 
