@@ -154,8 +154,7 @@ print("  greedy validation (balanced accuracy) by step:",
       " ".join(f"{h['step']}:{h['qc_val/balanced_accuracy']:.2f}" for h in validation["history"]))
 print(f"  best step: {validation['best_step']} -> {validation['best_checkpoint']}")
 PY
-GRPO_ADAPTER=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["validation"]["best_checkpoint"])' \
-  "$RUN_DIR/group_qc_run.json")
+GRPO_ADAPTER=$("$PY" -m stage_b.run_record best "$RUN_DIR")
 
 step "7/10 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets

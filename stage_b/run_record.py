@@ -4,15 +4,23 @@ torch/swift; the plugin collects the facts inside `swift rlhf` and calls `write_
 The plugin writes it at train start on the main rank, next to ms-swift's `args.json`, and updates it at
 train end. Evaluation finds it from an adapter (`<run>/checkpoint-N` -> `<run>/group_qc_run.json`), takes the
 run's selection as its default and refuses to score groups the run trained on.
+
+Paths in it (the selection's Stage-A folder, files and photo folder, each Stage-A file read, the best checkpoint)
+are stored relative to the run folder (qc_core.paths), the folder it was written in kept as `written_in`: a copied
+project's run reads its own data and names its own checkpoint. `python -m stage_b.run_record best RUN|PARENT` prints
+the best checkpoint's path (of the newest run under a parent), resolved, and fails naming it when it is not there.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+
+from qc_core.paths import WRITTEN_IN, resolved, stored
 
 from .dataset import ids_digest
 from .settings import Selection, selection_from
@@ -22,6 +30,7 @@ RUN_FILE = "group_qc_run.json"
 # Bump when a field changes meaning; a reader refuses any other format and says which.
 RUN_FORMAT = 1
 REPO = Path(__file__).resolve().parent.parent
+SELECTION_PATHS = ("stage_a_dir", "input_dir", "files")   # the selection's fields that name files or folders
 
 
 class RunRecordError(ValueError):
@@ -67,16 +76,47 @@ def build_run_record(selection: Selection, train_counts: dict, val_counts: dict,
     return {
         "format": RUN_FORMAT,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "output_dir": str(output_dir),
-        "selection": selection.to_record(),
+        WRITTEN_IN: os.path.abspath(output_dir),
+        "output_dir": ".",
+        "selection": portable_selection(selection.to_record(), output_dir),
         "selection_origin": {name: selection.where(name) for name in selection.to_record()},
         "missions": missions,
-        "stage_a_files": [file_facts(p) for p in stage_a_files],
+        "stage_a_files": [{**f, "path": stored(f["path"], output_dir)} for f in map(file_facts, stage_a_files)],
         "rewards": {"names": list(rewards), "weights": [float(w) for w in reward_weights]},
         "lora": lora,
         "world_size": world_size,
         "code": code_version(),
     }
+
+
+def portable_selection(record: dict, base) -> dict:
+    """A selection record (Selection.to_record) with its paths relative to `base`, the run folder."""
+    out = dict(record)
+    for key in SELECTION_PATHS:
+        value = out.get(key)
+        if isinstance(value, str) and value:
+            out[key] = stored(value, base)
+        elif isinstance(value, (list, tuple)):
+            out[key] = [stored(v, base) if isinstance(v, str) and v else v for v in value]
+    return out
+
+
+def resolved_selection(record: dict, base) -> dict:
+    """A run's selection record with its paths resolved against the run folder where it is now."""
+    out = dict(record)
+    for key in SELECTION_PATHS:
+        value = out.get(key)
+        if isinstance(value, str) and value:
+            out[key] = str(resolved(value, base))
+        elif isinstance(value, (list, tuple)):
+            out[key] = [str(resolved(v, base)) if isinstance(v, str) and v else v for v in value]
+    return out
+
+
+def best_checkpoint(record: dict, path) -> Path | None:
+    """The run's best checkpoint (validation.best_checkpoint), resolved against the run folder; None if none."""
+    best = (record.get("validation") or {}).get("best_checkpoint")
+    return resolved(best, Path(path).parent) if best else None
 
 
 def write_run_record(folder, record: dict) -> Path:
@@ -142,7 +182,7 @@ def find_run(adapters) -> tuple[dict | None, Path | None, list[str]]:
 
 
 def run_selection(record: dict, path) -> Selection:
-    return Selection.from_record(record["selection"], f"run {path}")
+    return Selection.from_record(resolved_selection(record["selection"], Path(path).parent), f"run {path}")
 
 
 def trained_ids(record: dict, path) -> dict[str, set[str] | None]:
@@ -184,9 +224,11 @@ def train_overlap(record: dict, path, rows: list[dict]) -> list[dict]:
     return out
 
 
-def stage_a_changes(record: dict, stage_a_files) -> list[str]:
-    """Stage-A files read now whose content differs from the run's (by sha256), or that the run did not read."""
-    recorded = {f["path"]: f["sha256"] for f in record.get("stage_a_files", [])}
+def stage_a_changes(record: dict, stage_a_files, path) -> list[str]:
+    """Stage-A files read now whose content differs from the run's (by sha256), or that the run did not read (the
+    run's paths resolved against its folder `path`.parent)."""
+    recorded = {str(resolved(f["path"], Path(path).parent).resolve()): f["sha256"]
+                for f in record.get("stage_a_files", [])}
     changes = []
     for path in stage_a_files:
         facts = file_facts(path)
@@ -201,3 +243,47 @@ def selection_for(flags, adapters, environ=None) -> tuple[Selection, dict | None
     record, path, notes = find_run(adapters or [])
     selection = selection_from(flags, environ, base=run_selection(record, path) if record else None)
     return selection, record, path, notes
+
+
+def main(argv=None) -> int:
+    import argparse
+    import sys
+
+    from qc_core.exits import run_cli
+    p = argparse.ArgumentParser(prog="python -m stage_b.run_record", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    best = sub.add_parser("best", help="print the best checkpoint of a run (or of the newest run under a folder)")
+    best.add_argument("run", help=f"a run folder (holding {RUN_FILE}) or a folder of runs (v0-…, v1-…)")
+    args = p.parse_args(argv)
+
+    def show() -> int:
+        path = newest_run_file(Path(args.run))
+        checkpoint = best_checkpoint(read_run_record(path), path)
+        if checkpoint is None:
+            raise RunRecordError(f"{path} names no best checkpoint yet (the run has not ended, or it saved none)")
+        if not checkpoint.is_dir():
+            raise RunRecordError(f"{path}: the best checkpoint {checkpoint} does not exist (moved or deleted?)")
+        print(checkpoint)
+        return 0
+    sys.exit(run_cli(show))
+
+
+def newest_run_file(folder: Path) -> Path:
+    """The run file in `folder`, else the newest of its subfolders' (ms-swift's v<N>-<time>: by N, so v10 is after
+    v9; then by name)."""
+    if (folder / RUN_FILE).is_file():
+        return folder / RUN_FILE
+
+    def version(p: Path) -> tuple[int, str]:
+        m = re.match(r"v(\d+)-", p.parent.name)
+        return (int(m.group(1)) if m else -1, p.parent.name)
+    runs = sorted(folder.glob(f"*/{RUN_FILE}"), key=version)
+    if not runs:
+        raise RunRecordError(f"no {RUN_FILE} in {folder} or its subfolders: give a run folder of python -m "
+                             f"stage_b.launch (run_grpo.sh), or its output_dir")
+    return runs[-1]
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,7 @@ import os
 
 from swift.callbacks import TrainerCallback
 
+from qc_core.paths import stored
 from stage_b import dataset as qc_dataset
 from stage_b.lora import audit_trainable
 from stage_b.run_record import build_run_record, write_run_record
@@ -212,7 +213,8 @@ class QCRunCallback(TrainerCallback):
                       "to stay frozen; do not use this run's checkpoints", frozen["at_start"], frozen["at_end"])
         self.record["validation"].update(
             history=self.history, best_step=state.best_global_step, best_value=state.best_metric,
-            best_checkpoint=state.best_model_checkpoint)
+            best_checkpoint=stored(state.best_model_checkpoint, args.output_dir) if state.best_model_checkpoint
+            else None)
         write_run_record(args.output_dir, self.record)
         if state.best_model_checkpoint:
             log.info("best checkpoint by %s: %s (%s = %s)", args.metric_for_best_model, state.best_model_checkpoint,

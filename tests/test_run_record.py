@@ -24,7 +24,8 @@ from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b.dataset import build_rows, ids_digest
 from stage_b.lora import target_regex
-from stage_b.run_record import RUN_FILE, file_facts
+from qc_core.paths import resolved
+from stage_b.run_record import RUN_FILE, best_checkpoint, file_facts, portable_selection, run_selection
 from stage_b.settings import Selection
 from stage_b.split import split_of
 from tests.helpers import run_command
@@ -88,8 +89,12 @@ def _record(run) -> dict:
 def test_a_run_by_hand_records_what_it_trained_on(recorded_run):
     assert [p.name for p in recorded_run["root"].rglob(RUN_FILE)] == [RUN_FILE]
     record = _record(recorded_run)
+    run_dir = recorded_run["run_dir"]
     selection = Selection(stage_a_dir=str(recorded_run["stage_a"]), val_ratio=VAL_RATIO, seed=SEED)
-    assert record["selection"] == {**selection.to_record(), "balance_labels": True}
+    # paths relative to the run folder (a copied project reads its own data), resolved back where it is now
+    assert record["selection"] == portable_selection({**selection.to_record(), "balance_labels": True}, run_dir)
+    assert not Path(record["selection"]["stage_a_dir"]).is_absolute() and record["written_in"] == str(run_dir)
+    assert run_selection(record, run_dir / RUN_FILE).stage_a_dir == os.path.abspath(recorded_run["stage_a"])
     assert record["selection_origin"]["val_ratio"] == "GROUP_QC_VAL_RATIO"
     assert record["selection_origin"]["seed"] == "GROUP_QC_SPLIT_SEED"
     _, train = build_rows(selection, "train")
@@ -98,9 +103,11 @@ def test_a_run_by_hand_records_what_it_trained_on(recorded_run):
         assert facts["train_groups"] == train[mission]["rows"] and facts["val_groups"] == val[mission]["rows"]
         expected_ids = {gid for gid in train[mission]["ids"] if split_of(gid, VAL_RATIO, SEED) == "train"}
         assert facts["train_ids_sha256"] == ids_digest(expected_ids)
-    assert sorted(f["path"] for f in record["stage_a_files"]) == sorted(
-        str(p.resolve()) for p in recorded_run["stage_a"].glob("*.jsonl"))
-    assert all(f == file_facts(f["path"]) for f in record["stage_a_files"])
+    files = [{**f, "path": str(resolved(f["path"], run_dir).resolve())} for f in record["stage_a_files"]]
+    assert sorted(f["path"] for f in files) == sorted(str(p.resolve()) for p in recorded_run["stage_a"].glob("*.jsonl"))
+    assert all(f == file_facts(f["path"]) for f in files)
+    best = best_checkpoint(record, run_dir / RUN_FILE)
+    assert best is None or (best.is_dir() and not Path(record["validation"]["best_checkpoint"]).is_absolute())
     assert record["rewards"] == {"names": ["qc_label"], "weights": [1.0]}
     assert record["lora"]["last_k"] == LAST_K and set(record["lora"]["trained_layers"]) == {"4", "5"}
     assert record["lora"]["target_modules"] == target_regex(recorded_run["model"], LAST_K)

@@ -235,7 +235,7 @@ def score(settings: EvaluateSettings) -> Scored:
                                        records)
     chosen = registry.select(selection.missions)
     files = stage_a_files(selection, chosen, registry)
-    if run and (changed := stage_a_changes(run, files)):
+    if run and (changed := stage_a_changes(run, files, run_path)):
         print(f"note: Stage-A input differs from the training run's ({', '.join(changed)}): the overlap "
               f"check counts every group the run's split puts in train", file=sys.stderr)
     print(f"scoring {len(rows)} groups of the {settings.split} split: {selection.describe_split()}"

@@ -1,0 +1,88 @@
+"""A project that still works when moved or copied (qc_core.paths): a run record stores its paths relative to the run
+folder, so a copied project's run reads the copy's data and names the copy's checkpoint; old records with absolute
+paths still read; `python -m stage_b.run_record best` prints the best checkpoint, resolved, or says it is gone."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qc_core.paths import resolved, stored
+from stage_b.run_record import RUN_FILE, best_checkpoint, read_run_record, run_selection, stage_a_changes
+from tests.helpers import REPO, overlap_ids, trained_run
+
+
+@pytest.mark.parametrize("path, base, kept", [
+    ("/p/out/run/checkpoint-5", "/p/out/run", "checkpoint-5"),
+    ("/p/data/stage_a", "/p/out/run", "../../data/stage_a"),
+    ("/p/data/*_stage_a.jsonl", "/p/out/run", "../../data/*_stage_a.jsonl"),   # a glob stays a glob
+    ("/p/out/run", "/p/out/run", "."),
+])
+def test_a_path_is_stored_relative_to_the_file_that_names_it(path, base, kept):
+    assert stored(path, base) == kept
+    assert resolved(kept, base) == Path(path)
+    assert resolved(kept, "/elsewhere/out/run") == Path(path.replace("/p", "/elsewhere"))   # moved whole
+    assert resolved(path, "/elsewhere") == Path(path)   # an absolute path from an older file reads as it is
+
+
+def _run_with_best(tmp_path: Path) -> Path:
+    adapter = trained_run(tmp_path / "project", overlap_ids(8))
+    run = adapter.parent
+    record = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
+    record["validation"] = {"best_checkpoint": stored(adapter, run)}   # as the trainer callback writes it
+    (run / RUN_FILE).write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+    return run
+
+
+def test_a_copied_project_reads_its_own_run(tmp_path):
+    """The field report: in a copied project the docs' best_checkpoint one-liner pointed at the original clone.
+    Planted: build_run_record storing absolute paths -> the copy's selection names the original's Stage-A folder."""
+    run = _run_with_best(tmp_path)
+    shutil.copytree(tmp_path / "project", tmp_path / "copy", symlinks=True)
+    shutil.rmtree(tmp_path / "project")   # the original is gone: nothing may lead there
+    copy_run = tmp_path / "copy" / run.relative_to(tmp_path / "project")
+    record = read_run_record(copy_run / RUN_FILE)
+    selection = run_selection(record, copy_run / RUN_FILE)
+    assert Path(selection.stage_a_dir) == tmp_path / "copy" / "sa"
+    assert best_checkpoint(record, copy_run / RUN_FILE) == copy_run / "checkpoint-2"
+    files = sorted((tmp_path / "copy" / "sa").glob("*.jsonl"))
+    assert stage_a_changes(record, files, copy_run / RUN_FILE) == []   # the same content, found in the copy
+    assert record["written_in"] == str(run)   # where it was written: a note for a person
+    result = subprocess.run([sys.executable, "-m", "stage_b.run_record", "best", str(tmp_path / "copy" / "run")],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == str(copy_run / "checkpoint-2"), result.stderr
+
+
+def test_a_run_record_from_before_the_rule_still_reads(tmp_path):
+    run = _run_with_best(tmp_path)
+    record = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
+    record["selection"]["stage_a_dir"] = str(tmp_path / "project" / "sa")   # absolute, as older runs wrote it
+    record["validation"]["best_checkpoint"] = str(run / "checkpoint-2")
+    assert Path(run_selection(record, run / RUN_FILE).stage_a_dir) == tmp_path / "project" / "sa"
+    assert best_checkpoint(record, run / RUN_FILE) == run / "checkpoint-2"
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no run", "no group_qc_run.json in"),
+    ("checkpoint gone", "does not exist (moved or deleted?)"),
+    ("no best yet", "names no best checkpoint yet"),
+])
+def test_the_best_checkpoint_command_says_what_is_missing(tmp_path, damage, message):
+    run = _run_with_best(tmp_path)
+    target = run
+    if damage == "no run":
+        target = tmp_path / "empty"
+        target.mkdir()
+    elif damage == "checkpoint gone":
+        shutil.rmtree(run / "checkpoint-2")
+    else:
+        record = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
+        record["validation"] = {}
+        (run / RUN_FILE).write_text(json.dumps(record), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "stage_b.run_record", "best", str(target)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
