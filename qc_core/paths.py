@@ -25,6 +25,20 @@ def stored(path, base) -> str:
         return absolute
 
 
+def with_input_dir_stored(record: dict, base) -> dict:
+    """A record as a file in folder `base` stores it: its `input_dir` (the folder its photos are in) relative."""
+    folder = record.get("input_dir")
+    return {**record, "input_dir": stored(folder, base)} if isinstance(folder, str) and folder else record
+
+
+def with_input_dir_resolved(record: dict, base) -> dict:
+    """A record read from a file in folder `base`: a relative `input_dir` resolved against it."""
+    folder = record.get("input_dir")
+    if isinstance(folder, str) and folder and not Path(folder).is_absolute():
+        return {**record, "input_dir": str(resolved(folder, base))}
+    return record
+
+
 def resolved(value, base) -> Path:
     """A stored path read back: relative ones against `base` (the folder of the file that names it now)."""
     path = Path(os.fspath(value))

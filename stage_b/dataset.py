@@ -21,6 +21,7 @@ from pathlib import Path
 
 from qc_core.jsonl import iter_jsonl
 from qc_core.missions import MissionError, Registry, is_all, load_registry
+from qc_core.paths import with_input_dir_resolved
 from stage_a.outputs import MissionOutputs, existing_group_ids
 from qc_core.records import RecordError, from_origin, summaries_of, validate_record
 
@@ -129,6 +130,7 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
                 record = from_origin(record)
                 record = dict(record, mission=registry.resolve(record.get("mission", "")).name)
                 validate_record(record)
+                record = with_input_dir_resolved(record, Path(path).parent)   # labels store it relative
             except (RecordError, ValueError) as exc:
                 raise DatasetError(f"{path}:{line_no}: {exc}") from None
             if record["mission"] not in wanted:

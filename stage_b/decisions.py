@@ -47,6 +47,7 @@ from qc_core.jsonl import (JsonlError, file_sha256, iter_jsonl, output_lock, rec
                            write_jsonl_atomic)
 from qc_core.missions import MissionError, load_registry
 from qc_core.names import ReviewerNameError, reviewer_name
+from qc_core.paths import with_input_dir_stored
 from qc_core.records import image_key, utc_now
 
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
@@ -580,8 +581,8 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         written = {}
         census = band_census(groups)
         for mission in sorted({m for m, _ in groups}):   # a known-answer check scores its reviewers, labels nothing
-            rows = [stage_a_record(g["record"], g["status"],
-                                   review_of(g["record"], g["decisions"], certify_bar.get(mission), census))
+            rows = [with_input_dir_stored(stage_a_record(g["record"], g["status"], review_of(
+                g["record"], g["decisions"], certify_bar.get(mission), census)), output_dir)
                     for (m, _), g in sorted(groups.items())
                     if m == mission and g["status"] in ("pass", "fail") and not g["record"].get("gold")]
             path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"

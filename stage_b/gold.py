@@ -32,6 +32,7 @@ from pathlib import Path
 
 from qc_core.jsonl import JsonlError, iter_jsonl
 from qc_core.missions import MissionError
+from qc_core.paths import with_input_dir_resolved
 from qc_core.records import RecordError, validate_record
 
 from .bounds import in_range
@@ -82,7 +83,8 @@ def load_gold(files, registry) -> dict[str, list[dict]]:
                               f"it is a gold check once", file=sys.stderr)
                     continue
                 seen[key] = where
-                out.setdefault(mission, []).append({**rec, "mission": mission, "_gold_from": str(path)})
+                out.setdefault(mission, []).append({**with_input_dir_resolved(rec, path.parent), "mission": mission,
+                                                    "_gold_from": str(path)})
         except JsonlError as exc:
             problems.append(str(exc))
     if problems:

@@ -39,6 +39,7 @@ from qc_core.checkpoints import file_digest, stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import (OUTPUT_REMEDY, RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock,
                            write_jsonl_atomic)
+from qc_core.paths import resolved
 from qc_core.records import summaries_of, utc_now
 
 from .bounds import in_range
@@ -481,7 +482,8 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
                              f"weaker than an operating point it replaces for the missions judged here; drop the "
                              f"flag")
         return {}, tuple(weaker)
-    return {m: unaccepted_why(why, replaces["path"]) for m, why in weaker.items()}, ()
+    old = resolved(replaces["path"], Path(settings.operating_point).parent)   # stored relative to the new file
+    return {m: unaccepted_why(why, str(old)) for m, why in weaker.items()}, ()
 
 
 def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int,

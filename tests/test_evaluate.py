@@ -264,6 +264,7 @@ def test_other_tools_results_rescore_to_the_same_metrics_and_say_which_tool(tmp_
     metrics, report, preds = _main_rescore(tmp_path / "theirs.jsonl", tmp_path / "o2")
     assert metrics.pop("rescored") == {"file": str(tmp_path / "theirs.jsonl"), "format": written_by}
     assert ours_metrics.pop("rescored")["format"] == "group-qc predictions"
+    assert (metrics.pop("written_in"), ours_metrics.pop("written_in")) == (str(tmp_path / "o2"), str(tmp_path / "o1"))
     assert metrics == ours_metrics and preds == ours_preds and metrics["overall"]["n"] == len(rows)
     assert f"# Verdict evaluation: re-scored {written_by} {tmp_path / 'theirs.jsonl'}" in report
     assert f"# Verdict evaluation: re-scored {tmp_path / 'ours.jsonl'}" in ours_report

@@ -86,3 +86,56 @@ def test_the_best_checkpoint_command_says_what_is_missing(tmp_path, damage, mess
     result = subprocess.run([sys.executable, "-m", "stage_b.run_record", "best", str(target)], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_label_records_name_their_photo_folder_relative_and_a_copy_reads_its_own(tmp_path, synthetic):
+    """A label record's input_dir (the folder its photos were reviewed from) is stored relative to the labels folder:
+    the copied project's training rows and gold photos come from the copy. Planted: the import writing the absolute
+    folder -> the copy's records name the original (deleted) folder."""
+    from qc_core.missions import load_registry
+    from stage_b.dataset import load_records
+    from stage_b.decisions import import_decisions
+    from stage_b.gold import load_gold, photo_problem
+    from stage_b.settings import Selection
+    from tests.helpers import judged_day, write_decision_file
+    project = tmp_path / "project"
+    project.mkdir()
+    out, verdicts = judged_day(project, synthetic)
+    import_decisions([write_decision_file(project, out, verdicts[0])], project / "labels")
+    (label_file,) = (project / "labels").glob("*_stage_a.jsonl")
+    assert json.loads(label_file.read_text(encoding="utf-8").splitlines()[0])["input_dir"] == "../photos"
+    shutil.copytree(project, tmp_path / "copy")
+    shutil.rmtree(project)
+    (record,) = load_records(Selection(stage_a_dir=str(tmp_path / "copy" / "labels")))
+    assert record["input_dir"] == str(tmp_path / "copy" / "photos")
+    gold = load_gold([tmp_path / "copy" / "labels" / label_file.name], load_registry())
+    (rec,) = [r for records in gold.values() for r in records]
+    assert rec["input_dir"] == str(tmp_path / "copy" / "photos") and photo_problem(rec) is None
+
+
+def test_an_operating_point_and_its_metrics_name_their_files_relative(tmp_path):
+    """metrics.json and operating_point.json store the checkpoints' and the replaced point's paths relative to their
+    folder; re-scoring a copied evaluation reads them back in the copy. Planted: _rescore_provenance without
+    read_back -> the copy's re-scored operating point names a path relative to the wrong folder."""
+    from stage_b import evaluate
+    from tests.test_replacement import TARGETS, day_predictions
+    project = tmp_path / "project"
+    (project / "model").mkdir(parents=True)
+    model = {"path": str(project / "model"), "fingerprint": "f" * 32}
+    source = project / "eval"
+    source.mkdir()
+    (source / "predictions.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n"
+                                                      for p in day_predictions(0)), encoding="utf-8")
+    (source / "metrics.json").write_text(json.dumps({"checkpoints": {"model": model, "adapters": []}}))
+    assert evaluate.main(["--predictions", str(source / "predictions.jsonl"), "--output_dir", str(project / "op"),
+                          "--no_review", *TARGETS]) == 0
+    op = json.loads((project / "op" / "operating_point.json").read_text(encoding="utf-8"))
+    assert op["model"]["path"] == "../model" and op["written_in"] == str(project / "op")
+    shutil.copytree(project, tmp_path / "copy")
+    shutil.rmtree(project)
+    copy = tmp_path / "copy"
+    assert evaluate.main(["--predictions", str(copy / "op" / "predictions.jsonl"), "--output_dir", str(copy / "later" / "op2"),
+                          "--no_review", "--replaces", str(copy / "op" / "operating_point.json")]) == 0
+    op2 = json.loads((copy / "later" / "op2" / "operating_point.json").read_text(encoding="utf-8"))
+    assert resolved(op2["model"]["path"], copy / "later" / "op2") == copy / "model"
+    assert resolved(op2["replaces"]["path"], copy / "later" / "op2") == copy / "op" / "operating_point.json"

@@ -21,7 +21,7 @@ from ..replacement import inherit_targets
 from ..run_record import selection_for, stage_a_changes
 from ..settings import add_selection_args, selection_flags
 from .held_out import HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis, with_evidence
-from .outputs import prepare_output_dir, review_inputs, write_outputs
+from .outputs import prepare_output_dir, read_back, review_inputs, write_outputs
 from .predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
 from .report import _ci, _pct
 
@@ -87,7 +87,8 @@ class Replaced:
         from qc_core.jsonl import file_sha256
         from ..operating_point import load_operating_point
         load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
-        return cls(path, file_sha256(path), json.loads(Path(path).read_text(encoding="utf-8")))
+        return cls(path, file_sha256(path), read_back(json.loads(Path(path).read_text(encoding="utf-8")),
+                                                      Path(path).parent))
 
 
 class Scored(NamedTuple):
@@ -174,6 +175,7 @@ def _rescore_provenance(settings: EvaluateSettings, beside: bool = True) -> tupl
                 or not isinstance(earlier.get("checkpoints") or {}, dict):
             raise EvaluationError(f"{beside} (beside the predictions) is not a metrics.json stage_b.evaluate wrote: "
                                   f"move it away and pass --model (and --adapters) as used for the predictions")
+        earlier = read_back(earlier, beside.parent)   # its paths are relative to its folder
     checkpoints = earlier.get("checkpoints")
     if settings.engine.model:
         checkpoints = settings.engine.checkpoints()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
+from qc_core.paths import WRITTEN_IN, resolved, stored
 from review.page import REVIEW_DIR
 
 from ..calibration import calibration
@@ -18,6 +19,7 @@ from ..grounding import ground
 from ..metrics import compute_metrics
 from ..operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
 from ..replacement import compare
+from ..run_record import portable_selection, resolved_selection
 from .predictions import EvaluationError
 from .report import _ci, _pct, curve_picks, render_report
 
@@ -83,6 +85,46 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     return metrics
 
 
+def _map_paths(doc: dict, convert, base) -> dict:
+    """metrics.json's or operating_point.json's content with each path it names converted by `convert(path, base)`
+    (a checkpoint's, the training run's, the selection's, the replaced operating point's); a copy."""
+    doc = json.loads(json.dumps(doc, ensure_ascii=False))
+    checkpoints = [doc.get("model"), *(doc.get("adapters") or [])]
+    if isinstance(doc.get("checkpoints"), dict):
+        checkpoints += [doc["checkpoints"].get("model"), *(doc["checkpoints"].get("adapters") or [])]
+    for c in checkpoints:
+        if isinstance(c, dict) and isinstance(c.get("path"), str) and c["path"]:
+            c["path"] = convert(c["path"], base)
+    data = doc.get("data")
+    if isinstance(data, dict):
+        if isinstance(data.get("run"), str) and data["run"]:
+            data["run"] = convert(data["run"], base)
+        if isinstance(data.get("selection"), dict):
+            data["selection"] = (portable_selection if convert is _store else resolved_selection)(
+                data["selection"], base)
+    if isinstance(doc.get("replaces"), dict) and isinstance(doc["replaces"].get("path"), str):
+        doc["replaces"]["path"] = convert(doc["replaces"]["path"], base)
+    return doc
+
+
+def _store(path: str, base) -> str:
+    return stored(path, base) if os.path.exists(path) else path   # a name that is no file here stays as given
+
+
+def _resolve(path: str, base) -> str:
+    return str(resolved(path, base))
+
+
+def portable(doc: dict, base) -> dict:
+    """As written into folder `base`: every path relative to it (qc_core.paths), `written_in` the folder itself."""
+    return {**_map_paths(doc, _store, base), WRITTEN_IN: os.path.abspath(base)}
+
+
+def read_back(doc: dict, base) -> dict:
+    """A metrics.json or operating_point.json read from folder `base`: its relative paths resolved against it."""
+    return _map_paths(doc, _resolve, base)
+
+
 def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dict, title: str, curves: dict | None,
                          op: dict | None) -> None:
     """Every file is written into a staging folder first and moved into place only when all are written (a full disk
@@ -94,7 +136,8 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
         name = "predictions.jsonl"
         write_jsonl_atomic(staging / name, predictions)
         name = "metrics.json"
-        (staging / name).write_text(json.dumps(metrics, ensure_ascii=False, indent=2), encoding="utf-8")
+        (staging / name).write_text(json.dumps(portable(metrics, output_dir), ensure_ascii=False, indent=2),
+                                    encoding="utf-8")
         name = "report.md"
         (staging / name).write_text(render_report(metrics, predictions, title, picks=curve_picks(curves)),
                                     encoding="utf-8")
@@ -107,7 +150,8 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
             plot_reliability(metrics["calibration"], staging / name, f"reliability of p_fail: {title}")
         if op:
             name = "operating_point.json"
-            (staging / name).write_text(json.dumps(op, ensure_ascii=False, indent=2), encoding="utf-8")
+            (staging / name).write_text(json.dumps(portable(op, output_dir), ensure_ascii=False, indent=2),
+                                        encoding="utf-8")
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise EvaluationError(f"could not write {output_dir / name} ({exc.strerror or exc}); nothing of this "
