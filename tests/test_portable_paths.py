@@ -134,7 +134,8 @@ def test_an_operating_point_and_its_metrics_name_their_files_relative(tmp_path):
     shutil.copytree(project, tmp_path / "copy")
     shutil.rmtree(project)
     copy = tmp_path / "copy"
-    assert evaluate.main(["--predictions", str(copy / "op" / "predictions.jsonl"), "--output_dir", str(copy / "later" / "op2"),
+    assert evaluate.main(["--predictions", str(copy / "op" / "predictions.jsonl"),
+                          "--output_dir", str(copy / "later" / "op2"),
                           "--no_review", "--replaces", str(copy / "op" / "operating_point.json")]) == 0
     op2 = json.loads((copy / "later" / "op2" / "operating_point.json").read_text(encoding="utf-8"))
     assert resolved(op2["model"]["path"], copy / "later" / "op2") == copy / "model"
