@@ -4,15 +4,19 @@ decisions.jsonl exactly as a review page exports it (stage_b.decisions.decision_
 `python -m stage_b.decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
-        [--reviewer demo]
+        [--reviewer demo] [--wrong_share 0.3]
 
 DIR (--photos) is a folder written by group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label);
 --verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judge. Groups that need review are decided (--all:
-every judged group), and so are the blind audits (route audit), each 通过 or 不通过 as the truth says.
+every judged group), and so are the blind audits (route audit), each 通过 or 不通过 as the truth says (a gold check
+as its known answer says). A day split among reviewers (judge --reviewers): each decides the groups assigned to them.
+--wrong_share S: this reviewer answers a share S of their groups wrongly, drawn by a hash of the reviewer and group
+(a careless reviewer, for the reviewer table).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -24,7 +28,13 @@ from stage_b.judge import verdicts_path
 from stage_b.verdict import FAIL, PASS
 
 
-def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer: str = "demo") -> list[dict]:
+def wrong(reviewer: str, group_id: str, share: float) -> bool:
+    digest = hashlib.sha256(f"wrong\0{reviewer}\0{group_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
+
+
+def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer: str = "demo",
+           wrong_share: float = 0.0) -> list[dict]:
     truth = {(g["mission"], g["group_id"]): g["label"] for g in groups_of(read_truth(photos))}
     lines = []
     for mission in load_registry().names:
@@ -33,8 +43,13 @@ def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer:
             continue
         source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
         for _, v in iter_jsonl(path):
+            if v.get("assigned_to") and reviewer not in v["assigned_to"]:
+                continue   # another reviewer's group
             if everything or v["needs_review"] or v.get("route") == "audit":
-                decision = FAIL if truth[(v["mission"], v["group_id"])] == "fail" else PASS
+                label = (v.get("gold") or {}).get("label") or truth[(v["mission"], v["group_id"])]
+                if wrong(reviewer, v["group_id"], wrong_share):
+                    label = "pass" if label == "fail" else "fail"
+                decision = FAIL if label == "fail" else PASS
                 lines.append(decision_line(v, decision, reviewer, source, seen=record_digest(v)))
     return lines
 
@@ -46,8 +61,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--all", action="store_true", help="decide every judged group, not only those flagged for review")
     p.add_argument("--reviewer", default="demo")
+    p.add_argument("--wrong_share", type=float, default=0.0, help="share of this reviewer's answers that are wrong")
     args = p.parse_args(argv)
-    lines = decide(Path(args.photos), Path(args.verdicts_dir), args.all, args.reviewer)
+    lines = decide(Path(args.photos), Path(args.verdicts_dir), args.all, args.reviewer, args.wrong_share)
     write_jsonl_atomic(Path(args.out), lines)
     print(f"{len(lines)} decisions -> {args.out}")
     return 0
