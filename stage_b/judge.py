@@ -482,6 +482,8 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
                              f"weaker than an operating point it replaces for the missions judged here; drop the "
                              f"flag")
         return {}, tuple(weaker)
+    if not weaker:
+        return {}, ()
     old = resolved(replaces["path"], Path(settings.operating_point).parent)   # stored relative to the new file
     return {m: unaccepted_why(why, str(old)) for m, why in weaker.items()}, ()
 

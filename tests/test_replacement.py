@@ -106,9 +106,13 @@ def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_ac
 
 
 def test_accepting_when_nothing_is_weaker_is_refused(tmp_path, old_point):
-    """A flag kept in a script must not accept tomorrow's weaker point unseen."""
+    """A flag kept in a script must not accept tomorrow's weaker point unseen. Without the flag, a point that replaces
+    nothing sends nothing to review (the demo caught a crash here that no fast test did)."""
     point = load_operating_point(old_point)
     points = thresholds_for(point, old_point, [A], model=MODEL, adapters=[])
+    plain = SimpleNamespace(accept_weaker=None, operating_point=str(old_point))
+    assert judge.unaccepted_weaker(plain, point, points, [A], {}) == ({}, ())
+    assert judge.unaccepted_weaker(plain, None, {}, [A], {}) == ({}, ())
     signed = SimpleNamespace(accept_weaker="accepted by the owner", operating_point=str(old_point))
     with pytest.raises(judge.JudgeError, match="promises nothing weaker"):
         judge.unaccepted_weaker(signed, point, points, [A], {})
