@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from qc_core.paths import resolved
+
 from .bounds import in_range
 from .certify import (DEFAULT_CONFIDENCE, CertificationError, check_confidence, effective_counts, groups_needed,
                       upper_bound, upper_bound_weighted)
@@ -711,6 +713,10 @@ def load_operating_point(path) -> OperatingPoint:
         op = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise OperatingPointError(f"cannot read operating point file {path}: {exc}") from None
+    if isinstance(op, dict):   # checkpoint paths are stored relative to the file (qc_core.paths): named where it is now
+        for c in [op.get("model"), *(op.get("adapters") if isinstance(op.get("adapters"), list) else [])]:
+            if isinstance(c, dict) and isinstance(c.get("path"), str) and c["path"]:
+                c["path"] = str(resolved(c["path"], path.parent))
     return OperatingPoint.from_json(op, path)
 
 

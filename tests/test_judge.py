@@ -15,6 +15,7 @@ import pytest
 
 from qc_core.jsonl import output_lock
 from qc_core.missions import load_registry
+from qc_core.paths import resolved
 from stage_b import judge
 from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
@@ -229,7 +230,9 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     assert not entry["certified"] and entry["fail_groups_needed"] == 9
     assert entry["threshold"] == max(t for t in tie_candidates([p for p, _ in points])
                                      if sum(p < t for p in fails) / len(fails) <= 0.25)
-    assert op["data"]["split"] == "val" and op["adapters"][0]["path"] == str(adapter.resolve())
+    # the adapter named relative to the operating point's folder (qc_core.paths), resolved where it is now
+    assert op["data"]["split"] == "val" and resolved(op["adapters"][0]["path"], tmp_path / "ev").resolve() == \
+        adapter.resolve()
     # the certified side, recomputed with scipy's exact bound (the rule: stage_b.operating_point)
     from scipy.stats import binomtest
     bound = binomtest(sum(p < entry["threshold"] for p in fails), len(fails), alternative="less").proportion_ci(

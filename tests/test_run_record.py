@@ -163,7 +163,8 @@ def test_eval_sh_without_split_flags_scores_exactly_the_runs_validation_groups(r
     assert {(p["mission"], p["group_id"]) for p in predictions} == expected and len(predictions) == len(expected)
     assert f"val_ratio 0.5 (run {recorded_run['run_dir'] / RUN_FILE})" in out
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
-    assert metrics["data"]["run"] == str(recorded_run["run_dir"] / RUN_FILE) and metrics["data"]["train_overlap"] == 0
+    assert resolved(metrics["data"]["run"], tmp_path / "eval") == recorded_run["run_dir"] / RUN_FILE
+    assert metrics["data"]["train_overlap"] == 0
 
 
 def _evaluate(*args, env=None):
