@@ -379,9 +379,10 @@ def judge(settings: JudgeSettings) -> int:
     if judged:
         print(f"judged {judged} groups in {time.perf_counter() - engine.started:.1f}s "
               f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
-    print_automation(automation_of(settings.output_dir, day.missions))
+    verdicts = _verdicts(settings.output_dir, day.missions)   # read once for both summaries
+    print_automation(automation_of(settings.output_dir, day.missions, verdicts))
     pace = day_pace(settings)
-    work = day_workload(_verdicts(settings.output_dir, day.missions), pace)
+    work = day_workload(verdicts, pace)
     for mission, counts in work["per_mission"].items():
         print(sentence(mission, counts, pace.source, day.points[mission].extra.get("automation_share")))
     if len(work["per_mission"]) > 1:

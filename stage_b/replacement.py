@@ -16,7 +16,8 @@ each of its verdict lines; without them every group of it goes to review, saying
 """
 from __future__ import annotations
 
-import math
+
+from .numbers import pct
 
 # what the report, the evaluate summary and `replaces` show for each mission, old beside new
 SIDE_BY_SIDE = ("certified", "threshold", "threshold_fail", "target_miss_rate", "confidence", "miss_rate_upper",
@@ -179,10 +180,6 @@ def _cell(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return f"{value:.3g}"
-
-
-def pct(x) -> str:
-    return "none" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.3g}%"
 
 
 def check_words(words, flag: str, example: str) -> str | None:
