@@ -4,7 +4,7 @@ decisions.jsonl exactly as a review page exports it (stage_b.decisions.decision_
 `python -m stage_b.decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
-        [--reviewer demo] [--wrong_share 0.3]
+        [--reviewer demo] [--wrong_share 0.3] [--confirm_escapes_of decisions.jsonl]
 
 DIR (--photos) is a folder written by group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label);
 --verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judge. Groups that need review are decided (--all:
@@ -12,6 +12,9 @@ every judged group), and so are the blind audits (route audit), each 通过 or �
 as its known answer says). A day split among reviewers (judge --reviewers): each decides the groups assigned to them.
 --wrong_share S: this reviewer answers a share S of their groups wrongly, drawn by a hash of the reviewer and group
 (a careless reviewer, for the reviewer table).
+--confirm_escapes_of FILE: a second person (a reviewer lead) decides only the escapes FILE found (blind audits of
+auto-passed groups decided 不通过): stage_b.monitor counts an escape one reviewer alone found once a second person
+confirms it.
 """
 from __future__ import annotations
 
@@ -33,8 +36,15 @@ def wrong(reviewer: str, group_id: str, share: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
 
 
+def escapes_in(decisions_file: Path) -> set[tuple[str, str]]:
+    """(mission, group id) of each blind audit that `decisions_file` decided 不通过 (its line never shows the model's
+    verdict: decide() keeps the auto-passed ones)."""
+    return {(d["mission"], d["group_id"]) for _, d in iter_jsonl(decisions_file)
+            if d["decision"] == FAIL and d.get("route") == "audit"}
+
+
 def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer: str = "demo",
-           wrong_share: float = 0.0) -> list[dict]:
+           wrong_share: float = 0.0, only: set | None = None) -> list[dict]:
     truth = {(g["mission"], g["group_id"]): g["label"] for g in groups_of(read_truth(photos))}
     lines = []
     for mission in load_registry().names:
@@ -43,8 +53,10 @@ def decide(photos: Path, verdicts_dir: Path, everything: bool = False, reviewer:
             continue
         source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
         for _, v in iter_jsonl(path):
-            if v.get("assigned_to") and reviewer not in v["assigned_to"]:
+            if v.get("assigned_to") and reviewer not in v["assigned_to"] and only is None:
                 continue   # another reviewer's group
+            if only is not None and ((v["mission"], v["group_id"]) not in only or v["verdict"] != PASS):
+                continue
             if everything or v["needs_review"] or v.get("route") == "audit":
                 label = (v.get("gold") or {}).get("label") or truth[(v["mission"], v["group_id"])]
                 if wrong(reviewer, v["group_id"], wrong_share):
@@ -62,8 +74,11 @@ def main(argv=None) -> int:
     p.add_argument("--all", action="store_true", help="decide every judged group, not only those flagged for review")
     p.add_argument("--reviewer", default="demo")
     p.add_argument("--wrong_share", type=float, default=0.0, help="share of this reviewer's answers that are wrong")
+    p.add_argument("--confirm_escapes_of", default=None,
+                   help="decide only the escapes this decisions file found, as a second person")
     args = p.parse_args(argv)
-    lines = decide(Path(args.photos), Path(args.verdicts_dir), args.all, args.reviewer, args.wrong_share)
+    only = escapes_in(Path(args.confirm_escapes_of)) if args.confirm_escapes_of else None
+    lines = decide(Path(args.photos), Path(args.verdicts_dir), args.all, args.reviewer, args.wrong_share, only)
     write_jsonl_atomic(Path(args.out), lines)
     print(f"{len(lines)} decisions -> {args.out}")
     return 0

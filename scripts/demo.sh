@@ -243,8 +243,13 @@ c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") !
       | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'
     "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
       --out "$OUT/days/day$day/decisions.jsonl" --reviewer "reviewer-day$day" | sed 's/^/     /'
-    "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" --output_dir "$OUT/labels" \
-      | grep -E "decision\(s\) added" | sed 's/^/     /'
+    # an escape one reviewer alone found moves no bound until a second person confirms it: the lead decides those
+    "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
+      --out "$OUT/days/day$day/decisions-lead.jsonl" --reviewer "lead" \
+      --confirm_escapes_of "$OUT/days/day$day/decisions.jsonl" | sed 's/^/     lead, the escapes found: /'
+    "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" \
+      "$OUT/days/day$day/decisions-lead.jsonl" --output_dir "$OUT/labels" \
+      | grep -E "decision\(s\) added|escape waiting" | sed 's/^/     /'
   done
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
     --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > "$OUT/days/monitor.log"

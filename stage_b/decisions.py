@@ -53,7 +53,8 @@ from qc_core.records import image_key, utc_now
 from .agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy, check_min_kappa,
                         gold_scores, pairwise, quality)
 from .decisions_log import LOG, DecisionsLogError, append_log, read_log
-from .reviewer_quality import BELOW, MEETS, FILE as REVIEWERS, bar_of, format_table, named, reviewer_table
+from .reviewer_quality import (BELOW, MEETS, FILE as REVIEWERS, bar_of, confirmers, format_table, named, reviewer_table,
+                               unconfirmed_fails)
 from .routes import GROUP, REVIEW
 from .verdict import FAIL, PASS
 
@@ -576,6 +577,8 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         gold = gold_scores(gold_groups)
         bar = quality(agreement, min_kappa, gold, min_gold_accuracy)
         reviewers = reviewer_table(gold_groups, log, bar_of(min_gold_accuracy))
+        waiting = {key: who for key, who in unconfirmed_fails(groups, confirmers(reviewers)).items()
+                   if groups[key].get("route") == "audit" and groups[key]["verdict"] == PASS}
         write_jsonl_atomic(output_dir / REVIEWERS, reviewers)
         certify_bar = with_pooled(bar, reviewers, {m for m, _ in groups})
         written = {}
@@ -595,7 +598,7 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         by[d["reviewer"]] = by.get(d["reviewer"], 0) + 1
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups, "read": read,
             "summary": summary(groups), "written": written, "without_route": without_route,
-            "agreement": agreement, "quality": bar, "gold": gold, "reviewers": reviewers,
+            "agreement": agreement, "quality": bar, "gold": gold, "reviewers": reviewers, "escapes_waiting": waiting,
             "reviewers_path": output_dir / REVIEWERS}
 
 
@@ -733,6 +736,11 @@ def main(argv=None) -> int:
                 print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                       f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
                       f"live check: python -m stage_b.monitor)")
+            for (m, gid), who in sorted(result["escapes_waiting"].items()):
+                if m == mission:
+                    print(f"  escape waiting for a second person: group {printable(gid)}, decided 不通过 by "
+                          f"{printable(who)} alone; the monitor counts it once another reviewer decides it on that "
+                          f"day's page (or once {printable(who)}'s measured error rate meets the bar)")
         print_agreement(result["agreement"], result["quality"], result["gold"],
                         {r["reviewer"] for r in result["reviewers"] if r["verdict"] in (BELOW, MEETS)})
         print_reviewers(result["reviewers"], result["reviewers_path"])

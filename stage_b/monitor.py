@@ -67,6 +67,7 @@ from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
 from qc_core.records import utc_now
 from stage_a.discovery import printable_path, undecodable
 
+from .agreement import DEFAULT_MIN_GOLD_ACCURACY, check_min_gold_accuracy
 from .detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from .grounding import defect_photos
 from .inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
@@ -343,18 +344,23 @@ def days_under(parent: Path, op_digest: str) -> list[Path]:
 
 class Labels(dict):
     """{(mission, group id): "pass" | "fail"}, and beside it `decided_at`: {key: the latest decision time behind the
-    label} (when the evidence a label gives existed)."""
+    label} (when the evidence a label gives existed) and `unconfirmed`: {key: reviewer} for each "fail" that one
+    reviewer alone gave and nobody confirmed (stage_b.reviewer_quality.unconfirmed_fails)."""
 
-    def __init__(self, statuses=(), decided_at: dict | None = None):
+    def __init__(self, statuses=(), decided_at: dict | None = None, unconfirmed: dict | None = None):
         super().__init__(statuses)
         self.decided_at = dict(decided_at or {})
+        self.unconfirmed = dict(unconfirmed or {})
 
 
-def read_labels(labels_dir: Path, registry) -> Labels:
+def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> Labels:
     """{(mission, group id): "pass" | "fail"} from the decisions log stage_b.decisions keeps (reviewers' latest
-    decisions; conflicts and unsure label nothing), with each label's decision time (Labels)."""
+    decisions; conflicts and unsure label nothing), with each label's decision time and the fails nobody confirmed:
+    neither a second reviewer nor the one who gave it, measured on the whole log against the bar 1 -
+    `min_gold_accuracy` (Labels; stage_b.reviewer_quality)."""
     from .decisions import resolve
     from .decisions_log import LOG, DecisionsLogError, read_log
+    from .reviewer_quality import bar_of, confirmers, reviewer_table, unconfirmed_fails
     log_path = Path(labels_dir) / LOG
     if not Path(labels_dir).is_dir():
         raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "
@@ -364,8 +370,10 @@ def read_labels(labels_dir: Path, registry) -> Labels:
     except (JsonlError, DecisionsLogError) as exc:
         raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
     groups = {key: g for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
+    trusted = confirmers(reviewer_table(resolve(log, gold=True), log, bar_of(min_gold_accuracy)))
     return Labels({key: g["status"] for key, g in groups.items()},
-                  {key: max(d["decided_at"] for d in g["decisions"]) for key, g in groups.items()})
+                  {key: max(d["decided_at"] for d in g["decisions"]) for key, g in groups.items()},
+                  unconfirmed_fails(groups, trusted))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -375,9 +383,15 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
     """One mission's day as counts: judged, automation, audits, escapes, the defects the miss rate's evidence counts,
     reviewer agreement (module doc; stage_b.inspection reads them)."""
     routes = [route_of_record(v) for v in verdicts]
+    unconfirmed = getattr(labels, "unconfirmed", {})
     label = [labels.get((mission, v["group_id"])) for v in verdicts]
     audited = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == AUDIT]
-    audited_passed = [lab for v, lab in audited if v["verdict"] == PASS and lab is not None]
+    # an escape one reviewer alone found waits for a second person (or a measured one): it moves no bound yet
+    waiting = [{"group_id": v["group_id"], "reviewer": unconfirmed[(mission, v["group_id"])]} for v, lab in audited
+               if v["verdict"] == PASS and lab == "fail" and (mission, v["group_id"]) in unconfirmed]
+    pending = {w["group_id"] for w in waiting}
+    audited_passed = [lab for v, lab in audited if v["verdict"] == PASS and lab is not None
+                      and v["group_id"] not in pending]
     reviewed = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == REVIEW and lab is not None]
     agreed = sum((lab == "fail") == (v["verdict"] == FAIL) for v, lab in reviewed)
     auto = sum(r != REVIEW for r in routes)
@@ -388,6 +402,7 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
             "auto_passed": sum(r != REVIEW and v["verdict"] == PASS for v, r in zip(verdicts, routes)),
             "audits_labelled": sum(lab is not None for _, lab in audited),
             "audited_auto_passed": len(audited_passed), "escapes": sum(lab == "fail" for lab in audited_passed),
+            "escapes_unconfirmed": len(waiting), "unconfirmed": waiting,
             "audited_auto_failed": sum(v["verdict"] == FAIL for v, _ in audited),
             "audited_auto_failed_defects": sum(v["verdict"] == FAIL and lab == "fail" for v, lab in audited),
             "reviewed_labelled": len(reviewed), "reviewed_defects": sum(lab == "fail" for _, lab in reviewed),
@@ -556,13 +571,19 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         raise MonitorError(f"{path}: {mission}: the prior or the alarm level does not follow from the promise")
     stored = m["days"]
     for row in stored:
+        if int(row.get("escapes_unconfirmed") or 0) != len(row.get("unconfirmed") or []):
+            raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: escapes_unconfirmed is not the "
+                               f"number of escapes it lists as waiting; the file was edited: write it again with "
+                               f"python -m stage_b.monitor")
         d = row["drift"]
         fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
                                                                                               d.get("defect_p"))):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow "
                                f"from its p-values; the file was edited: write it again with python -m stage_b.monitor")
-    replayed = replay([{k: row[k] for k in COUNT_KEYS} for row in stored], promise, bounds,
+    # escapes_unconfirmed: a file written before confirmation counted had none waiting
+    replayed = replay([{k: row.get(k, 0) if k == "escapes_unconfirmed" else row[k] for k in COUNT_KEYS}
+                       for row in stored], promise, bounds,
                       lambda i, ref: stored[i]["drift"])
     for row, again in zip(stored, replayed):
         for key in _CHECKED + _CHECKED_NUMBERS:
@@ -583,7 +604,7 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
 
 
 COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passed", "escapes",
-              "audited_auto_failed_defects", "reviewed_defects")
+              "audited_auto_failed_defects", "reviewed_defects", "escapes_unconfirmed")
 
 
 def load_monitor(path) -> dict:
@@ -693,6 +714,10 @@ def main(argv=None) -> int:
     p.add_argument("--false_alarm_years", default=str(DEFAULT_FALSE_ALARM_YEARS),
                    help="the miss-rate detector's average years between false withdrawals of one mission while its "
                         "promise holds (stage_b.detector; default %(default)s)")
+    p.add_argument("--min_gold_accuracy", default=str(DEFAULT_MIN_GOLD_ACCURACY),
+                   help="the bar of stage_b.decisions (default %(default)s): an escape one reviewer alone found moves "
+                        "a bound once a second reviewer confirms it, or when that reviewer's measured error rate is "
+                        "below 1 - this at the reviewer table's confidence")
     args = p.parse_args(argv)
     return run_cli(lambda: _monitor(args))
 
@@ -707,7 +732,7 @@ def _monitor(args) -> int:
     registry = load_registry()
     folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), digest)
     days = read_days(folders, digest, registry)
-    labels = read_labels(Path(args.labels), registry)
+    labels = read_labels(Path(args.labels), registry, check_min_gold_accuracy(args.min_gold_accuracy))
     monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years, clean_days)
     monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
@@ -727,6 +752,7 @@ def _monitor(args) -> int:
 def print_days(monitor: dict) -> None:
     """Per mission and day: inspection state and audit share, audits, escapes, the detectors, the live escape bound,
     status."""
+    from .decisions import printable
     for mission, m in monitor["missions"].items():
         p = m["promise"]
         print(f"{mission}: signed miss rate <= {pct(p['miss_rate'])} (its detector withdraws at {p['alarm_level']:g});"
@@ -741,6 +767,10 @@ def print_days(monitor: dict) -> None:
                   f"{d['status']}; next audit share {pct(d['next_audit_share'])}")
             if d.get("share_note"):
                 print(f"    note: {d['share_note']}")
+            for w in d.get("unconfirmed") or []:
+                print(f"    escape waiting for a second person: group {printable(w['group_id'])} was decided 不通过 "
+                      f"by {printable(w['reviewer'])} alone; it moves no bound until another reviewer decides it too "
+                      f"(or {printable(w['reviewer'])}'s measured error rate meets the bar: stage_b.decisions)")
         print(f"  state: {m['state']}: {m['state_why']}")
         print(f"  status: {m['status']}: {m['why']}")
     if monitor["family"].get("text"):

@@ -95,7 +95,9 @@ def render(monitor: dict, png_name: str) -> str:
             rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
                 mission, d["day"], d["judged"], pct(d["automation_share"]), d.get("state", ""),
                 pct(d["audit_share"]) + (f" (asked {pct(d['share_asked'])})" if d.get("share_note") else ""),
-                d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}",
+                d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}" + (
+                    f" (+{d['escapes_unconfirmed']} waiting for a second person: "
+                    + ", ".join(w["group_id"] for w in d["unconfirmed"]) + ")" if d.get("escapes_unconfirmed") else ""),
                 f"{d['cum_escapes']} / {d['cum_audited']}",
                 f"[{pct(d['escape_lower'])}, {pct(d['escape_upper'])}]", pct(m["promise"]["escape_rate"]),
                 pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),

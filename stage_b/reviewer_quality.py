@@ -208,6 +208,21 @@ def confirmers(rows: list[dict]) -> list[str]:
     return sorted(r["reviewer"] for r in rows if r["verdict"] == MEETS)
 
 
+def unconfirmed_fails(groups: dict[tuple, dict], trusted) -> dict[tuple, str]:
+    """{(mission, group id): the one reviewer behind it} for each 不通过 label that nobody confirms (issue 45 item 4):
+    a label confirms itself when two reviewers decided 不通过 on the group, or one of them is `trusted`
+    (confirmers: their measured error rate meets the bar). `groups`: stage_b.decisions.resolve(log). The monitor
+    counts an escape only when it is confirmed: one careless reviewer's slip must not move a live bound."""
+    out = {}
+    for key, g in groups.items():
+        if g["status"] != "fail":
+            continue
+        by = sorted({d["reviewer"] for d in g["decisions"] if d["decision"] == FAIL})
+        if len(by) < 2 and not set(by) & set(trusted):
+            out[key] = by[0] if by else "anonymous"
+    return out
+
+
 def format_table(rows: list[dict], printable=str) -> str:
     """The table as Markdown, one row per reviewer; `printable` makes names safe for a terminal."""
     if not rows:

@@ -334,13 +334,14 @@ def trained_run(tmp_path: Path, ids: list[str]) -> Path:
 # ----------------------------------------------------------------------------------------------------------------
 # Decisions files and the monitor
 # ----------------------------------------------------------------------------------------------------------------
-def write_decision_file(tmp_path, out, verdict, decision="不通过", name="d.jsonl"):
-    """tmp_path/<name>: one decision on `verdict`, whose verdict file is in `out`, as a review page exports it."""
+def write_decision_file(tmp_path, out, verdict, decision="不通过", name="d.jsonl", reviewer="r"):
+    """tmp_path/<name>: `reviewer`'s decision on `verdict`, whose verdict file is in `out`, as a review page exports
+    it."""
     from qc_core.jsonl import file_sha256, write_jsonl_atomic
     from stage_b import judge
     from stage_b.decisions import decision_line
     path = judge.verdicts_path(out, verdict["mission"])
-    line = decision_line(verdict, decision, "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
+    line = decision_line(verdict, decision, reviewer, {"file": str(path.resolve()), "sha256": file_sha256(path)})
     write_jsonl_atomic(tmp_path / name, [line])
     return tmp_path / name
 
@@ -356,15 +357,17 @@ def write_day(folder, digest, groups, mission=M):
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def write_labels(folder, decided: dict):
-    """decided: {(mission, group id): "通过" | "不通过"}, one reviewer's import log, chained as the import does."""
+def write_labels(folder, decided: dict, confirmed: bool = True):
+    """decided: {(mission, group id): "通过" | "不通过"}, reviewer r's import log, chained as the import does; with
+    `confirmed`, a second reviewer (r2) decided each 不通过 too, so every escape counts (stage_b.monitor)."""
     from stage_b.decisions_log import append_log
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "decisions.jsonl").unlink(missing_ok=True)
     append_log(folder / "decisions.jsonl", [
-        {"group_id": gid, "mission": mission, "decision": decision, "note": "", "reviewer": "r",
+        {"group_id": gid, "mission": mission, "decision": decision, "note": "", "reviewer": who,
          "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None, "p_fail": None,
-         "source": {"file": "x", "sha256": "y"}, "record": {}} for (mission, gid), decision in decided.items()], "")
+         "source": {"file": "x", "sha256": "y"}, "record": {}} for (mission, gid), decision in decided.items()
+        for who in (("r", "r2") if confirmed and decision == "不通过" else ("r",))], "")
 
 
 def run_monitor(tmp_path, op, op_path, digest, folders, labels):

@@ -61,6 +61,12 @@ def test_the_import_reports_reviewed_groups_and_blind_audits_apart(tmp_path, syn
     assert s["audited"] == {"labelled": 1, "auto_passed": 1, "escapes": 1, "auto_failed": 0, "overkills": 0}
     assert (s["reviewed"]["labelled"], s["reviewed"]["agreed"], s["reviewed"]["missed"]) == (1, 1, 0)
     assert "1 escape(s) in 1 auto-passed" in printed and "agreed on 1 of 1" in printed
+    # one reviewer alone found it, and nobody has measured them: named as waiting for a second person (issue 45 item 4)
+    assert f"escape waiting for a second person: group {audit['group_id']}, decided 不通过 by r alone" in printed
+    assert f"group {review['group_id']}," not in printed   # a reviewed group is not an escape
+    confirm = write_decision_file(tmp_path, out, audit, "不通过", "lead.jsonl", reviewer="组长")
+    assert main(["--decisions", str(confirm), "--output_dir", str(tmp_path / "labels")]) == 0
+    assert "escape waiting" not in capsys.readouterr().out
 
 
 def test_a_review_band_decided_whole_counts_and_one_decided_in_part_does_not(tmp_path, synthetic):

@@ -88,6 +88,64 @@ def normal_day(prefix, n=20):
             + [(f"{prefix}p{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(half)])
 
 
+def _gold_answers(labels_dir: Path, reviewer: str, right: int, wrong: int) -> None:
+    """`reviewer` answered right + wrong known-answer groups (stage_b.gold), appended to the labels' log."""
+    from stage_b.decisions_log import append_log, read_log
+    _, chain = read_log(labels_dir / "decisions.jsonl")
+    append_log(labels_dir / "decisions.jsonl", [
+        {"group_id": f"gold{i}", "mission": N, "decision": "通过" if i < right else "不通过", "note": "",
+         "reviewer": reviewer, "decided_at": "2026-11-27T09:00:00+00:00", "verdict": None, "p_fail": None,
+         "source": {"file": "x", "sha256": "y"}, "record": {"gold": {"label": "pass"}}} for i in range(right + wrong)],
+        chain)
+
+
+@pytest.mark.parametrize("who_found_the_escapes, confirmed, gold, counted", [
+    ("one reviewer alone, never measured", False, None, False),
+    ("one reviewer, and a second confirmed each", True, None, True),
+    ("one reviewer right on 12 of 12 gold answers (error <= 17.5% < 20%)", False, (12, 0), True),
+    ("one reviewer right on 12 of 14 gold answers (not enough to meet the bar)", False, (12, 2), False),
+    ("one reviewer wrong on 7 of 14 gold answers (below the bar)", False, (7, 7), False),
+])
+def test_an_escape_moves_a_bound_only_when_a_second_person_or_a_measured_reviewer_confirms_it(
+        tmp_path, who_found_the_escapes, confirmed, gold, counted):
+    """Issue 45 item 4: one reviewer's slip must not withdraw a promise; an escape found by one reviewer alone waits
+    (it is named, the day is not clean and the promise is not said to hold) until a second person or a reviewer whose
+    measured error meets the bar confirms it."""
+    op, op_path, digest = make_op(tmp_path)
+    write_day(tmp_path / "day1", digest, normal_day("a"))
+    shifted = [(f"bf{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(10)] + \
+        [(f"bp{i}", "通过", 0.05, "audit" if i % 2 else "auto", False) for i in range(10)]
+    write_day(tmp_path / "day2", digest, shifted)
+    labels = {(M, g): ("不通过" if "f" in g else "通过") for g, *_ in normal_day("a") + shifted}
+    write_labels(tmp_path / "labels", labels, confirmed=confirmed)
+    if gold:
+        _gold_answers(tmp_path / "labels", "r", *gold)
+    result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
+    m = result["missions"][M]
+    day2 = m["days"][1]
+    if counted:
+        assert (day2["escapes"], day2["escapes_unconfirmed"], m["status"]) == (5, 0, mon.WITHDRAWN)
+    else:
+        assert (day2["escapes"], day2["escapes_unconfirmed"], m["status"]) == (0, 5, mon.UNVERIFIED)
+        assert [w["group_id"] for w in day2["unconfirmed"]] == [f"bf{i}" for i in (1, 3, 5, 7, 9)]
+        assert {w["reviewer"] for w in day2["unconfirmed"]} == {"r"} and "wait for a second person" in m["why"]
+    # the check replays the waiting count: the file reads back, and an edit of it is refused
+    mon.check_monitor(json.loads(json.dumps(result)), "m.json")
+    edited = json.loads(json.dumps(result))
+    edited["missions"][M]["days"][1]["escapes_unconfirmed"] = 0 if not counted else 3
+    with pytest.raises(mon.MonitorError, match="the number of escapes it lists as waiting"):
+        mon.check_monitor(edited, "m.json")
+
+
+def test_a_day_with_an_escape_waiting_is_not_a_clean_tightened_day():
+    from stage_b.monitor_replay import evidence_of
+    row = {"day": "d", "judged": 10, "auto_passed": 5, "audit_share": 0.5, "audited_auto_passed": 3, "escapes": 0,
+           "audited_auto_failed_defects": 0, "reviewed_defects": 0}
+    assert evidence_of(row, {}).may_end_tightening
+    assert evidence_of({**row, "escapes_unconfirmed": 0}, {}).may_end_tightening
+    assert not evidence_of({**row, "escapes_unconfirmed": 1}, {}).may_end_tightening
+
+
 def test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_path):
     op, op_path, digest = make_op(tmp_path)
     write_day(tmp_path / "day1", digest, normal_day("a"))
