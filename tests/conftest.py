@@ -121,6 +121,42 @@ def start_point(tmp_path_factory, synthetic, tiny_qwen2_5_vl) -> Path:
     return checkpoint
 
 
+@pytest.fixture(scope="session")
+def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
+    """2 GRPO steps from the demo's start point (a coin on the verdict, so rewards spread and LoRA moves),
+    launched the way a user types it: swift rlhf by hand, the split exported, validated at step 2 (so its record names
+    a best checkpoint, as the docs' `run_record best` needs). Built once per test run; the tests that use it read it
+    and write elsewhere."""
+    import subprocess
+
+    from stage_b.lora import target_regex
+    from tests.helpers import LAST_K, SEED, VAL_RATIO, clean_env, stage_a_from_truth
+
+    def build(root: Path) -> None:
+        stage_a = stage_a_from_truth(root / "stage_a", synthetic, seed=5, groups_per_label=3)
+        swift = str(Path(sys.executable).parent / "swift")
+        env = clean_env(GROUP_QC_STAGE_A_DIR=str(stage_a), GROUP_QC_VAL_RATIO=str(VAL_RATIO),
+                        GROUP_QC_SPLIT_SEED=str(SEED), GROUP_QC_BALANCE_LABELS="1", GROUP_QC_LORA_LAST_K=str(LAST_K))
+        result = subprocess.run(
+            [swift, "rlhf", "--rlhf_type", "grpo", "--model", str(start_point), "--model_type", "qwen2_5_vl",
+             "--template", "qwen2_5_vl", "--external_plugins", "swift_plugins/qc_plugin.py",
+             "--dataset", "group_qc_train:all", "--split_dataset_ratio", "0", "--reward_funcs", "qc_label",
+             "--tuner_type", "lora", "--target_regex", target_regex(start_point, LAST_K), "--torch_dtype", "float32",
+             "--num_generations", "8", "--per_device_train_batch_size", "16", "--max_completion_length", "3",
+             "--temperature", "1.0", "--learning_rate", "1e-3", "--max_steps", "2", "--save_steps", "2",
+             "--logging_steps", "1", "--dataset_shuffle", "false", "--dynamic_sample", "false", "--report_to", "none",
+             "--check_model", "false", "--val_dataset", "group_qc_val:all", "--eval_strategy", "steps",
+             "--eval_steps", "2", "--output_dir", str(root / "grpo")],
+            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900, env=env)
+        (root / "grpo.log").write_text(result.stdout + result.stderr, encoding="utf-8")
+        assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+
+    root = built_once(tmp_path_factory, "recorded_run", build)
+    (run_dir,) = (root / "grpo").glob("v*")
+    return {"root": root, "stage_a": root / "stage_a", "run_dir": run_dir, "checkpoint": run_dir / "checkpoint-2",
+            "model": start_point, "log": (root / "grpo.log").read_text(encoding="utf-8")}
+
+
 # `make test` runs two pytest-xdist workers that take whole files in collection order (--dist loadfile
 # --no-loadscope-reorder: xdist's default order, most tests first, left the slowest file, one 430 s test, to the end
 # of a 28-minute run). So the slowest files go first, slowest first (seconds measured in one process, 2026-11-27):

@@ -374,3 +374,43 @@ def run_monitor(tmp_path, op, op_path, digest, folders, labels):
     from stage_b import monitor as mon
     days = mon.read_days(folders, digest, load_registry())
     return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
+
+
+# The recorded GRPO run (tests/conftest.py: recorded_run): its split and LoRA settings
+VAL_RATIO, SEED, LAST_K = 0.5, 7, 2
+
+
+def clean_env(**extra) -> dict:
+    """The environment without any GROUP_QC_* variable, plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "", "PYTHON": sys.executable, **extra}
+
+
+def stage_a_from_truth(folder: Path, synthetic, seed: int, groups_per_label: int) -> Path:
+    """Stage-A JSONL whose summaries are the synthetic photos' ground truth (Stage-A's own record builder)."""
+    from qc_core.jsonl import write_jsonl_atomic
+    from qc_core.records import make_record
+    from stage_a.discovery import Group
+    truth = synthetic.generate(folder.parent / f"{folder.name}_photos", seed=seed, groups_per_label=groups_per_label)
+    registry = load_registry()
+    by_mission: dict[str, list] = {}
+    for g in synthetic.groups_of(truth):
+        record = make_record(Group(g["group_id"], g["mission"], g["label"], tuple(g["images"])), g["summaries"],
+                             model="truth")
+        by_mission.setdefault(registry.resolve(g["mission"]).stage_a_stem, []).append(record)
+    folder.mkdir(parents=True)
+    for stem, records in by_mission.items():
+        write_jsonl_atomic(folder / f"{stem}.jsonl", records)
+    return folder
+
+
+def centre(path) -> tuple[int, int, int]:
+    """The colour at the middle of a photo file."""
+    from PIL import Image
+    with Image.open(path) as im:
+        return im.convert("RGB").getpixel((im.width // 2, im.height // 2))
+
+
+def nearest(colour, palette) -> int:
+    """Index of the palette colour nearest to `colour` (JPEG moves a flat colour by a few units only)."""
+    return min(range(len(palette)), key=lambda i: sum((a - b) ** 2 for a, b in zip(colour, palette[i])))

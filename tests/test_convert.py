@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from stage_a.convert import main, unknown_model
+from stage_a.convert import main as convert_main
 from stage_a.discovery import Group
 from qc_core.jsonl import iter_jsonl
-from qc_core.records import RecordError, from_origin, make_record, validate_record
+from qc_core.records import RecordError, from_origin, make_record, summaries_of, validate_record
 from review.page import find_photo
 from stage_b.dataset import DatasetError, build_rows, load_records
 from stage_b.settings import Selection
@@ -247,3 +248,42 @@ def test_nfc_and_nfd_twins_of_one_group_id_are_one_group(tmp_path, capsys):
     assert main(["--input", str(src), "--output_dir", str(tmp_path / "out")]) == 2
     assert f"{src}:2: group {unicodedata.normalize('NFC', gid)} of BBU接地线检查 is also at {src}:1" in \
         capsys.readouterr().err
+
+
+# planted-bug test (issue 27, class 8): the origin's image_k keys, in k order
+A = "BBU接地线检查"
+N_PHOTOS = 12
+
+
+def _origin_record(key_order) -> dict:
+    """A record as the origin's later writer makes it (image_k keys, bare file names, no time, no model)."""
+    return {"group_id": "QC-ORG-20250101-1", "mission": A, "label": "fail",
+            "images": [f"QC-ORG-20250101-1_{k}.jpeg" for k in range(1, N_PHOTOS + 1)],
+            "per_image": {f"image_{k}": f"接地线×1/照片{k}" for k in key_order}}
+
+
+@pytest.mark.parametrize("key_order", [
+    list(range(1, N_PHOTOS + 1)),            # as the origin writes them: image_1, image_2, ..., image_12
+    list(range(N_PHOTOS, 0, -1)),            # any order: k decides
+])
+def test_the_origin_converter_orders_image_k_by_k_not_as_text(tmp_path, capsys, key_order):
+    """Silent bug: the origin's image_k keys ordered as strings (image_1, image_10, image_11, image_12, image_2, ...),
+    so from the third photo on every 图片_k summary belongs to another photo, and the reason's citations point at
+    the wrong pictures. Twelve photos tell the orders apart; checked in the file `python -m stage_a.convert` writes
+    and in the rows Stage-B builds from the origin file directly."""
+    origin = tmp_path / "in" / f"{A}_stage_a.jsonl"
+    origin.parent.mkdir()
+    origin.write_text(json.dumps(_origin_record(key_order), ensure_ascii=False) + "\n", encoding="utf-8")
+    expected = [f"接地线×1/照片{k}" for k in range(1, N_PHOTOS + 1)]
+
+    assert convert_main(["--input", str(origin), "--output_dir", str(tmp_path / "out")]) == 0
+    (converted,) = [r for _, r in iter_jsonl(tmp_path / "out" / f"{A}_stage_a.jsonl")]
+    assert list(converted["per_image"]) == [f"图片_{k}" for k in range(1, N_PHOTOS + 1)]
+    assert summaries_of(converted) == expected
+
+    for folder in (tmp_path / "in", tmp_path / "out"):   # read directly, and after converting
+        (record,) = load_records(Selection(stage_a_dir=str(folder), missions=A))
+        assert summaries_of(record) == expected
+        (row,), _ = build_rows(Selection(stage_a_dir=str(folder), missions=A), "all")
+        lines = [ln for ln in row["messages"][1]["content"].splitlines() if ln.startswith("图片_")]
+        assert lines == [f"图片_{k}: 接地线×1/照片{k}" for k in range(1, N_PHOTOS + 1)]

@@ -11,8 +11,8 @@ import pytest
 
 from qc_core.records import summaries_of
 from stage_b.dataset import load_records
-from qc_core.jsonl import file_sha256
-from stage_b.decisions import DecisionsError, LOG, import_decisions
+from qc_core.jsonl import file_sha256, write_jsonl_atomic
+from stage_b.decisions import DecisionsError, LOG, import_decisions, resolve
 from stage_b.settings import Selection
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,3 +177,171 @@ def test_a_decision_time_is_kept_in_utc_so_that_times_compare_as_text():
     from stage_b.decisions import _when
     assert _when("2026-11-27T18:00:00+08:00").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
     assert _when("2026-11-27T10:00:00Z").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decisions that would destroy a Stage-A folder or poison a labels folder are refused before anything is written
+# --------------------------------------------------------------------------------------------------------------
+# hostile input (issue 34)
+@pytest.fixture
+def day(tmp_path, synthetic):
+    from tests.helpers import audited_day
+    return audited_day(tmp_path, synthetic)
+
+
+def one_decision(tmp_path, day, name="d.jsonl", **edit):
+    from tests.helpers import write_decision_file
+    out, verdicts = day
+    path = write_decision_file(tmp_path, out, verdicts[0], name=name)
+    line = {**json.loads(path.read_text(encoding="utf-8")), **edit}
+    for key in [k for k, v in edit.items() if v is ...]:
+        del line[key]
+    write_jsonl_atomic(path, [line])
+    return path
+
+
+def test_an_import_into_a_stage_a_folder_is_refused_and_its_files_stay(tmp_path, day):
+    stage_a = tmp_path / "stage_a"
+    stage_a.mkdir()
+    (stage_a / f"{M}_stage_a.jsonl").write_text('{"group_id": "x"}\n' * 6, encoding="utf-8")
+    before = (stage_a / f"{M}_stage_a.jsonl").read_bytes()
+    with pytest.raises(DecisionsError, match="is not a labels folder this import wrote"):
+        import_decisions([one_decision(tmp_path, day)], stage_a)
+    assert (stage_a / f"{M}_stage_a.jsonl").read_bytes() == before and not (stage_a / "decisions.jsonl").exists()
+
+
+@pytest.mark.parametrize("decided_at, message", [
+    (..., "is missing"), ("", "is missing"), (None, "is missing"),
+    ("2026-11-27T09:00:00", "not an ISO time with a time zone"), ("0000-01-01T00:00:00Z", "not an ISO time"),
+    ("9999-01-01T00:00:00Z", "is in the future"), ("1970-01-01T00:00:00Z", "before 2000"),
+])
+def test_a_decision_time_that_cannot_be_ordered_is_refused_and_the_folder_stays_usable(tmp_path, day, decided_at,
+                                                                                       message):
+    bad = one_decision(tmp_path, day, "bad.jsonl", decided_at=decided_at)
+    with pytest.raises(DecisionsError, match=f"bad.jsonl:1: decided_at.*{message}"):
+        import_decisions([bad], tmp_path / "labels")
+    good = one_decision(tmp_path, day, "good.jsonl")
+    assert import_decisions([good], tmp_path / "labels")["added"] == 1   # nothing was poisoned
+    line = json.loads((tmp_path / "labels" / "decisions.jsonl").read_text(encoding="utf-8"))
+    assert line["decided_at"].endswith("+00:00")   # normalised to UTC
+
+
+def test_an_export_with_nothing_decided_is_refused(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(DecisionsError, match="no decision in .*empty.jsonl: decide groups on the review page"):
+        import_decisions([tmp_path / "empty.jsonl"], tmp_path / "labels")
+    assert not (tmp_path / "labels").exists()
+
+
+def test_a_logged_decision_without_a_reviewer_or_time_resolves_without_a_traceback():
+    log = [{"group_id": "g", "mission": M, "decision": "不通过", "record": {}, "verdict": None},
+           {"group_id": "g", "mission": M, "decision": "不通过", "reviewer": "b", "decided_at": "2026-11-27T09:00:00Z",
+            "record": {}, "verdict": None}]
+    assert resolve(log)[(M, "g")]["status"] == "fail"
+
+
+def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
+    from stage_b.decisions import printable
+    assert printable("王工\x1b[31m") == "王工\\x1b[31m"
+
+
+def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_other_files(tmp_path):
+    """A decisions file may name any JSONL with its sha256 as its source: only a Stage-A record or a verdict line
+    becomes a label, and a Stage-A record gives only its own fields."""
+    from qc_core.jsonl import file_sha256
+    from stage_b.decisions import decision_line
+    good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
+            "per_image": {"图片_1": "接地线×1/已捆扎"},
+            "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
+    other = {"group_id": "h", "mission": M, "anything": "else"}
+    src = tmp_path / "src.jsonl"
+    write_jsonl_atomic(src, [good, other])
+    source = {"file": str(src), "sha256": file_sha256(src)}
+    write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line({"group_id": "h", "mission": M}, "通过", "r", source)])
+    with pytest.raises(DecisionsError, match="neither a Stage-A record nor a verdict line"):
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    write_jsonl_atomic(tmp_path / "d.jsonl", [decision_line({"group_id": "g", "mission": M}, "通过", "r", source)])
+    import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    (label,) = [json.loads(x) for x in (tmp_path / "labels" / f"{M}_stage_a.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert "admin" not in label and label["label"] == "pass" and label["per_image"] == good["per_image"]
+
+
+def test_a_torn_decisions_file_names_what_to_do_and_never_suggests_a_flag_the_command_lacks(tmp_path):
+    (tmp_path / "d.jsonl").write_text('{"group_id": "g", "mission": "x"}\n{"group_id": "tor', encoding="utf-8")
+    with pytest.raises(DecisionsError) as err:
+        import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
+    assert "d.jsonl:2" in str(err.value) and "Export the decisions from the review page again" in str(err.value)
+    assert "--overwrite" not in str(err.value)
+
+
+# hostile input (issue 34, case 8): reviewers are named
+def _one_group_source(tmp_path):
+    from qc_core.jsonl import file_sha256
+    record = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
+              "per_image": {"图片_1": "接地线×1/已捆扎"},
+              "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "input_dir": "/photos"}
+    src = tmp_path / "src.jsonl"
+    write_jsonl_atomic(src, [record])
+    return record, {"file": str(src), "sha256": file_sha256(src)}
+
+
+@pytest.mark.parametrize("first, second, unnamed, outcome", [
+    ("", "", "", "no reviewer name"),                  # two nameless exports: refused, never merged into one
+    ("王工", "", "", "no reviewer name"),
+    ("王工", "", "李工", "conflict"),                   # --reviewer names the unnamed file: two people, who disagree
+    ("王工", "王工\x1b[2J", "", "shows nothing or moves the text"),   # control characters are not a name
+    ("王工", "x" * 81, "", "over 80"),
+    ("王工", "李工", "", "conflict"),
+])
+def test_decisions_without_a_name_are_refused_not_merged(tmp_path, first, second, unnamed, outcome):
+    from stage_b.decisions import decision_line
+    record, source = _one_group_source(tmp_path)
+    for name, reviewer, decision, at in [("a", first, "通过", "2026-11-27T09:00:00+00:00"),
+                                         ("b", second, "不通过", "2026-11-27T10:00:00+00:00")]:
+        write_jsonl_atomic(tmp_path / f"{name}.jsonl", [decision_line(record, decision, reviewer, source,
+                                                                      decided_at=at)])
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    if outcome == "conflict":
+        result = import_decisions(files, tmp_path / "labels", unnamed=unnamed)
+        assert result["groups"][(M, "g")]["status"] == "conflict"
+        return
+    with pytest.raises(DecisionsError, match=outcome) as err:
+        import_decisions(files, tmp_path / "labels", unnamed=unnamed)
+    assert "b.jsonl:1" in str(err.value) and not (tmp_path / "labels").exists()
+    assert "\x1b" not in str(err.value)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Which decision counts
+# --------------------------------------------------------------------------------------------------------------
+# planted-bug tests (issue 36)
+def decision(reviewer, decision_, at, gid="g1", mission=M):
+    return {"group_id": gid, "mission": mission, "decision": decision_, "note": "", "reviewer": reviewer,
+            "decided_at": at, "verdict": None, "record": {"group_id": gid}, "source": {"sha256": "s"}}
+
+
+@pytest.mark.parametrize("log, status", [
+    ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("a", "不通过", "2026-11-27T10:00:00+00:00")],
+     "fail"),
+    ([decision("a", "不通过", "2026-11-27T10:00:00+00:00"), decision("a", "通过", "2026-11-27T09:00:00+00:00")],
+     "fail"),
+    ([decision("a", "unsure", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
+     "fail"),
+    ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
+     "conflict"),
+])
+def test_each_reviewers_newest_decision_counts_and_unsure_takes_no_side(log, status):
+    from stage_b.decisions import resolve
+    assert resolve(log)[(M, "g1")]["status"] == status
+
+
+def test_the_same_decision_in_two_files_of_one_import_is_appended_once(tmp_path, synthetic):
+    from stage_b.decisions import import_decisions
+    from tests.helpers import audited_day, write_decision_file
+    out, verdicts = audited_day(tmp_path, synthetic)
+    first = write_decision_file(tmp_path, out, verdicts[0], name="a.jsonl")
+    (tmp_path / "b.jsonl").write_bytes(first.read_bytes())
+    result = import_decisions([first, tmp_path / "b.jsonl"], tmp_path / "labels")
+    assert (result["added"], result["already"]) == (1, 1)
+    assert len((tmp_path / "labels" / "decisions.jsonl").read_text(encoding="utf-8").splitlines()) == 1

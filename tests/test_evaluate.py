@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from qc_core.jsonl import write_jsonl_atomic
+from stage_b import evaluate
 from stage_b.evaluate import (EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions,
                               render_report)
 from stage_b.metrics import compute_metrics
 from stage_b.settings import Selection
-from tests.helpers import M, random_adapter, stage_a_folder
+from stage_b.verdict import FAIL, PASS
+from tests.helpers import A, B, M, jsonl_records, random_adapter, stage_a_folder, write_stage_a_groups
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = [{"group_id": "g1", "mission": M, "solution": "不通过", "summaries": ["接地线×1/未捆扎"]},
@@ -370,3 +373,50 @@ def test_an_evaluation_computes_each_rule_once_and_carries_it_to_the_report_and_
     assert calls["ground"] == len(preds) and calls["points_of"] == 1
     assert calls["pick_threshold"] == 2 * len(stage_b.evaluate.report.CURVE_TARGETS)   # the mission's row and pooled
     assert "t=" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+# hostile input (issue 34)
+def test_metrics_beside_predictions_without_a_split_is_an_error_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "p").mkdir()
+    write_jsonl_atomic(tmp_path / "p" / "predictions.jsonl", [
+        {"group_id": "g", "mission": M, "expected": "通过", "completion": "通过\n理由: x", "p_fail": 0.1,
+         "summaries": ["s"]}])
+    (tmp_path / "p" / "metrics.json").write_text(json.dumps({"data": {"mode": "x"}, "checkpoints": {}}),
+                                                 encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions",
+                             str(tmp_path / "p" / "predictions.jsonl"), "--output_dir", str(tmp_path / "o")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "has no data.split" in result.stderr and "Traceback" not in result.stderr
+
+
+# planted-bug test (issue 27, class 5): evaluation pairs p_fail with its group
+@pytest.mark.usefixtures("no_group_qc_environment")
+def test_each_prediction_carries_its_own_groups_p_fail(tmp_path, engine, model):
+    """Silent bug: evaluation giving each prediction the previous row's p_fail (an off-by-one between the rows and
+    the p_fail list, in verdict_probabilities or predictions_from_rows). The only earlier check compared p_fail
+    with an absolute tolerance of 1e-5, and the tiny model's values all sit near 1.5e-6. Here every group's p_fail
+    differs from every other's by 0.02 or more, one work order is in both missions, and each prediction, the curve's
+    points and the verdicts must carry the value of their own (mission, group)."""
+    ids = [f"QC-PF-20250101-{k}" for k in range(10)]
+    stage_a = write_stage_a_groups(tmp_path / "sa", {m: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]
+                                              for m in (A, B)})
+    for m_index, m in enumerate((A, B)):
+        for k, gid in enumerate(ids):
+            engine.P_FAIL[(m, gid)] = 0.04 + 0.09 * k + 0.02 * m_index
+    out = tmp_path / "out"
+    assert evaluate.main(["--model", str(model), "--stage_a_dir", str(stage_a), "--split", "all", "--no_review",
+                          "--output_dir", str(out)]) == 0
+    predictions = jsonl_records(out / "predictions.jsonl")
+    assert len(predictions) == 20 and len({(p["mission"], p["group_id"]) for p in predictions}) == 20
+    for p in predictions:
+        own = engine.P_FAIL[(p["mission"], p["group_id"])]
+        assert p["p_fail"] == pytest.approx(own, abs=1e-9), (p["mission"], p["group_id"], p["p_fail"], own)
+        assert p["predicted"] == (FAIL if own >= 0.5 else PASS)
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    for m in (A, B):
+        expected = sorted((engine.P_FAIL[(m, g)], FAIL if k % 2 else PASS) for k, g in enumerate(ids))
+        got = sorted(tuple(pt) for pt in metrics["operating_curve"]["points"][m])
+        assert [e for _, e in got] == [e for _, e in expected]
+        assert [p for p, _ in got] == pytest.approx([p for p, _ in expected], abs=1e-9)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stage_b.grounding import (NOT_CONFIRMED, cited_photos, citation_prefix, defect_photos, ground, grounding_metrics,
-                               guided_reply)
+from stage_b.grounding import (MAX_RANGE, NOT_CONFIRMED, asserted_defects, cited_photos, citation_prefix, defect_photos,
+                               defect_terms, ground, grounding_metrics, guided_reply)
 
 M = "BBU线缆布放要求"
 DEFECT = "BBU端光纤接头×2，光纤×2/未套保护管 备注：光纤裸露无保护"
@@ -145,3 +145,37 @@ def test_a_long_run_of_denied_defects_is_read_in_linear_time():
     from stage_b.grounding import asserted_defects, defect_terms
     terms = defect_terms(load_registry().resolve("BBU接地线检查"))
     assert asserted_defects("无松动" * 80_000, terms) == set()
+
+
+# planted-bug tests (issue 36)
+@pytest.mark.parametrize("reason, cited", [
+    ("图片_1至图片_64", list(range(1, 65))),          # exactly MAX_RANGE photos: every one
+    ("图片_1至图片_65", [1, 65]),                      # one more: its two ends
+    ("图片_3至图片_1", [3, 2, 1]),                     # either direction
+    ("图片_1234567", []),                              # not a 6-digit photo number's prefix
+    ("接线图2", []), ("见图2", [2]), ("图片_2、图3和图片_5", [2, 3, 5]),
+])
+def test_a_range_cites_every_photo_up_to_max_range_and_citations_are_whole(reason, cited):
+    assert MAX_RANGE == 64 and cited_photos(reason) == cited
+
+
+# planted-bug test (issue 36), on the defect words of the earthing mission
+EARTHING = "BBU接地线检查"
+
+
+@pytest.mark.parametrize("text, defect", [
+    ("螺丝齐全，无松动", False), ("未发现松动", False), ("未发现明显松动", False), ("无明显破损", False),
+    ("未见明显松动", False), ("无任何缺失", False), ("没有发现松动", False),
+    ("接地线松动", True), ("无遮挡，螺丝缺失", True), ("无法确认螺丝是否缺失", True),
+])
+def test_a_negation_denies_a_defect_over_a_word_within_its_clause(text, defect):
+    assert bool(asserted_defects(text, defect_terms(EARTHING))) == defect
+
+
+# planted-bug test (issue 36)
+def test_citation_parsing_is_linear_in_the_ranges():
+    import time
+    reason = "，".join(f"图片_{i}至图片_{i + 1}" for i in range(1, 40_001))
+    started = time.perf_counter()
+    assert len(cited_photos(reason)) == 40_001
+    assert time.perf_counter() - started < 5   # 121 s when every citation was checked against every range

@@ -107,3 +107,48 @@ def test_a_promise_rests_on_its_latest_decision_and_weights_are_looked_up_by_mis
     assert basis["A"]["evidence_through"] == "2026-11-28T09:00:00+00:00"
     predictions = [{"group_id": "QC-1", "mission": "A"}, {"group_id": "QC-1", "mission": "B"}]
     assert [p["evidence"]["weight"] for p in with_evidence(predictions, records)] == [2.0, 4.0]
+
+
+# planted-bug test (issue 27, class 11): one trained-on group is refused
+@pytest.mark.parametrize("overlapping", [1, 2])
+def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, model, capsys, overlapping):
+    """Silent bug: evaluation refusing an overlap with the training run's train split only when more than one
+    trained-on group would be scored (every earlier test's overlap was several groups). With exactly one such group
+    among the validation groups, `python -m stage_b.evaluate --adapters RUN/checkpoint-N` with another split seed
+    must refuse (exit status 2, nothing written, the count named, the way out said); --allow_train_overlap scores
+    it and the report says so; the run's own split scores with no overlap."""
+    ids = overlap_ids(overlapping)
+    for k, g in enumerate(ids):
+        engine.P_FAIL[(A, g)] = 0.03 + 0.08 * k
+    adapter = trained_run(tmp_path, ids)
+    base = ["--model", str(model), "--adapters", str(adapter), "--no_review"]
+    other_seed = ["--val_ratio", str(RUN_SPLIT[0]), "--split_seed", str(EVAL_SEED)]
+
+    refused = tmp_path / "refused"
+    assert evaluate.main([*base, *other_seed, "--output_dir", str(refused)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{overlapping} of the {3 + overlapping} groups of the val split were in the training run's train "
+            f"split") in err
+    assert "--allow_train_overlap" in err
+    assert not (refused / "predictions.jsonl").exists() and engine.asked == []
+
+    allowed = tmp_path / "allowed"
+    assert evaluate.main([*base, *other_seed, "--allow_train_overlap", "--output_dir", str(allowed)]) == 0
+    metrics = json.loads((allowed / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["data"]["train_overlap"] == overlapping and metrics["overall"]["n"] == 3 + overlapping
+    assert f"WARNING: {overlapping} of these groups were in the training run's train split" in \
+        (allowed / "report.md").read_text(encoding="utf-8")
+
+    own = tmp_path / "own"
+    assert evaluate.main([*base, "--output_dir", str(own)]) == 0   # the run's split: its validation groups only
+    assert json.loads((own / "metrics.json").read_text(encoding="utf-8"))["data"]["train_overlap"] == 0
+
+
+# planted-bug test (issue 36)
+M, N = "BBU接地线检查", "挡风板安装检查"
+
+
+def test_held_out_leaves_out_a_trained_group_of_its_mission_only():
+    from stage_b.evaluate import without_trained
+    rows = [{"group_id": "QC-1", "mission": M}, {"group_id": "QC-1", "mission": N}, {"group_id": "QC-2", "mission": M}]
+    assert without_trained(rows, [{"group_id": "QC-1", "mission": M}]) == rows[1:]

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from qc_core.jsonl import output_lock
+from qc_core.jsonl import output_lock, write_jsonl_atomic
 from qc_core.missions import load_registry
 from qc_core.paths import resolved
 from stage_b import judge
 from stage_b.dataset import prompt_row
 from stage_b.generate import VERDICT_LINES
 from stage_b.grounding import guided_reply
-from stage_b.operating_point import p_fail
-from tests.helpers import M, random_adapter, read_lines, run_judge, stage_a_folder
+from stage_b.operating_point import MissionPoint, p_fail
+from tests.helpers import (A, B, M, jsonl_records, random_adapter, read_lines, run_judge, stage_a_folder,
+                           write_stage_a_groups)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -443,3 +444,89 @@ def test_a_certified_mission_without_a_monitors_state_sends_its_groups_to_review
     told = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
                                 {"audit_share": 0.0, "audit_seed": 1, "no_monitor": "first day at this point"})
     assert told["route"] == "auto" and told["no_monitor"] == "first day at this point"
+
+
+# planted-bug test (issue 27, class 4): the judge resumes by group identity
+IDS = [f"QC-RS-20250101-{k}" for k in range(6)]   # one work order per id, photographed for both missions
+
+
+@pytest.mark.usefixtures("no_group_qc_environment")
+@pytest.mark.parametrize("already", [
+    {A: [IDS[4], IDS[1]], B: [IDS[0], IDS[5], IDS[2]]},   # out of input order, gaps before and after
+    {A: [IDS[5]], B: [IDS[3], IDS[0]]},                    # only the last group; a later one before an earlier one
+    {A: [], B: [IDS[2]]},                                  # one mission untouched, the other one group in
+])
+def test_the_judge_resumes_by_group_identity_not_by_position(tmp_path, engine, model, already):
+    """Silent bug: the judge resuming by position (skipping the first k groups of the input when its verdicts file
+    holds k lines) instead of by which groups the file holds. The kill -9 test cannot see it: a killed run's file
+    always holds the first k groups in input order. Here the file holds groups out of input order: the resumed run
+    must ask the model about exactly the missing groups of each mission, each once, keep the lines already there,
+    and end with every group exactly once."""
+    stage_a = write_stage_a_groups(tmp_path / "sa", {m: [(g, None) for g in IDS] for m in (A, B)})
+    for m_index, m in enumerate((A, B)):
+        for k, gid in enumerate(IDS):
+            engine.P_FAIL[(m, gid)] = 0.05 + 0.15 * k + 0.04 * m_index
+    args = ["--model", str(model), "--stage_a_dir", str(stage_a), "--mission", "all", "--threshold", "0.5",
+            "--no_review", "--batch_size", "2"]
+    assert judge.main([*args, "--output_dir", str(tmp_path / "full")]) == 0
+    full = {m: {r["group_id"]: r for r in jsonl_records(judge.verdicts_path(tmp_path / "full", m))} for m in (A, B)}
+    assert all(list(full[m]) == IDS for m in (A, B))
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    for m, gids in already.items():   # what an earlier run, of the same command, left behind
+        judge.verdicts_path(resumed, m).write_text(
+            "".join(json.dumps(full[m][g], ensure_ascii=False) + "\n" for g in gids), encoding="utf-8")
+    engine.asked.clear()
+    assert judge.main([*args, "--output_dir", str(resumed)]) == 0
+
+    for m in (A, B):
+        missing = [g for g in IDS if g not in already[m]]
+        asked = [g for method, mission, g in engine.asked if method == "verdict_logprobs" and mission == m]
+        assert asked == missing, (m, asked)
+        after = jsonl_records(judge.verdicts_path(resumed, m))
+        assert after[:len(already[m])] == [full[m][g] for g in already[m]]     # kept as they were
+        assert sorted(r["group_id"] for r in after) == sorted(IDS)           # every group, exactly once
+        for r in after:                                                       # each with its own p_fail
+            assert r["mission"] == m and r["p_fail"] == pytest.approx(engine.P_FAIL[(m, r["group_id"])], abs=1e-9)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What a verdict rests on, which line is kept, the rule a resume must share, the reason after the verdict
+# --------------------------------------------------------------------------------------------------------------
+# planted-bug tests (issue 36)
+RECORD = {"group_id": "g1", "mission": M, "label": None, "images": ["a.jpg", "b.jpg"],
+          "per_image": {"图片_1": "接地线×1/已捆扎", "图片_2": "接地排×1"}, "model": "/sa"}
+
+
+def test_what_a_verdict_rests_on_includes_the_photo_list():
+    from stage_b.judge import rests_on
+    moved = {**RECORD, "images": ["a.jpg", "c.jpg"]}
+    assert rests_on(moved)["sha256"] != rests_on(RECORD)["sha256"]
+
+
+def test_a_kept_line_is_checked_at_its_own_threshold():
+    from stage_b.judge import _line_problem
+    line = {"group_id": "g1", "mission": M, "p_fail": 0.4, "threshold": 0.3, "verdict": "不通过"}
+    assert _line_problem(line, M, {"g1": RECORD}, {}) is None
+    assert "does not follow" in _line_problem({**line, "verdict": "通过"}, M, {"g1": RECORD}, {})
+
+
+@pytest.mark.parametrize("key, value", [("allow_uncertified", True), ("audit_share", 0.5), ("audit_seed", 7),
+                                        ("withdrawn", "drift"), ("reason_citations", "guided")])
+def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
+    from stage_b.judge import PROVENANCE, JudgeError, check_resumable
+    path = tmp_path / "v.jsonl"
+    line = {"group_id": "g1", "mission": M, "p_fail": 0.1, "threshold": 0.5, "verdict": "通过",
+            "rests_on": {"sha256": "x"}, **PROVENANCE}
+    write_jsonl_atomic(path, [line])
+    with pytest.raises(JudgeError, match=f"judged with another {key}"):
+        check_resumable(path, {**PROVENANCE, key: value}, M, {"g1": RECORD})
+
+
+def test_the_reason_is_written_after_the_verdict_the_missions_threshold_gives():
+    from stage_b.judge import reply_starts
+    point = MissionPoint(threshold=0.3, threshold_fail=0.3, review_margin=0.0, certified=True, promise="")
+    starts = reply_starts({0: {"summaries": ["接地线×1/散乱 备注：接地线散乱未捆扎"], "mission": M}}, {0: 0.4}, point,
+                          guided=True)
+    assert starts[0][0].startswith("不通过\n")   # at 0.5 it would have been 通过

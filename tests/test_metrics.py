@@ -1,6 +1,7 @@
 """QC metrics on hand-computed confusion matrices, edge cases included."""
 import pytest
 
+from stage_b.calibration import reliability
 from stage_b.metrics import compute_metrics, metrics_from_confusion, wilson
 
 P, F = "通过", "不通过"
@@ -61,3 +62,19 @@ def test_compute_metrics_per_mission_and_overall_with_an_empty_mission():
     assert m["per_mission"]["A"]["accuracy"] == 0.5 and m["per_mission"]["A"]["format_compliance"] == 0.5
     assert m["per_mission"]["C"]["n"] == 0 and m["per_mission"]["C"]["accuracy"] is None
     assert m["overall"]["n"] == 3 and m["overall"]["accuracy"] == pytest.approx(2 / 3)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Calibration (stage_b.calibration)
+# --------------------------------------------------------------------------------------------------------------
+# planted-bug tests (issue 36)
+def test_ece_weighs_each_bin_by_its_groups():
+    """9 good groups at 0.05 (gap 0.05) and 1 good group at 0.95 (gap 0.95): 0.9 x 0.05 + 0.1 x 0.95 = 0.14, not
+    the bins' plain mean 0.5."""
+    assert reliability([(0.05, "通过")] * 9 + [(0.95, "通过")])["ece"] == pytest.approx(0.14)
+
+
+@pytest.mark.parametrize("p", [1.0, 0.9999, 0.9])
+def test_a_p_fail_of_one_falls_in_the_last_bin(p):
+    (only,) = reliability([(p, "不通过")])["bins"]
+    assert (only["lo"], only["hi"]) == (0.9, 1.0)

@@ -120,3 +120,16 @@ def test_a_pathological_training_log_line_is_refused_naming_it(tmp_path):
                             text=True, timeout=120)
     assert result.returncode == 2 and "logging.jsonl:2: JSON nested more than 64 deep" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+# hostile input (issue 34)
+def test_a_reliability_diagram_of_a_thousand_missions_stays_a_page_high(tmp_path):
+    from PIL import Image
+
+    from stage_b.calibration import calibration
+    from stage_b.plot_operating import MAX_PANELS, plot_reliability
+    missions = [f"m{i}" for i in range(1000)]
+    cal = calibration({m: [(0.9, "不通过"), (0.1, "通过")] for m in missions}, missions)
+    plot_reliability(cal, tmp_path / "r.png", "t")
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.height <= 3.2 * 100 * (MAX_PANELS // 3 + 1)

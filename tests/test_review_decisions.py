@@ -198,3 +198,33 @@ def test_the_demos_reviewer_writes_what_the_page_exports_and_the_import_labels_t
     truth = {g["group_id"]: g["label"] for g in synthetic.groups_of(synthetic.read_truth(tmp_path / "photos"))}
     records = load_records(Selection(stage_a_dir=str(tmp_path / "labels")))
     assert records and all(r["label"] == truth[r["group_id"]] for r in records)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decisions stay with their page and their mission
+# --------------------------------------------------------------------------------------------------------------
+# planted-bug test (issue 36)
+M, N = "BBU接地线检查", "挡风板安装检查"
+
+
+def one_group_page(tmp_path, name, sha, missions=(M,)):
+    """A page of one work order (the same id in each of `missions`) made from a source of content `sha`."""
+    from stage_b.cards import JUDGE_OUTCOMES
+    from review.page import render_review
+    cards = [{"group_id": "QC-SAME", "mission": m, "outcome": "needs_review", "facts": [], "reason": None,
+              "reply": None, "error": None, "images": [], "summaries": [], "tags": ["needs_review"],
+              "verdict": "通过", "p_fail": 0.1, "source": 0} for m in missions]
+    return render_review(tmp_path / name, title=name, cards=cards, outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path],
+                         sources=[{"file": f"/{name}.jsonl", "sha256": sha}])["index"]
+
+
+def test_decisions_stay_with_their_page_and_their_mission(browser, tmp_path):
+    from tests.helpers import send_keys
+    first = one_group_page(tmp_path, "day1", "aaa", missions=(M, N))
+    other = one_group_page(tmp_path, "day2", "bbb")
+    fresh_page(browser, first)
+    send_keys(browser, "f")   # the first card: QC-SAME of M
+    lines = browser.execute_script("return window.groupQcDecisionsJsonl()").splitlines()
+    assert [(json.loads(x)["mission"], json.loads(x)["decision"]) for x in lines] == [(M, "不通过")]   # not N's too
+    browser.get(other.as_uri())   # another page (other sources) with the same group: nothing decided there
+    assert browser.execute_script("return window.groupQcDecisionsJsonl()") == ""

@@ -3,7 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stage_b.evaluate import predictions_from_rows
 from stage_b.rewards import REWARDS, qc_consistency, qc_format, qc_label
+from stage_b.verdict import FAIL, PASS, parse
 
 M = "BBU接地线检查"
 S = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",
@@ -104,3 +106,28 @@ def test_rewards_never_raise_and_stay_in_range(completion, solution, summaries, 
     for name, func in REWARDS.items():
         (value,) = func([completion], **kwargs)
         assert 0.0 <= value <= 1.0, name
+
+
+# planted-bug test (issue 27, class 9): a hedged first line is no verdict
+A = M
+
+
+@pytest.mark.parametrize("first_line", [
+    "通过/不通过", "不通过/通过", "通过 / 不通过", "通过|不通过", "通过、不通过", "通过或不通过", "通过 不通过",
+    "通过/", "不通过（通过）",
+])
+def test_a_first_line_naming_both_verdicts_is_no_verdict(first_line):
+    """Silent bug: the format reward (and the verdict parser under it) scoring a first line like `通过/不通过` as a
+    valid verdict line: a policy that learns to hedge collects the format reward, and half the label reward, for a
+    reply no one can act on. Every reward must give 0 for such a reply, whichever verdict was expected, and the
+    parser must find no verdict (evaluation counts it unparseable, a miss when the group is defective)."""
+    summaries = ["接地线×1/已捆扎"]
+    reply = f"{first_line}\n理由: 图片_1 接地线已捆扎"
+    parsed = parse(reply)
+    assert (parsed.verdict, parsed.two_lines) == (None, False)
+    assert qc_format([reply]) == [0.0]
+    assert qc_label([reply, reply], solution=[PASS, FAIL]) == [0.0, 0.0]
+    assert qc_consistency([reply], summaries=[summaries], mission=[A]) == [0.0]
+    (scored,) = predictions_from_rows([{"group_id": "QC-H-20250101-1", "mission": A, "solution": FAIL,
+                                        "summaries": summaries}], [reply])
+    assert scored["predicted"] is None and set(scored["rewards"].values()) == {0.0}

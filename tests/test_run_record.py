@@ -18,68 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from stage_a.discovery import Group
-from qc_core.jsonl import write_jsonl_atomic
 from qc_core.missions import load_registry
-from qc_core.records import make_record
 from stage_b.dataset import build_rows, ids_digest
 from stage_b.lora import target_regex
 from qc_core.paths import resolved
 from stage_b.run_record import RUN_FILE, best_checkpoint, file_facts, portable_selection, run_selection
 from stage_b.settings import Selection
 from stage_b.split import split_of
-from tests.helpers import run_command
+from tests.helpers import LAST_K, SEED, VAL_RATIO, clean_env, run_command, stage_a_from_truth
 
 REPO = Path(__file__).resolve().parent.parent
-VAL_RATIO, SEED, LAST_K = 0.5, 7, 2
 pytestmark = pytest.mark.slow
-
-
-def clean_env(**extra) -> dict:
-    """The environment without any GROUP_QC_* variable, plus `extra`."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
-            "CUDA_VISIBLE_DEVICES": "", "PYTHON": sys.executable, **extra}
-
-
-def stage_a_from_truth(folder: Path, synthetic, seed: int, groups_per_label: int) -> Path:
-    """Stage-A JSONL whose summaries are the synthetic photos' ground truth (Stage-A's own record builder)."""
-    truth = synthetic.generate(folder.parent / f"{folder.name}_photos", seed=seed, groups_per_label=groups_per_label)
-    registry = load_registry()
-    by_mission: dict[str, list] = {}
-    for g in synthetic.groups_of(truth):
-        record = make_record(Group(g["group_id"], g["mission"], g["label"], tuple(g["images"])), g["summaries"],
-                             model="truth")
-        by_mission.setdefault(registry.resolve(g["mission"]).stage_a_stem, []).append(record)
-    folder.mkdir(parents=True)
-    for stem, records in by_mission.items():
-        write_jsonl_atomic(folder / f"{stem}.jsonl", records)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def recorded_run(tmp_path_factory, synthetic, start_point):
-    """2 GRPO steps from the demo's start point (a coin on the verdict, so rewards spread and LoRA moves),
-    launched the way a user types it: swift rlhf by hand, the split exported."""
-    root = tmp_path_factory.mktemp("recorded")
-    stage_a = stage_a_from_truth(root / "stage_a", synthetic, seed=5, groups_per_label=3)
-    swift = str(Path(sys.executable).parent / "swift")
-    env = clean_env(GROUP_QC_STAGE_A_DIR=str(stage_a), GROUP_QC_VAL_RATIO=str(VAL_RATIO),
-                    GROUP_QC_SPLIT_SEED=str(SEED), GROUP_QC_BALANCE_LABELS="1", GROUP_QC_LORA_LAST_K=str(LAST_K))
-    result = subprocess.run(
-        [swift, "rlhf", "--rlhf_type", "grpo", "--model", str(start_point), "--model_type", "qwen2_5_vl",
-         "--template", "qwen2_5_vl", "--external_plugins", "swift_plugins/qc_plugin.py",
-         "--dataset", "group_qc_train:all", "--split_dataset_ratio", "0", "--reward_funcs", "qc_label",
-         "--tuner_type", "lora", "--target_regex", target_regex(start_point, LAST_K), "--torch_dtype", "float32",
-         "--num_generations", "8", "--per_device_train_batch_size", "16", "--max_completion_length", "3",
-         "--temperature", "1.0", "--learning_rate", "1e-3", "--max_steps", "2", "--save_steps", "2",
-         "--logging_steps", "1", "--dataset_shuffle", "false", "--dynamic_sample", "false", "--report_to", "none",
-         "--check_model", "false", "--output_dir", str(root / "grpo")],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
-    (root / "grpo.log").write_text(result.stdout + result.stderr, encoding="utf-8")
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    (run_dir,) = (root / "grpo").glob("v*")
-    return {"root": root, "stage_a": stage_a, "run_dir": run_dir, "checkpoint": run_dir / "checkpoint-2",
-            "model": start_point, "log": result.stdout + result.stderr}
 
 
 def _record(run) -> dict:

@@ -1,15 +1,20 @@
 """Stage-B prompts, split and rows, read from JSONL written by Stage-A's writer (all four missions)."""
 import logging
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from group_qc_dev.photos import jpeg
+from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
+from qc_core.records import make_record
+from stage_a.discovery import discover_mission, mission_folders
 from stage_b.dataset import DatasetError, balance_by_label, build_rows, load_records
 from stage_b.settings import Selection, SettingError, selection_from
 from stage_b.prompts import stage_b_messages
 from stage_b.split import split_of
-from tests.helpers import ALL_MISSIONS, write_stage_a_all_missions
+from tests.helpers import ALL_MISSIONS, centre, nearest, write_stage_a_all_missions
 
 REGISTRY = load_registry()
 
@@ -260,3 +265,34 @@ def test_shard_parts_beside_a_merged_file_must_be_merged(tmp_path):
     with pytest.raises(DatasetError, match=r"shard parts hold groups that .*BBU接地线检查_stage_a.jsonl lacks "
                                            r"\(.*shard-00001-of-00002.jsonl: 2\): run python -m stage_a.merge"):
         build_rows(_one_mission(folder), "all")
+
+
+# planted-bug test (issue 27, class 10): photo-aware rows, photos in k order
+A = "BBU接地线检查"
+N_PHOTOS = 12
+# 12 colours far apart (each channel steps by at least 20 between neighbours), one per photo position
+COLOURS = [(20 * k, 255 - 20 * k, (70 * k) % 256) for k in range(1, 13)]
+
+
+def test_photo_aware_rows_keep_a_groups_photos_in_natural_order(tmp_path):
+    """Silent bug: photo-aware Stage-B rows (GROUP_QC_STAGE_B_IMAGES=1) ordering a group's photos as strings (1.jpg,
+    10.jpg, 11.jpg, 12.jpg, 2.jpg, ...), so the k-th `<image>` in the prompt is not the photo the k-th summary
+    describes. Twelve photos 1.jpg .. 12.jpg, each its own colour, found by Stage-A's discovery and recorded by
+    Stage-A's record builder: the k-th copy the row carries must be k.jpg, next to the k-th summary."""
+    photos, stage_a = tmp_path / "photos", tmp_path / "stage_a"
+    gid = "QC-NAT-20250101-1"
+    for k in range(1, N_PHOTOS + 1):
+        jpeg(photos / A / "审核不通过" / gid / f"{k}.jpg", size=(64, 48), color=COLOURS[k - 1])
+    mission = REGISTRY.resolve(A)
+    (group,), issues = discover_mission(photos, mission, mission_folders(photos, REGISTRY, [mission], False)[A],
+                                        REGISTRY)
+    assert not issues and [Path(p).name for p in group.images] == [f"{k}.jpg" for k in range(1, N_PHOTOS + 1)]
+    stage_a.mkdir()
+    with JsonlAppender(stage_a / f"{mission.stage_a_stem}.jsonl") as out:
+        out.write(make_record(group, [f"接地线×1/照片{k}" for k in range(1, N_PHOTOS + 1)], model="m",
+                              input_dir=photos))
+    (row,), _ = build_rows(selection_from({"stage_a_dir": str(stage_a), "images": "1"}, environ={}), "all")
+    assert len(row["images"]) == N_PHOTOS
+    assert [nearest(centre(path), COLOURS) + 1 for path in row["images"]] == list(range(1, N_PHOTOS + 1))
+    lines = [ln for ln in row["messages"][1]["content"].splitlines() if ln.startswith("<image>")]
+    assert lines == [f"<image>图片_{k}: 接地线×1/照片{k}" for k in range(1, N_PHOTOS + 1)]

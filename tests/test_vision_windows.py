@@ -1,6 +1,7 @@
 """The vision tower attends its windows one call per window length (stage_a/vision_windows.py), with the same
 arithmetic as transformers' call per window: equal tower outputs for both architectures, far fewer attention calls,
-the language model's attention untouched, and the same Stage-A summaries as bare ms-swift."""
+the language model's attention untouched, and the same Stage-A summaries as bare ms-swift (slow); which positions
+share a window length (not slow)."""
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,6 @@ torch = pytest.importorskip("torch")
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from stage_a.vision_windows import NAME, WindowBatches  # noqa: E402
-
-pytestmark = pytest.mark.slow
 
 
 class AttentionCalls(TorchFunctionMode):
@@ -53,6 +52,7 @@ SIZES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl"])
 @pytest.mark.parametrize("case", list(SIZES))
 def test_the_tower_gives_the_same_output_with_fewer_attention_calls(models, arch, case):
@@ -71,6 +71,7 @@ def test_the_tower_gives_the_same_output_with_fewer_attention_calls(models, arch
     assert all(c._attn_implementation == "sdpa" for c in windows.configs)   # back after the block
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cuts", [None, [0, 5, 12, 17, 20]])
 def test_the_attention_function_attends_each_piece_alone(cuts):
     """Called directly: without cut points (a call transformers 5.19 does not make for these towers) the whole input
@@ -87,6 +88,7 @@ def test_the_attention_function_attends_each_piece_alone(cuts):
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.slow
 def test_stage_a_summaries_equal_bare_ms_swift_with_many_windows(tiny_qwen2_5_vl):
     """Our engine calls (window batches on) and bare engine.infer (transformers' call per window) on photos of
     dozens of windows: the same replies."""
@@ -110,3 +112,13 @@ def test_stage_a_summaries_equal_bare_ms_swift_with_many_windows(tiny_qwen2_5_vl
                                    engine.request_config, use_tqdm=False)
     assert [s.text for s in ours] == [r.choices[0].message.content for r in bare]
     assert ours_calls.count < bare_calls.count
+
+
+# planted-bug test (issue 36); not slow
+def test_the_window_grouping_is_keyed_by_the_windows_in_their_order():
+    """A landscape batch then a portrait one: the same window lengths in another order group other positions."""
+    from stage_a.vision_windows import _groups
+    first = {n: positions.tolist() for _, n, positions in _groups(torch.tensor([0, 4, 12]))}
+    second = {n: positions.tolist() for _, n, positions in _groups(torch.tensor([0, 8, 12]))}
+    assert first == {4: [0, 1, 2, 3], 8: list(range(4, 12))}
+    assert second == {8: list(range(0, 8)), 4: [8, 9, 10, 11]}

@@ -1,6 +1,6 @@
-"""Silent bugs in what the plugin's run callback (swift_plugins/qc_callbacks.py, QCRunCallback) reports about a GRPO
-run (issue 27, classes 6, 12 and 13): greedy validation counting groups, the vision tower's digest at the end of
-training, and the per-mission zero-advantage share.
+"""What the plugin's run callback (swift_plugins/qc_callbacks.py, QCRunCallback) reports about a GRPO run: greedy
+validation counting groups, the vision tower's digest at the end of training, and the per-mission zero-advantage
+share; and the switch that leaves the engine changes off.
 
 What is tested is the callback, wired as in a run: on_train_begin wraps the trainer's `_compute_advantages` and
 `evaluation_loop`, the group_qc_train/group_qc_val datasets are built by ms-swift's own dataset loader through the
@@ -142,7 +142,7 @@ def _other(verdict: str) -> str:
     return PASS if verdict == FAIL else FAIL
 
 
-# ---------------------------------------------------------------- class 6: validation counts (mission, group)
+# planted-bug test (issue 27, class 6): validation counts (mission, group)
 def test_greedy_validation_counts_one_work_order_once_per_mission(run, caplog):
     """Silent bug: greedy validation de-duplicating the validation groups by group id alone, so one work order
     photographed for two missions counts once (the later mission's verdict replacing the other's), and no test could
@@ -171,7 +171,7 @@ def test_greedy_validation_counts_one_work_order_once_per_mission(run, caplog):
     assert entry["qc_val/groups"] == len(val) and entry[f"qc_val/accuracy/{A}"] == 1.0
 
 
-# ---------------------------------------------------------------- class 12: the tower's digest at the end
+# planted-bug test (issue 27, class 12): the tower's digest at the end
 @pytest.mark.parametrize("touched, changed", [
     ("visual.blocks.0.attn.qkv.weight", True),    # the vision tower
     ("visual.merger.mlp.0.weight", True),         # the aligner
@@ -203,7 +203,7 @@ def test_the_end_of_training_digest_is_recomputed_and_a_changed_tower_is_reporte
     assert bool([e for e in errors if "vision tower or aligner changed" in e]) is changed, errors
 
 
-# ---------------------------------------------------------------- class 13: zero advantage from weighted rewards
+# planted-bug test (issue 27, class 13): zero advantage from weighted rewards
 # Two prompts per mission, two samples each (num_generations 2): what each sample wrote.
 #   "v": the right verdict alone (qc_label 1, qc_format 0); "v+r": the right verdict and a reason (1, 1);
 #   "w+r": the wrong verdict and a reason (0, 1).
@@ -244,3 +244,12 @@ def test_the_zero_advantage_share_per_mission_follows_the_weighted_rewards(run, 
         assert sum(mine) / len(mine) == zero_share[mission]                    # ms-swift's advantages agree ...
         assert logged[f"qc/zero_advantage/{mission}"] == zero_share[mission]  # ... with what the callback logs
         assert logged[f"qc/label_reward/{mission}"] == 0.75
+
+
+# planted-bug test (issue 36): the engine switch
+@pytest.mark.parametrize("environ, bare", [({}, False), ({"GROUP_QC_BARE_ENGINE": ""}, False),
+                                           ({"GROUP_QC_BARE_ENGINE": "0"}, False),
+                                           ({"GROUP_QC_BARE_ENGINE": "1"}, True)])
+def test_the_engine_changes_are_on_unless_asked_off(environ, bare):
+    from swift_plugins.qc_callbacks import bare_engine_asked
+    assert bare_engine_asked(environ) is bare
