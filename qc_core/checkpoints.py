@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import UserError
+
 # config.json `model_type` -> (ms-swift model_type, ms-swift template). A local Qwen2.5-VL folder
 # matches two ms-swift templates (qwen2_5_vl, mimo_vl), so the template is always passed explicitly.
 ARCHITECTURES = {
@@ -23,7 +25,7 @@ ARCHITECTURES = {
 BACKENDS = ("transformers", "vllm")
 
 
-class ModelPathError(ValueError):
+class ModelPathError(UserError):
     """A model or adapter folder that cannot be used."""
 
 

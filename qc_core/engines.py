@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from .errors import UserError
 from .checkpoints import BACKENDS, ModelPathError, ModelSpec
 
 log = logging.getLogger("group_qc.engines")
@@ -40,4 +41,4 @@ def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_siz
             vllm_kwargs["engine_kwargs"] = supported_engine_kwargs(vllm_kwargs["engine_kwargs"])
         return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
                           adapters=list(spec.adapters) or None, max_num_seqs=max(batch_size, 1), **vllm_kwargs)
-    raise ValueError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    raise UserError(f"unknown --infer_backend {backend!r}; choose one of {', '.join(BACKENDS)}")

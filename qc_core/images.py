@@ -12,10 +12,12 @@ from pathlib import Path
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from .errors import UserError
+
 DEFAULT_MAX_IMAGE_PIXELS = 150_000_000  # a 108 MP phone photo passes; a decompression bomb does not
 
 
-class PhotoError(ValueError):
+class PhotoError(UserError):
     """A photo that cannot be used; the message names the file."""
 
 

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .errors import UserError
 
-class JsonlError(ValueError):
+
+class JsonlError(UserError):
     """A JSONL file that cannot be read as records (names the file and line)."""
 
 
@@ -228,7 +230,7 @@ def write_jsonl_atomic(path: str | os.PathLike, records) -> int:
                                      f"fix the folder, then {RESUME}") from None
     except UnicodeEncodeError as exc:
         tmp.unlink(missing_ok=True)
-        raise ValueError(f"cannot write {path}: record {n + 1} holds text that is not valid Unicode ({exc.reason}, "
+        raise UserError(f"cannot write {path}: record {n + 1} holds text that is not valid Unicode ({exc.reason}, "
                          f"e.g. a lone surrogate from a damaged file); {path} is unchanged") from None
     return n
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import shlex
 import sys
 
+from .errors import UserError
 from .exits import run_cli
 
 
-class KeyValueError(ValueError):
+class KeyValueError(UserError):
     """An argument that is not one of the launcher's key=value settings."""
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from .errors import UserError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "missions.yaml"
 # Lets an installed package point at a site-specific registry. Defined here, where the registry is read:
@@ -23,7 +25,7 @@ CONFIG_ENV = ENV_MISSIONS
 LABELS = ("pass", "fail")
 
 
-class MissionError(ValueError):
+class MissionError(UserError):
     """A mission name, alias or registry entry that cannot be resolved."""
 
 

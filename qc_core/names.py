@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .errors import UserError
+
 MAX_NAME = 80
 REFUSED_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Zl", "Zp")
 NAME_RULE = {"max": MAX_NAME, "refused": list(REFUSED_CATEGORIES)}   # what the page's script applies
@@ -23,7 +25,7 @@ HOW = (f"a name is up to {MAX_NAME} characters of letters, digits, punctuation a
        f"counts as a space), e.g. 王工")
 
 
-class ReviewerNameError(ValueError):
+class ReviewerNameError(UserError):
     """A reviewer's name the rule refuses (says which character or limit, and what a name may be)."""
 
 

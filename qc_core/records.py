@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
+from .errors import UserError
+
 
 @dataclass(frozen=True)
 class Group:
@@ -43,7 +45,7 @@ _THINK = re.compile(r"<think>.*?</think>", re.S)
 _SPACES = re.compile(r"\s+")
 
 
-class RecordError(ValueError):
+class RecordError(UserError):
     """A record (or a summary) that breaks the Stage-A contract."""
 
 

@@ -14,6 +14,7 @@ import random
 import sys
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest
 from qc_core.missions import load_registry
@@ -85,7 +86,7 @@ def _review(args) -> int:
     if not stage_a_dir.is_dir():
         raise FileNotFoundError(f"--stage_a_dir {stage_a_dir} does not exist")
     if args.per_mission < 0:
-        raise ValueError(f"--per_mission {args.per_mission} is out of range: use 0 or more")
+        raise UserError(f"--per_mission {args.per_mission} is out of range: use 0 or more")
     missions = load_registry().select(args.mission)
     sources: list[dict] = []
     cards, named, table = audit_cards(stage_a_dir, missions, args.per_mission, args.seed, sources)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from qc_core.errors import UserError
+
 
 @dataclass
 class GroupInFlight:
@@ -50,7 +52,7 @@ class Finished:
 class GroupBatcher:
     def __init__(self, batch_size: int):
         if batch_size < 1:
-            raise ValueError(f"batch_size {batch_size} must be at least 1")
+            raise UserError(f"batch_size {batch_size} must be at least 1")
         self.batch_size = batch_size
         self._in_flight: deque[GroupInFlight] = deque()
         self._pending: deque[Slot] = deque()
@@ -118,7 +120,7 @@ def parse_batch_size(value) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"--batch_size {value!r}: expected a whole number of photos per engine call (e.g. 16), or "
+        raise UserError(f"--batch_size {value!r}: expected a whole number of photos per engine call (e.g. 16), or "
                          f"auto (the largest batch the GPU's free memory holds, found by a probe)") from None
 
 
@@ -130,7 +132,7 @@ def auto_batch_size(free_bytes: float, fixed_bytes: float, per_photo_bytes: floa
     budget = headroom * free_bytes - max(fixed_bytes, 0.0)
     per_photo = max(per_photo_bytes, 1.0)
     if budget < per_photo:
-        raise ValueError(f"--batch_size auto: {device} has {free_bytes / GIB:.2f} GiB free after loading the model, "
+        raise UserError(f"--batch_size auto: {device} has {free_bytes / GIB:.2f} GiB free after loading the model, "
                          f"and one photo needs {(max(fixed_bytes, 0.0) + per_photo) / GIB:.2f} GiB "
                          f"at this --max_pixels "
                          f"(with {1 - headroom:.0%} kept free): lower --max_pixels, free the GPU, or use a larger one")

@@ -35,6 +35,8 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import StaticCache
 from transformers.generation.configuration_utils import CompileConfig
 
+from qc_core.errors import UserError
+
 log = logging.getLogger("group_qc.stage_a")
 
 CACHE_STEP = 256          # cache lengths are multiples of this: prompts a few tokens longer reuse the same graph
@@ -100,7 +102,7 @@ class CompiledDecode:
 
     def __init__(self, model, batch: int, backend: str = "inductor", mode: str | None = "reduce-overhead"):
         if backend not in BACKENDS:
-            raise ValueError(f"compiled decode backend {backend!r}: use one of {', '.join(BACKENDS)}")
+            raise UserError(f"compiled decode backend {backend!r}: use one of {', '.join(BACKENDS)}")
         self.model, self.batch = model, batch
         # reduce-overhead (CUDA graphs) exists for inductor only; the cudagraphs backend captures by itself
         self.compile_config = CompileConfig(fullgraph=False, dynamic=False, backend=backend,

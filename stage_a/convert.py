@@ -24,6 +24,7 @@ import unicodedata
 from contextlib import ExitStack
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import JsonlError, dumps_line, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.missions import Registry, load_registry
@@ -33,7 +34,7 @@ from qc_core.records import PROVENANCE_FIELDS, REQUIRED_FIELDS, from_origin, utc
 MAX_LISTED = 20   # problems listed in one refusal; the count says how many more
 
 
-class ConvertError(ValueError):
+class ConvertError(UserError):
     """Input that cannot be converted, or an output that must not be replaced (names each file and line)."""
 
 
@@ -56,7 +57,7 @@ def convert_record(record: dict, source, registry: Registry, now: str) -> dict:
     try:
         dumps_line(out).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"holds text that is not valid Unicode ({exc.reason}: a lone surrogate from a damaged "
+        raise UserError(f"holds text that is not valid Unicode ({exc.reason}: a lone surrogate from a damaged "
                          f"file); fix or drop the record") from None
     ours = REQUIRED_FIELDS + PROVENANCE_FIELDS
     return {**{k: out[k] for k in ours}, **{k: v for k, v in out.items() if k not in ours}}

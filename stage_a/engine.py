@@ -8,6 +8,7 @@ import logging
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
+from qc_core.errors import UserError
 from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
 from qc_core.checkpoints import ModelSpec
 from qc_core.engines import build_swift_engine
@@ -94,7 +95,7 @@ class SwiftSummaryEngine:
         from swift.infer_engine import RequestConfig
 
         if batch_size == AUTO and backend != "transformers":
-            raise ValueError(f"--batch_size auto sizes the transformers engine's batches to GPU memory; {backend} "
+            raise UserError(f"--batch_size auto sizes the transformers engine's batches to GPU memory; {backend} "
                              f"schedules its own: give a number (its max_num_seqs)")
         self.spec = spec
         self.batch_size = batch_size
@@ -131,7 +132,7 @@ class SwiftSummaryEngine:
             self._windows = WindowBatches(self.engine.model)
         can = backend == "transformers" and batch_encode_hook_problem(self.engine) is None
         if pre_encode and not can:
-            raise ValueError(f"pre_encode needs the transformers backend of ms-swift 4.x, not {backend!r}")
+            raise UserError(f"pre_encode needs the transformers backend of ms-swift 4.x, not {backend!r}")
         self.pre_encodes = can and (pre_encode if pre_encode is not None else self.model_device() != "cpu")
         if can:
             self._engine_batch_encode = self.engine._batch_encode
@@ -226,7 +227,7 @@ class SwiftSummaryEngine:
             except torch_cuda.OutOfMemoryError:
                 torch_cuda.empty_cache()
                 free, total = torch_cuda.mem_get_info()
-                raise ValueError(f"--batch_size auto: the probe of 4 photos at --max_pixels {pixels} ran out of the "
+                raise UserError(f"--batch_size auto: the probe of 4 photos at --max_pixels {pixels} ran out of the "
                                  f"GPU's memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f} after loading "
                                  f"the model): lower --max_pixels or --batch_size, or use a larger GPU") from None
             torch_cuda.empty_cache()
@@ -242,7 +243,7 @@ class SwiftSummaryEngine:
                 except torch_cuda.OutOfMemoryError:
                     tried.append(batch)
                     if batch == 1:
-                        raise ValueError(f"--batch_size auto: one photo at --max_pixels {pixels} runs out of the GPU's "
+                        raise UserError(f"--batch_size auto: one photo at --max_pixels {pixels} runs out of the GPU's "
                                          f"memory ({name}, {free / GIB:.1f} GiB free of {total / GIB:.1f}): lower "
                                          f"--max_pixels or use a larger GPU") from None
                     batch //= 2

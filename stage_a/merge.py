@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from qc_core.errors import UserError
 from .discovery import path_order_key
 from qc_core.exits import run_cli
 from qc_core.jsonl import iter_jsonl, output_lock, write_jsonl_atomic
@@ -28,12 +29,12 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
         return None
     counts = {n for _, n, _ in parts}
     if len(counts) != 1:
-        raise ValueError(f"{stem}: shard parts from different --num_shards runs {sorted(counts)} in "
+        raise UserError(f"{stem}: shard parts from different --num_shards runs {sorted(counts)} in "
                          f"{output_dir}; remove the stale ones")
     (n,) = counts
     missing = sorted(set(range(n)) - {i for i, _, _ in parts})
     if missing:
-        raise ValueError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
+        raise UserError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
     with output_lock(outputs.mission_lock):  # refused (LockedError) while any shard or unsharded run writes
         records = {}
         # Parts first: they are newer than a merged file (a shard rerun with --overwrite redoes its groups).
@@ -80,7 +81,7 @@ def _merge(output_dir: Path, mission_spec: str, missions_config) -> int:
             print(f"{mission.name}: {result[0]} groups, {result[1]} errors -> "
                   f"{output_dir / (mission.stage_a_stem + '.jsonl')}")
     if not merged_any:
-        raise ValueError(f"no shard part files under {output_dir}")
+        raise UserError(f"no shard part files under {output_dir}")
     return 0
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import OUTPUT_REMEDY, iter_jsonl
 from qc_core.stable_hash import stable_u64
 
@@ -31,7 +32,7 @@ def _env_int(name: str, default: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not a whole number (torchrun sets it): unset it, "
+        raise UserError(f"environment variable {name}={raw!r} is not a whole number (torchrun sets it): unset it, "
                          f"or pass --num_shards and --shard_index") from None
 
 

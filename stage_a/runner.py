@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qc_core.errors import UserError
 from .batching import AUTO, CPU_AUTO_BATCH, GroupBatcher
 from .discovery import Group, discover_mission, mission_folders, printable_path, undecodable
 from qc_core.checkpoints import BACKENDS, resolve_model, stage_a_fingerprint
@@ -73,7 +74,7 @@ class StageAOptions:
         """Out-of-range settings fail here, before any file is touched or model loaded."""
         def check(ok, name, value, rule):
             if not ok:
-                raise ValueError(f"--{name} {value!r} is out of range: {rule}")
+                raise UserError(f"--{name} {value!r} is out of range: {rule}")
         check(self.batch_size == AUTO or isinstance(self.batch_size, int) and 1 <= self.batch_size <= 4096,
               "batch_size", self.batch_size, "an integer from 1 to 4096, or auto")
         check(self.batch_size != AUTO or self.infer_backend == "transformers", "batch_size", self.batch_size,
@@ -146,7 +147,7 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
         other = [(total, path) for _, total, path in outputs.part_files() if total != outputs.num_shards]
         if other:
             total, path = other[0]
-            raise ValueError(f"{mission.name}: {path} is a part of a run with --num_shards {total}, and this "
+            raise UserError(f"{mission.name}: {path} is a part of a run with --num_shards {total}, and this "
                              f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): "
                              f"merge that run (python -m stage_a.merge) if its groups are wanted, remove its part "
                              f"files, then run again")
@@ -359,7 +360,7 @@ def _run_mission(plan: MissionPlan, engine, opts: StageAOptions, input_dir: Path
     report.failed[name] = report.failed.get(name, 0) + writer.failed
 
 
-class NothingReadableError(ValueError):
+class NothingReadableError(UserError):
     """Every group of a mission failed discovery: its errors file says why (the run exits 2 after the others)."""
 
 
@@ -443,7 +444,7 @@ def run_stage_a(opts: StageAOptions, engine=None) -> RunReport:
     missions = registry.select(opts.mission)
     input_dir, output_dir = Path(opts.input_dir), Path(opts.output_dir)
     if undecodable(str(input_dir.resolve())):   # every record holds it: none could be written
-        raise ValueError(f"input_dir {printable_path(str(input_dir.resolve()))} has a name that is not valid UTF-8 "
+        raise UserError(f"input_dir {printable_path(str(input_dir.resolve()))} has a name that is not valid UTF-8 "
                          f"(bytes shown as \\xNN): rename or link it under a UTF-8 name and pass that")
     folders = mission_folders(input_dir, registry, missions, strict_unknown=is_all(opts.mission))
     spec = resolve_model(opts.model, opts.adapters, opts.model_type, opts.template) if engine is None else None

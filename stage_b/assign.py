@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
+from qc_core.errors import UserError
 from qc_core.names import ReviewerNameError, reviewer_name, shown
 
 from .bounds import in_range
@@ -19,7 +20,7 @@ from .bounds import in_range
 DEFAULT_OVERLAP_SHARE = 0.1
 
 
-class AssignError(ValueError):
+class AssignError(UserError):
     """A reviewers or overlap setting that cannot be used (names the value)."""
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+from qc_core.errors import UserError
 
-def in_range(value, what: str, low: float, high: float, use: str, error: type[Exception] = ValueError) -> float:
+
+def in_range(value, what: str, low: float, high: float, use: str, error: type[Exception] = UserError) -> float:
     """float(value) when it is a number from `low` to `high`; else `error` naming `what` and the value, ending with
     `use` (what to give instead, e.g. "a share from 0 to 1, e.g. 0.05")."""
     try:

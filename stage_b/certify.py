@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 
+from qc_core.errors import UserError
+
 DEFAULT_CONFIDENCE = 0.9
 _MAX_NEEDED = 10 ** 9
 
 
-class CertificationError(ValueError):
+class CertificationError(UserError):
     """A confidence or target that no promise can be made with (names the value)."""
 
 
@@ -55,7 +57,7 @@ def check_confidence(value, what: str = "--confidence") -> float:
 def upper_bound(errors: int, n: int, confidence: float) -> float:
     """Exact one-sided Clopper-Pearson upper bound at `confidence` of a rate with `errors` out of `n`."""
     if not 0 <= errors <= n:
-        raise ValueError(f"errors {errors} out of n {n}")
+        raise UserError(f"errors {errors} out of n {n}")
     if n == 0 or errors == n:
         return 1.0
     from scipy.stats import beta

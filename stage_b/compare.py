@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 
 ROWS = (("accuracy", "accuracy_ci95", True), ("miss_rate", "miss_rate_ci95", False),
@@ -21,9 +22,9 @@ def load(path: str) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:   # RecursionError: JSON nested thousands deep
-        raise ValueError(f"cannot read metrics file {path}: {exc}") from None
+        raise UserError(f"cannot read metrics file {path}: {exc}") from None
     if "overall" not in data or "per_mission" not in data:
-        raise ValueError(f"{path} is not a stage_b.evaluate metrics.json (no 'overall'/'per_mission')")
+        raise UserError(f"{path} is not a stage_b.evaluate metrics.json (no 'overall'/'per_mission')")
     return data
 
 

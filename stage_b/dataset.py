@@ -19,6 +19,7 @@ import os
 import random
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import iter_jsonl
 from qc_core.missions import MissionError, Registry, is_all, load_registry
 from qc_core.paths import with_input_dir_resolved
@@ -35,7 +36,7 @@ from .verdict import FAIL, PASS
 log = logging.getLogger("group_qc.stage_b")
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError):
     """A Stage-B selection that cannot be built (names the path or mission and what to do)."""
 
 

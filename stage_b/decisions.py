@@ -42,6 +42,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import (JsonlError, file_sha256, iter_jsonl, output_lock, record_digest,
                            write_jsonl_atomic)
@@ -68,7 +69,7 @@ LABEL_RECORD_FIELDS = ("group_id", "mission", "images", "per_image", "model", "c
 MAX_PROBLEMS = 20
 
 
-class DecisionsError(ValueError):
+class DecisionsError(UserError):
     """Decisions that cannot be imported (names file:line and what to do)."""
 
 

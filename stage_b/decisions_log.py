@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import JsonlAppender, JsonlError, iter_jsonl, record_digest
 
 LOG = "decisions.jsonl"
@@ -26,7 +27,7 @@ LOG_REMEDY = ("The decisions log is append-only: restore it from a backup (a tor
               "the review pages' exports again (lines already there add nothing).")
 
 
-class DecisionsLogError(ValueError):
+class DecisionsLogError(UserError):
     """The decisions log cannot be read as the import wrote it (names the file and line)."""
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from qc_core.errors import UserError
+
 # Bet sizes as fractions of the largest allowed, 1/r. The Kelly bet against a rise to R is (R - r) / (r (1 - r)) x r
 # of it: 0.8 suits a rate near 0.8 + r (a defect the model no longer sees at all), 0.03 a rise to about twice r.
 BET_FRACTIONS = (0.8, 0.5, 0.25, 0.12, 0.06, 0.03)
@@ -35,7 +37,7 @@ DEFAULT_FALSE_ALARM_YEARS = 10.0
 DAYS_PER_YEAR = 365
 
 
-class DetectorError(ValueError):
+class DetectorError(UserError):
     """A detector setting out of range (names the value and what to give instead)."""
 
 

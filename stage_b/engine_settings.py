@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from qc_core.errors import UserError
 from qc_core.checkpoints import add_model_type_args
 
 from .grounding import REASON_CITATIONS
@@ -18,7 +19,7 @@ from .grounding import REASON_CITATIONS
 BACKENDS = ("transformers", "vllm")
 
 
-class EngineSettingError(ValueError):
+class EngineSettingError(UserError):
     """An engine setting out of range (names the flag and what to use)."""
 
 

@@ -30,6 +30,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError, iter_jsonl
 from qc_core.missions import MissionError
 from qc_core.paths import with_input_dir_resolved
@@ -41,7 +42,7 @@ DEFAULT_GOLD_SHARE = 0.05
 PHOTOS_DIR = "photos"   # under the day's output folder: the gold groups' photo copies
 
 
-class GoldError(ValueError):
+class GoldError(UserError):
     """A gold setting or file that cannot be used (names the file, line or value)."""
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from qc_core.errors import UserError
 from qc_core.checkpoints import file_digest, stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import (OUTPUT_REMEDY, RESUME, JsonlAppender, file_sha256, iter_jsonl, output_lock,
@@ -77,7 +78,7 @@ DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "c
                    "review_why", "route", "review_scope", "audit_probability", "assigned_to", "gold")
 
 
-class JudgeError(ValueError):
+class JudgeError(UserError):
     pass
 
 

@@ -45,6 +45,7 @@ from typing import Callable, NamedTuple
 
 import yaml
 
+from qc_core.errors import UserError
 from qc_core.checkpoints import resolve_model
 from qc_core.exits import run_cli
 from qc_core.key_values import count, parse_key_values, words
@@ -90,12 +91,12 @@ def read_config(config) -> tuple[dict, dict]:
         except yaml.YAMLError as exc:
             where = getattr(exc, "problem_mark", None)
             at = f":{where.line + 1}" if where is not None else ""
-            raise ValueError(f"config={config}{at} is not plain YAML ({getattr(exc, 'problem', None) or exc}; tags "
+            raise UserError(f"config={config}{at} is not plain YAML ({getattr(exc, 'problem', None) or exc}; tags "
                              f"such as !!python/... are never read): fix it, or start from "
                              f"configs/stage_b_grpo.yaml") from None
     cfg = {} if cfg is None else cfg
     if not isinstance(cfg, dict) or not isinstance(cfg.get("ENV") or {}, dict):
-        raise ValueError(f"config={config} is not a mapping of settings (with an ENV: mapping, if any), as "
+        raise UserError(f"config={config} is not a mapping of settings (with an ENV: mapping, if any), as "
                          f"configs/stage_b_grpo.yaml is")
     return {k: str(v) for k, v in (cfg.pop("ENV", None) or {}).items()}, cfg
 
@@ -164,11 +165,11 @@ class LaunchSettings:
 
     def __post_init__(self):
         if self.deepspeed is not None and self.deepspeed not in DEEPSPEED:
-            raise ValueError(f"deepspeed={self.deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
+            raise UserError(f"deepspeed={self.deepspeed!r}: use one of {', '.join(DEEPSPEED)}")
         if self.rollout and self.rollout not in ROLLOUTS:
-            raise ValueError(f"rollout={self.rollout!r}: use one of {', '.join(ROLLOUTS)}")
+            raise UserError(f"rollout={self.rollout!r}: use one of {', '.join(ROLLOUTS)}")
         if self.vllm_server is not None and self.rollout != "server":
-            raise ValueError(f"vllm_server={self.vllm_server!r} is the address of a vLLM rollout server, used with "
+            raise UserError(f"vllm_server={self.vllm_server!r} is the address of a vLLM rollout server, used with "
                              f"rollout=server only; drop it"
                              f"{' (rollout=hf rolls out inside the trainer)' if self.rollout else ''}, or add "
                              f"rollout=server")
@@ -176,13 +177,13 @@ class LaunchSettings:
             vllm_server_address(self.vllm_server)
         if self.cuda == "cpu":
             if self.rollout in ("colocate", "server"):
-                raise ValueError(f"rollout={self.rollout} runs vLLM, which needs GPUs; with cuda=cpu the trainer rolls "
+                raise UserError(f"rollout={self.rollout} runs vLLM, which needs GPUs; with cuda=cpu the trainer rolls "
                                  f"out itself: drop rollout= (or use rollout=hf)")
             if self.deepspeed and self.deepspeed != "none":
-                raise ValueError(f"deepspeed={self.deepspeed} needs GPUs; cuda=cpu trains without DeepSpeed: drop "
+                raise UserError(f"deepspeed={self.deepspeed} needs GPUs; cuda=cpu trains without DeepSpeed: drop "
                                  f"deepspeed= (or use deepspeed=none)")
         elif self.nproc:
-            raise ValueError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
+            raise UserError("nproc= is for cuda=cpu; with GPUs the processes are one per id in cuda=")
 
     @classmethod
     def from_tokens(cls, tokens: list[str]) -> "LaunchSettings":
@@ -203,7 +204,7 @@ def vllm_server_address(address: str | None) -> tuple[str, int]:
     address = address or DEFAULT_VLLM_SERVER
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"vllm_server={address!r}: use HOST:PORT")
+        raise UserError(f"vllm_server={address!r}: use HOST:PORT")
     return host, int(port)
 
 
@@ -347,10 +348,10 @@ def refuse_missing_packages(settings: LaunchSettings, can_import: Callable[[str]
     if settings.cuda == "cpu":
         return
     if settings.rollout in ("colocate", "server") and not can_import("vllm"):
-        raise ValueError(f"rollout={settings.rollout} needs vLLM, which is not installed here: pip install vllm, or "
+        raise UserError(f"rollout={settings.rollout} needs vLLM, which is not installed here: pip install vllm, or "
                          f"use rollout=hf (rollouts by the trainer's own generate, no vLLM)")
     if settings.deepspeed not in (None, "none") and not can_import("deepspeed"):
-        raise ValueError(f"deepspeed={settings.deepspeed} needs DeepSpeed, which is not installed here: pip install "
+        raise UserError(f"deepspeed={settings.deepspeed} needs DeepSpeed, which is not installed here: pip install "
                          f"deepspeed, or use deepspeed=none")
 
 
@@ -383,7 +384,7 @@ def check_data(settings: LaunchSettings, environ=None) -> int:
     build_rows(selection, "train")
     val_rows, _ = build_rows(selection, "val", allow_empty=True)
     if uses_validation(settings, read_config(settings.config)[1]) and not val_rows:
-        raise ValueError(f"val=1 evaluates the validation split during training, but it is empty "
+        raise UserError(f"val=1 evaluates the validation split during training, but it is empty "
                          f"({selection.describe_split()}): set val=0, or a val_ratio above 0")
     return len(val_rows)
 

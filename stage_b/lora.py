@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.checkpoints import resolve_model
 from qc_core.exits import run_cli
 
@@ -33,20 +34,20 @@ def num_llm_layers(model_dir) -> int:
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read {config_path}: {exc}") from None
+        raise UserError(f"cannot read {config_path}: {exc}") from None
     if "vision_config" not in config:
-        raise ValueError(f"{config_path}: model_type {config.get('model_type')!r} has no vision_config, so it is not a "
+        raise UserError(f"{config_path}: model_type {config.get('model_type')!r} has no vision_config, so it is not a "
                          f"Qwen-VL checkpoint: its language model is not at model.language_model and a last-K regex "
                          f"would match nothing. Pass a Qwen2.5-VL / Qwen3-VL checkpoint folder")
     text = config.get("text_config") or config
     if "num_hidden_layers" not in text:
-        raise ValueError(f"{config_path}: no text_config.num_hidden_layers; is this a Qwen-VL checkpoint?")
+        raise UserError(f"{config_path}: no text_config.num_hidden_layers; is this a Qwen-VL checkpoint?")
     return int(text["num_hidden_layers"])
 
 
 def last_k_layers(num_layers: int, last_k: int) -> list[int]:
     if not isinstance(last_k, int) or not 1 <= last_k <= num_layers:
-        raise ValueError(f"lora_last_k {last_k!r} is out of range: the language model has {num_layers} "
+        raise UserError(f"lora_last_k {last_k!r} is out of range: the language model has {num_layers} "
                          f"layers, so use 1..{num_layers}")
     return list(range(num_layers - last_k, num_layers))
 
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
 
     def body() -> int:
         if args.last_k is None and not args.swift_args:
-            raise ValueError("--last_k is required (the number of final LLM blocks to adapt)")
+            raise UserError("--last_k is required (the number of final LLM blocks to adapt)")
         regex = target_regex(args.model, args.last_k) if args.last_k is not None else None
         if not args.swift_args:
             print(regex)

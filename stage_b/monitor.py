@@ -62,6 +62,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl
 from qc_core.records import utc_now
@@ -84,7 +85,7 @@ VERDICTS_SUFFIX = "_verdicts.jsonl"
 _MAX_AUDITS_NEEDED = 100_000
 
 
-class MonitorError(ValueError):
+class MonitorError(UserError):
     """Days, labels or a monitor.json that cannot be used (names the file, day or mission and what to do)."""
 
 

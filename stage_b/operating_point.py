@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.paths import resolved
 
 from .bounds import in_range
@@ -56,7 +57,7 @@ RULE = ("verdict is 不通过 iff p_fail >= threshold; candidates: each run of v
         "|p_fail - threshold| > review_margin")
 
 
-class OperatingPointError(ValueError):
+class OperatingPointError(UserError):
     """An operating point that cannot be computed or used (names the file, mission or value)."""
 
 

@@ -17,6 +17,7 @@ import glob
 import os
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.thumbnails import CopyRule, make_thumbnails
 
 CACHE_FOLDER = "stage_b_photos"
@@ -24,7 +25,7 @@ COPY_QUALITY = 95
 SHOWN_PROBLEMS = 5
 
 
-class PhotoSourceError(ValueError):
+class PhotoSourceError(UserError):
     """Photos a photo-aware row needs and cannot have (the message names them and what to do)."""
 
 

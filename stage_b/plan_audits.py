@@ -28,6 +28,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 
 from .detector import DEFAULT_FALSE_ALARM_YEARS, check_false_alarm_years
@@ -43,7 +44,7 @@ DEFAULT_QUANTILE = 0.5   # plan for the median rise: seen within the days in hal
 SEED = 20261128
 
 
-class PlanError(ValueError):
+class PlanError(UserError):
     """A planner setting or operating point that cannot be planned for (names it and what to give instead)."""
 
 

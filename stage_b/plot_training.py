@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import line_problem
 
@@ -48,7 +49,7 @@ def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         problem = line_problem(line)
         if problem:   # no line ms-swift writes: refused before the parser meets it (a RecursionError)
-            raise ValueError(f"{path}:{number}: {problem}; remove that line")
+            raise UserError(f"{path}:{number}: {problem}; remove that line")
         try:
             row = json.loads(line.decode("utf-8"))
         except ValueError:
@@ -58,7 +59,7 @@ def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
         elif any(k.startswith("eval_") for k in row):
             evals.append({**row, "step": _step(row, len(evals) + 1)})
     if not train:
-        raise ValueError(f"{path} has no GRPO training steps yet (no 'reward' entries)")
+        raise UserError(f"{path} has no GRPO training steps yet (no 'reward' entries)")
     return train, evals
 
 

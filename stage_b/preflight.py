@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 
 from .dataset import build_rows
@@ -98,7 +99,7 @@ class PreflightSettings:
 
     def __post_init__(self):
         if self.groups < 1 or self.num_generations < 2:
-            raise ValueError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
+            raise UserError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
 
 
 def main(argv=None) -> int:

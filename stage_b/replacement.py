@@ -17,6 +17,7 @@ each of its verdict lines; without them every group of it goes to review, saying
 from __future__ import annotations
 
 
+from qc_core.errors import UserError
 from .numbers import pct
 
 # what the report, the evaluate summary and `replaces` show for each mission, old beside new
@@ -26,7 +27,7 @@ TOLERANCE = 1e-9   # the same number written twice is not a change
 MIN_WORDS = 8
 
 
-class ReplacementError(ValueError):
+class ReplacementError(UserError):
     pass
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 
+from qc_core.errors import UserError
 from .bounds import in_range
 
 AUTO, REVIEW, AUDIT = "auto", "review", "audit"
@@ -43,7 +44,7 @@ MISSION, GROUP = "mission", "group"   # review_scope
 DEFAULT_AUDIT_SHARE = 0.05
 
 
-class RouteError(ValueError):
+class RouteError(UserError):
     """An audit setting or a review record that cannot be used (names the value)."""
 
 

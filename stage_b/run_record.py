@@ -20,6 +20,7 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.paths import WRITTEN_IN, resolved, stored
 
 from .dataset import ids_digest
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 SELECTION_PATHS = ("stage_a_dir", "input_dir", "files")   # the selection's fields that name files or folders
 
 
-class RunRecordError(ValueError):
+class RunRecordError(UserError):
     """A run file that cannot be used (names the file and what happens instead)."""
 
 

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping
 
+from qc_core.errors import UserError
 from qc_core.missions import ENV_MISSIONS
 
 from .split import DEFAULT_VAL_RATIO
@@ -63,7 +64,7 @@ TEXT_MODE, PHOTO_MODE = "summaries", "summaries+photos"   # what Stage-B's model
 MODE_FIELDS = ("images", "max_pixels")   # a model trained or calibrated in one mode is scored in the same
 
 
-class SettingError(ValueError):
+class SettingError(UserError):
     """A setting with a value that cannot be used; the message names where it came from."""
 
 

@@ -10,6 +10,7 @@ The reason is grounded in what the summaries say, so the model learns to cite ph
 """
 from __future__ import annotations
 
+from qc_core.errors import UserError
 from qc_core.missions import Mission
 from qc_core.records import image_key
 
@@ -42,7 +43,7 @@ def grounded_reason(mission: Mission, summaries: list[str], verdict: str) -> str
             return NOT_CONFIRMED
         return "；".join(f"{image_key(i)} {what}" for i, what in defects)
     if verdict != PASS:
-        raise ValueError(f"verdict must be {PASS} or {FAIL}, got {verdict!r}")
+        raise UserError(f"verdict must be {PASS} or {FAIL}, got {verdict!r}")
     return f"{every_photo(len(summaries))} 均符合要求，检查要点均已确认"
 
 

@@ -4,6 +4,7 @@ A group's split depends only on its id, the ratio and the seed (SHA-1, not Pytho
 training, preflight and evaluation agree on every machine and no group ever leaks across."""
 from __future__ import annotations
 
+from qc_core.errors import UserError
 from qc_core.stable_hash import stable_u64
 
 DEFAULT_VAL_RATIO = 0.2
@@ -17,5 +18,5 @@ def split_of(group_id: str, val_ratio: float = DEFAULT_VAL_RATIO, seed: int = 0)
 
 def in_split(group_id: str, split: str, val_ratio: float = DEFAULT_VAL_RATIO, seed: int = 0) -> bool:
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     return split == "all" or split_of(group_id, val_ratio, seed) == split

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import JsonlAppender, JsonlError, iter_jsonl, output_lock
 from qc_core.records import utc_now
 
 FIELDS = ("operating_point_sha256", "mission", "why", "withdrawn_day", "withdrawn_at", "monitor", "recorded_at")
 
 
-class WithdrawalsError(ValueError):
+class WithdrawalsError(UserError):
     """A withdrawals file that cannot be read or written (names it and what to do)."""
 
 

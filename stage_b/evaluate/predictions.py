@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError, iter_jsonl
 
 from ..dataset import row_mode
@@ -14,7 +15,7 @@ from ..verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
 
-class EvaluationError(ValueError):
+class EvaluationError(UserError):
     pass
 
 def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
