@@ -146,7 +146,8 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
              "--temperature", "1.0", "--learning_rate", "1e-3", "--max_steps", "2", "--save_steps", "2",
              "--logging_steps", "1", "--dataset_shuffle", "false", "--dynamic_sample", "false", "--report_to", "none",
              "--check_model", "false", "--val_dataset", "group_qc_val:all", "--eval_strategy", "steps",
-             "--eval_steps", "2", "--output_dir", str(root / "grpo")],
+             "--eval_steps", "2", "--num_generations_eval", "1", "--per_device_eval_batch_size", "16",
+             "--output_dir", str(root / "grpo")],
             cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900, env=env)
         (root / "grpo.log").write_text(result.stdout + result.stderr, encoding="utf-8")
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
@@ -163,8 +164,8 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
 # the learning test builds the shared start point at once, and the run-record tests that reuse it follow on the same
 # worker while the other takes the next slowest.
 SLOWEST_FIRST = ["test_learning", "test_stage_b_grpo", "test_run_record", "test_judge", "test_stage_a_faults",
-                 "test_gpu_check", "test_evaluate", "test_entry_points", "test_sft", "test_stage_a_e2e",
-                 "test_benchmarks", "test_swift_infer"]
+                 "test_gpu_check", "test_evaluate", "test_daily_loop_as_documented", "test_entry_points", "test_sft",
+                 "test_stage_a_e2e", "test_benchmarks", "test_swift_infer"]
 
 
 def pytest_collection_modifyitems(config, items):
