@@ -84,7 +84,7 @@ def test_steps_3_to_5_run_as_written(recorded_run, synthetic, tmp_path):
     assert list((project / "output" / "labels").glob("*_stage_a.jsonl"))
 
     (again,) = bash_blocks("5")
-    out = run_block(again, project, env)
+    run_block(again, project, env)
     second = project / "output" / "eval" / "recertified" / "operating_point.json"
     old, new = (json.loads(p.read_text(encoding="utf-8")) for p in (first, second))
     # the targets the owner signed are kept, not silently changed by flags the page leaves out
@@ -97,7 +97,6 @@ def test_steps_3_to_5_run_as_written(recorded_run, synthetic, tmp_path):
              for x in p.read_text(encoding="utf-8").splitlines()]
     assert lines and {v["operating_point"] for v in lines} == {file_sha256(second)}
     # labels= given, and no day judged at the re-certified point before: the judge is told so in words
-    assert "first day at this operating point" in out
     assert {v["no_monitor"] for v in lines} == {
         "first day at this operating point under output/days: no day judged at it before"}
     assert not os.path.exists(REPO / "output")
