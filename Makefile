@@ -36,9 +36,11 @@ test-fast: setup
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)
 
-# ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns)
+# ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns), and the import contracts
+# ([tool.importlinter]: the layers, and no torch/transformers/ms-swift/datasets in the pure ones)
 lint: setup
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 specs: .ci/node/node_modules/.bin/openspec
 	.ci/node/node_modules/.bin/openspec validate --all --strict

@@ -1,5 +1,6 @@
 """`python -m group_qc_dev.bench_monitor`: a year of live work per simulated mission, through the live guard's own
-code (stage_b.simulate_days: the judge's share for the day, same-day tightening, the monitor's replay, its drift
+code (stage_b.monitoring.simulate_days: the judge's share for the day, same-day tightening, the monitor's replay, its
+drift
 test and both detectors), per scenario x audit share x groups a day. Prints a table, writes JSON (--json) and a plot
 (--plot). Measures; asserts nothing.
 
@@ -15,7 +16,8 @@ Scenarios (the change, if any, on day CHANGE_DAY = 31):
 
 The mission: 200 validation groups, 20% defective, the rule auto-passing 3% of the defective and 85% of the clean
 groups (escape rate ~0.9%, promised <= the 90% upper bound, ~2.8%), a signed miss rate of 20%; ten false-alarm years.
-`planned` is stage_b.plan_audits' share for a rise to 6x the promised escape rate within 2 days at that volume.
+`planned` is stage_b.monitoring.plan_audits' share for a rise to 6x the promised escape rate within 2 days at that
+volume.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ CONFIDENCE, MISS_RATE, YEARS, DELTA, ALPHA = 0.9, 0.2, 10.0, 0.1, 0.001
 def mixes(scenario: str):
     from dataclasses import replace as shifted   # a WorkMix with some fields changed
 
-    from stage_b.simulate_days import WorkMix
+    from stage_b.monitoring.simulate_days import WorkMix
     base = WorkMix()
     if scenario == "nothing":
         return [base] * YEAR
@@ -57,8 +59,8 @@ def mixes(scenario: str):
 
 
 def planned_share(groups: int) -> float:
-    from stage_b.plan_audits import DETECT_FACTOR, plan_for_mix
-    from stage_b.simulate_days import WorkMix, promise_for
+    from stage_b.monitoring.plan_audits import DETECT_FACTOR, plan_for_mix
+    from stage_b.monitoring.simulate_days import WorkMix, promise_for
     mix = WorkMix()
     promise = promise_for(mix, CONFIDENCE, YEARS, MISS_RATE)
     share, _ = plan_for_mix(mix, promise, groups, min(0.9, DETECT_FACTOR * promise.escape_rate), 2, DELTA, ALPHA)
@@ -70,7 +72,7 @@ def cell(args: tuple) -> dict:
     scenario, share, groups, runs, seed = args
     import numpy as np
 
-    from stage_b.simulate_days import WorkMix, promise_for, run_mission, validation_of
+    from stage_b.monitoring.simulate_days import WorkMix, promise_for, run_mission, validation_of
     mix = WorkMix()
     promise = promise_for(mix, CONFIDENCE, YEARS, MISS_RATE)
     days = mixes(scenario)

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 from review.page import render_review  # noqa: E402
-from stage_b.cards import EVALUATION_OUTCOMES  # noqa: E402
+from stage_b.pages.cards import EVALUATION_OUTCOMES  # noqa: E402
 
 
 def folder_bytes(folder: Path) -> int:

@@ -51,8 +51,8 @@ def day(tmp: Path, groups: int):
     """(the judge's output folder, the truth by (mission, group id)) for a day of `groups` unreviewed groups."""
     from group_qc_dev import synthetic
     from qc_core.jsonl import write_jsonl_atomic
-    from stage_b import judge
-    from stage_b.operating_point import manual_point
+    from stage_b.judging import judge
+    from stage_b.rules.operating_point import manual_point
     per_label = max(1, groups // 8)
     truth = synthetic.groups_of(synthetic.generate(tmp / "photos", seed=11, groups_per_label=per_label,
                                                    unlabeled=True))
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         finally:
             driver.quit()
         (tmp / "decisions.jsonl").write_text(exported, encoding="utf-8")
-        from stage_b.decisions import import_decisions
+        from stage_b.labels.decisions import import_decisions
         t = time.perf_counter()
         result = import_decisions([tmp / "decisions.jsonl"], tmp / "labels")
         import_s = time.perf_counter() - t

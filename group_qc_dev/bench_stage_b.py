@@ -40,9 +40,9 @@ from stage_a.discovery import Group  # noqa: E402
 from qc_core.jsonl import write_jsonl_atomic  # noqa: E402
 from qc_core.missions import load_registry  # noqa: E402
 from qc_core.records import make_record  # noqa: E402
-from stage_b.dataset import build_rows  # noqa: E402 - HF_HUB_OFFLINE is set first
-from stage_b.settings import Selection  # noqa: E402
-from stage_b.rewards import REWARDS  # noqa: E402
+from stage_b.data.dataset import build_rows  # noqa: E402 - HF_HUB_OFFLINE is set first
+from stage_b.data.settings import Selection  # noqa: E402
+from stage_b.train.rewards import REWARDS  # noqa: E402
 
 M = "BBU接地线检查"
 SUMMARIES = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",
@@ -93,7 +93,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
     from swift_plugins import qc_plugin  # noqa: F401 - registers the datasets and rewards
     from swift.rewards import ORM, orms
-    from stage_b.launch import LaunchSettings, build_command
+    from stage_b.train.launch import LaunchSettings, build_command
 
     class Constant(ORM):
         def __call__(self, completions, **kwargs):
@@ -146,7 +146,7 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
 
 def prompt_tokens(model: str, stage_a_dir: Path) -> dict:
     """Tokens per prompt, text-only and photo-aware, as ms-swift's template encodes the rows (default budget)."""
-    from stage_b.generate import VerdictEngine
+    from stage_b.model.generate import VerdictEngine
     from qc_core.missions import load_registry as registry
     engine = VerdictEngine(model, batch_size=1)
     pad = engine.engine.template.image_token_id
@@ -182,11 +182,11 @@ def write_photo_groups(folder: Path, photos: Path, n: int = 32) -> None:
 
 def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path, repeats: int,
                   batch_size: int = 16, max_new_tokens: int = 32) -> dict:
-    from stage_b import judge
-    from stage_b.dataset import load_records
+    from stage_b.judging import judge
+    from stage_b.data.dataset import load_records
     from stage_b.evaluate import verdict_probabilities
-    from stage_b.generate import VerdictEngine
-    from stage_b.operating_point import manual_point
+    from stage_b.model.generate import VerdictEngine
+    from stage_b.rules.operating_point import manual_point
     registry = load_registry()
     selection = Selection(stage_a_dir=str(stage_a_dir))
     records = load_records(selection, registry, require_label=False)

@@ -1,19 +1,20 @@
 #!/usr/bin/env python
 """The demo's reviewer: decides the judge's flagged and audited groups from the generator's truth and writes
-decisions.jsonl exactly as a review page exports it (stage_b.decisions.decision_line), for
+decisions.jsonl exactly as a review page exports it (stage_b.labels.decisions.decision_line), for
 `python -m stage_b.decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
         [--reviewer demo] [--wrong_share 0.3] [--confirm_escapes_of decisions.jsonl]
 
 DIR (--photos) is a folder written by group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label);
---verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judge. Groups that need review are decided (--all:
+--verdicts_dir holds `<mission>_verdicts.jsonl` from stage_b.judging.judge. Groups that need review are decided (--all:
 every judged group), and so are the blind audits (route audit), each 通过 or 不通过 as the truth says (a gold check
 as its known answer says). A day split among reviewers (judge --reviewers): each decides the groups assigned to them.
 --wrong_share S: this reviewer answers a share S of their groups wrongly, drawn by a hash of the reviewer and group
 (a careless reviewer, for the reviewer table).
 --confirm_escapes_of FILE: a second person (a reviewer lead) decides only the escapes FILE found (blind audits of
-auto-passed groups decided 不通过): stage_b.monitor counts an escape one reviewer alone found once a second person
+auto-passed groups decided 不通过): stage_b.monitoring.monitor counts an escape one reviewer alone found once a second
+person
 confirms it.
 """
 from __future__ import annotations
@@ -26,9 +27,9 @@ from pathlib import Path
 from group_qc_dev.synthetic import groups_of, read_truth
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
-from stage_b.decisions import decision_line
-from stage_b.judge import verdicts_path
-from stage_b.verdict import FAIL, PASS
+from stage_b.labels.decisions import decision_line
+from stage_b.judging.judge import verdicts_path
+from stage_b.contract.verdict import FAIL, PASS
 
 
 def wrong(reviewer: str, group_id: str, share: float) -> bool:

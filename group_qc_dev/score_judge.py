@@ -10,7 +10,7 @@ decided 通过 without review, over defective groups: a reviewer is assumed to c
 overkill rate (good groups decided 不通过 without review, over good groups), the verdict line's own miss rate (as if
 nothing were reviewed), and how many groups went to review for an ungrounded reason. DIR is a folder written by
 group_qc_dev/synthetic.py (its ground_truth.jsonl knows each group's label); --verdicts_dir holds
-`<mission>_verdicts.jsonl` from stage_b.judge.
+`<mission>_verdicts.jsonl` from stage_b.judging.judge.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
 from qc_core.jsonl import iter_jsonl
-from stage_b.judge import verdicts_path
-from stage_b.verdict import FAIL, PASS
+from stage_b.judging.judge import verdicts_path
+from stage_b.contract.verdict import FAIL, PASS
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -83,7 +83,7 @@ def print_table(scores: dict) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--photos", required=True, help="folder written by python -m group_qc_dev.synthetic")
-    p.add_argument("--verdicts_dir", required=True, help="stage_b.judge --output_dir")
+    p.add_argument("--verdicts_dir", required=True, help="stage_b.judging.judge --output_dir")
     p.add_argument("--operating_point", required=True)
     p.add_argument("--json", help="also write the scores here")
     args = p.parse_args(argv)

@@ -24,9 +24,9 @@ from qc_core.jsonl import write_jsonl_atomic
 from qc_core.missions import load_registry
 from stage_a.prompts import stage_a_messages
 from qc_core.records import image_key
-from stage_b.prompts import stage_b_messages
-from stage_b.sft import every_photo, photo_defects, two_line_reply
-from stage_b.verdict import FAIL, PASS
+from stage_b.data.prompts import stage_b_messages
+from stage_b.data.sft import every_photo, photo_defects, two_line_reply
+from stage_b.contract.verdict import FAIL, PASS
 
 
 def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
@@ -46,7 +46,8 @@ def stage_a_rows(photos: Path, defect_repeats: int = 1) -> list[dict]:
 
 def reason_for(mission, summaries: list[str]) -> str:
     """A short reason grounded in the summaries, whatever the verdict: every photo whose summary shows a defect
-    (stage_b.sft.photo_defects, the rule the grounding metrics use) and what the first of them says, else the photos
+    (stage_b.data.sft.photo_defects, the rule the grounding metrics use) and what the first of them says, else the
+    photos
     all meet the requirements: `图片_2、图片_5 接地线散乱未捆扎` / `图片_1至图片_3 均符合要求`.
 
     Reasons never depend on the verdict (unlike group_qc_sft's, which explain the reviewer's verdict), so a start

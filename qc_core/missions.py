@@ -19,7 +19,7 @@ from .errors import UserError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "missions.yaml"
 # Lets an installed package point at a site-specific registry. Defined here, where the registry is read:
-# stage_b.settings lists it among the GROUP_QC_* variables by importing it (the core never imports a stage above).
+# stage_b.data.settings lists it among the GROUP_QC_* variables by importing it (the core never imports a stage above).
 ENV_MISSIONS = "GROUP_QC_MISSIONS"
 CONFIG_ENV = ENV_MISSIONS
 LABELS = ("pass", "fail")

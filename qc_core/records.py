@@ -12,7 +12,7 @@ reader uses (REQUIRED_FIELDS), so files written by the project's public origin, 
 
 `label` is "pass" or "fail" for a group a reviewer filed under a label folder, and null (None) for an
 unreviewed group (Stage-A run with --unlabeled): null means "nobody has judged this group yet", never a
-third verdict, so Stage-B training and evaluation refuse such records (stage_b.dataset.load_records).
+third verdict, so Stage-B training and evaluation refuse such records (stage_b.data.dataset.load_records).
 """
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def validate_record(record: dict, known_missions=None, *, provenance: bool = Fal
 #   src/stage_b/ingest/stage_a.py (_parse_label: strip + lower) and scripts/add_gt_fail_reason_to_stage_a.py
 #     (_normalize_label: 通过/不通过, 1/2); discovery maps the folders 审核通过/审核不通过 to pass/fail.
 # the origin's reviewer reason (scripts/add_gt_fail_reason_to_stage_a.py there) is our optional reviewer_reason,
-# which group_qc_sft uses as the reason to learn (stage_b.sft)
+# which group_qc_sft uses as the reason to learn (stage_b.data.sft)
 ORIGIN_FIELDS = {"timestamp": "created_at", "gt_fail_reason_text": "reviewer_reason"}
 ORIGIN_IMAGE_KEY = re.compile(r"image_([1-9][0-9]*)")
 ORIGIN_LABELS = {"pass": "pass", "通过": "pass", "审核通过": "pass", "1": "pass",

@@ -1,5 +1,5 @@
 """Smaller copies of photos, decoded as Stage-A decodes them: thumbnails for review pages (long side THUMB_SIZE
-px) and the copies photo-aware Stage-B feeds the model (stage_b.photos: within a pixel budget). Upright (EXIF),
+px) and the copies photo-aware Stage-B feeds the model (stage_b.data.photos: within a pixel budget). Upright (EXIF),
 8-bit RGB, JPEG, made in parallel, reused on reruns. PIL only (decoding goes through qc_core.images.load_photo,
 the same path Stage-A reads photos with).
 

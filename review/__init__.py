@@ -3,8 +3,9 @@ stage_a.audit`), evaluation and judging alike.
 
     review/page.py        the renderer: cards, pages, the index of every group, photos as thumbnails (Jinja2)
     review/templates/     the page (review.html.j2) and its script (review.js: filters, decisions, export)
-    stage_b/cards.py       cards from evaluation predictions and judge verdicts
-    qc_core/thumbnails.py  upright 8-bit copies of photos (thumbnails here; Stage-B's photo copies too, stage_b.photos)
+    stage_b/pages/cards.py       cards from evaluation predictions and judge verdicts
+    qc_core/thumbnails.py  upright 8-bit copies of photos (thumbnails here; Stage-B's photo copies too,
+    stage_b.data.photos)
 
 A reviewer's exported decisions become labels through `python -m stage_b.decisions`.
 """

@@ -16,7 +16,8 @@ decision export records them) and `source` (an index into `sources`: the file th
 Deciding: a reviewer decides each group with the mouse or the keyboard (j/k next/previous card, p 通过, f 不通过,
 u unsure, n a note). Decisions live in the browser's localStorage under the page's identity (a digest of its
 sources), so they survive reloads and span the pages; "export" downloads
-decisions-<reviewer>-<day folder>-<date>.jsonl (stage_b.decisions imports it). The page works from file:// with no
+decisions-<reviewer>-<day folder>-<date>.jsonl (stage_b.labels.decisions imports it). The page works from file:// with
+no
 network: no CDN, no framework, a few lines of vanilla JS for the mission and outcome filters, and
 `loading="lazy"` on every thumbnail. A click on a thumbnail opens the photo itself (a relative link).
 """

@@ -10,20 +10,20 @@
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
 #
-# Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
+# Live promises (stage_b.monitoring.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
 # labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
 # of a mission whose promise it withdrew to review; a withdrawal is also recorded beside the operating point
-# (<stem>.withdrawals.jsonl, stage_b.withdrawals), which the judge reads with any monitor= or none. A certified
+# (<stem>.withdrawals.jsonl, stage_b.rules.withdrawals), which the judge reads with any monitor= or none. A certified
 # mission decides work without review only with a monitor's state, or on the first day at its operating point under
 # this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
 # every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without
-# review are drawn for a blind audit (stage_b.routes): a share, or plan (stage_b.plan_audits at the day's volume); a
-# tightened mission is raised to the share the monitor asks for (stage_b.day_shares). accept_weaker= is the owner's
-# acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.replacement):
+# review are drawn for a blind audit (stage_b.rules.routes): a share, or plan (stage_b.monitoring.plan_audits at the day's volume); a
+# tightened mission is raised to the share the monitor asks for (stage_b.monitoring.day_shares). accept_weaker= is the owner's
+# acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.rules.replacement):
 # without it every group of such a mission goes to review. reviewers= splits the groups
-# sent to people among them, overlap_share= of them decided by two, blind to each other (stage_b.assign; the import
+# sent to people among them, overlap_share= of them decided by two, blind to each other (stage_b.labels.assign; the import
 # measures their agreement).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
@@ -31,7 +31,7 @@
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
 # A mission that fails (its Stage-A, or its judge) does not stop the others: they are judged, then the command
 # names the failed missions and exits non-zero. A mission the operating point has no threshold for is judged
-# with every group sent to review (stage_b.judge).
+# with every group sent to review (stage_b.judging.judge).
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
 # Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); stage_a_extra= and
 # judge_extra= are split as a shell splits words, nothing expanded. Relative paths are the folder you run this from.
@@ -65,26 +65,26 @@ def check():
     if seed and not seed.lstrip("-").isdigit():
         raise ValueError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
     if monitor and monitor != "none":
-        from stage_b.monitor import load_monitor
+        from stage_b.monitoring.monitor import load_monitor
         load_monitor(monitor)
     if monitor == "none" or monitor_why:
-        from stage_b.judge import check_no_monitor
+        from stage_b.judging.judge import check_no_monitor
         if monitor != "none":
             raise ValueError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
         if not monitor_why:
             raise ValueError("monitor=none needs monitor_why=\"why, in words\": certified missions are then decided "
                              "without a monitor's state, and the reason is recorded on every verdict line")
         check_no_monitor(monitor_why, None)
-    from stage_b.day_shares import check_share_setting
+    from stage_b.monitoring.day_shares import check_share_setting
     check_share_setting(share, "audit_share=")
-    from stage_b.assign import check_overlap_share, check_reviewers
+    from stage_b.labels.assign import check_overlap_share, check_reviewers
     names = check_reviewers(reviewers, "reviewers=")
     if overlap:
         check_overlap_share(overlap, names, "overlap_share=")
     if op:
         from qc_core.jsonl import file_sha256
-        from stage_b.operating_point import load_operating_point
-        from stage_b.withdrawals import recorded
+        from stage_b.rules.operating_point import load_operating_point
+        from stage_b.rules.withdrawals import recorded
         load_operating_point(op)
         recorded(op, file_sha256(op))   # the withdrawals beside it must read (the guard fails closed)
     if labels:
@@ -103,7 +103,7 @@ if [ -n "$operating_point" ]; then
 import sys
 from pathlib import Path
 from qc_core.jsonl import file_sha256
-from stage_b.monitor import operating_points_of, verdict_files
+from stage_b.monitoring.monitor import operating_points_of, verdict_files
 parent, today, digest = Path(sys.argv[1]), Path(sys.argv[2]).resolve(), file_sha256(sys.argv[3])
 print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir() and p.resolve() != today
           and verdict_files(p) and digest in operating_points_of(p)))

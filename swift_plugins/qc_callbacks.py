@@ -5,7 +5,7 @@
   qc_run          added by the plugin to every GRPO trainer that reads group_qc_train (listing it is optional):
                   - writes group_qc_run.json at train start (main rank) and completes it at train end;
                   - logs per mission, each step, the label reward mean and the zero-advantage share
-                    (stage_b.training_signal), as `qc/...` beside ms-swift's own metrics;
+                    (stage_b.stats.training_signal), as `qc/...` beside ms-swift's own metrics;
                   - makes ms-swift's evaluation on group_qc_val greedy (one sample per group) and logs the
                     QC metrics of its verdicts as `eval_qc_val/...`, so `metric_for_best_model qc_val/
                     balanced_accuracy` keeps the best checkpoint.
@@ -23,11 +23,11 @@ import os
 from swift.callbacks import TrainerCallback
 
 from qc_core.paths import stored
-from stage_b import dataset as qc_dataset
-from stage_b.lora import audit_trainable
-from stage_b.run_record import build_run_record, write_run_record
-from stage_b.settings import ENV_BALANCE, ENV_BARE_ENGINE, ENV_LORA_LAST_K, parse_flag, parse_seed
-from stage_b.training_signal import step_signal, validation_metrics
+from stage_b.data import dataset as qc_dataset
+from stage_b.train.lora import audit_trainable
+from stage_b.train.run_record import build_run_record, write_run_record
+from stage_b.data.settings import ENV_BALANCE, ENV_BARE_ENGINE, ENV_LORA_LAST_K, parse_flag, parse_seed
+from stage_b.stats.training_signal import step_signal, validation_metrics
 
 log = logging.getLogger("group_qc.plugin")
 # What the plugin's dataset loaders built in this process: {"train"|"val": (Selection, counts, files)}.
@@ -136,7 +136,7 @@ class QCLoraGuard(TrainerCallback):
 
 
 class QCOrderGuard(TrainerCallback):
-    """With GROUP_QC_BALANCE_LABELS=1 the train rows alternate 不通过/通过 (stage_b.dataset.balance_by_label);
+    """With GROUP_QC_BALANCE_LABELS=1 the train rows alternate 不通过/通过 (stage_b.data.dataset.balance_by_label);
     fails fast when the trainer would shuffle them away or cut steps at an odd number of prompts."""
 
     def on_init_end(self, args, state, control, **kwargs):

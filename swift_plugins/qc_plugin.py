@@ -4,8 +4,8 @@ Registers at import (idempotent, import-light; ms-swift imports this file as the
 `qc_plugin` in every rank):
   datasets  `group_qc_train` and `group_qc_val`: Stage-A JSONL -> Stage-B prompt rows for GRPO, one subset per
             mission (`group_qc_train:BBU接地线检查`, `group_qc_train:all`, aliases accepted); `group_qc_sft`: the
-            train split's rows with the two-line reply to learn (stage_b.sft), for `swift sft`. Input, split and
-            balancing come from the GROUP_QC_* environment (stage_b.settings; a YAML's ENV block sets them).
+            train split's rows with the two-line reply to learn (stage_b.data.sft), for `swift sft`. Input, split and
+            balancing come from the GROUP_QC_* environment (stage_b.data.settings; a YAML's ENV block sets them).
             Inside `swift sft`/`swift rlhf` (and `swift infer`), the requested group_qc datasets are built before
             the model loads: no Stage-A input (swift has no flag for it: export GROUP_QC_STAGE_A_DIR), a wrong
             folder, an unknown subset, an empty split, unreviewed records, or a dataset that does not fit the
@@ -33,10 +33,10 @@ from swift.dataset import DatasetLoader, DatasetMeta, register_dataset  # noqa: 
 from swift.rewards import ORM, orms  # noqa: E402
 
 from qc_core.missions import load_registry  # noqa: E402
-from stage_b import dataset as qc_dataset  # noqa: E402
-from stage_b.rewards import REWARDS  # noqa: E402
-from stage_b.settings import (ENV_BARE_ENGINE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, SettingError, parse_flag,  # noqa: E402
-                              selection_from)
+from stage_b.data import dataset as qc_dataset  # noqa: E402
+from stage_b.train.rewards import REWARDS  # noqa: E402
+from stage_b.data.settings import (ENV_BARE_ENGINE, ENV_STAGE_A_DIR, ENV_STAGE_A_FILES, SettingError,  # noqa: E402
+                                   parse_flag, selection_from)
 from swift_plugins import qc_callbacks  # noqa: E402
 
 log = logging.getLogger("group_qc.plugin")

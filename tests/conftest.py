@@ -53,9 +53,9 @@ def no_group_qc_environment(monkeypatch):
 
 @pytest.fixture
 def engine(monkeypatch):
-    """tests.helpers.StandInEngine, in place of stage_b.generate.VerdictEngine for every command that builds one,
+    """tests.helpers.StandInEngine, in place of stage_b.model.generate.VerdictEngine for every command that builds one,
     with nothing asked and no p_fail set yet."""
-    from stage_b import generate
+    from stage_b.model import generate
     from tests.helpers import StandInEngine
     monkeypatch.setattr(generate, "VerdictEngine", StandInEngine)
     monkeypatch.setattr(StandInEngine, "asked", [])
@@ -129,7 +129,7 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
     and write elsewhere."""
     import subprocess
 
-    from stage_b.lora import target_regex
+    from stage_b.train.lora import target_regex
     from tests.helpers import LAST_K, SEED, VAL_RATIO, clean_env, stage_a_from_truth
 
     def build(root: Path) -> None:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from qc_core.missions import load_registry
-from stage_b.operating_point import MissionPoint
-from stage_b.verdict import FAIL, PASS
+from stage_b.rules.operating_point import MissionPoint
+from stage_b.contract.verdict import FAIL, PASS
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -59,7 +59,7 @@ def random_adapter(tiny_model: Path, out: Path) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForImageTextToText
-    from stage_b.lora import target_regex
+    from stage_b.train.lora import target_regex
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_pretrained(tiny_model, dtype=torch.float32)
     peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=target_regex(tiny_model, 2)))
@@ -129,11 +129,12 @@ AUDITED_POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.
 
 def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoint | None = None, p_of=None,
             reply_of=None, provenance: dict | None = None) -> tuple[Path, list[dict]]:
-    """Verdict files as the judge writes them (stage_b.judge.verdict_record) over synthetic photos, then the judge's
+    """Verdict files as the judge writes them (stage_b.judging.judge.verdict_record) over synthetic photos, then the
+    judge's
     page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
     from qc_core.jsonl import write_jsonl_atomic
-    from stage_b import judge
-    from stage_b.operating_point import manual_point
+    from stage_b.judging import judge
+    from stage_b.rules.operating_point import manual_point
     point = point or manual_point(0.5)
     p_of = p_of or (lambda k: 0.9 if k % 2 else 0.1)
     reply_of = reply_of or (lambda k, verdict: f"{verdict}\n理由: 图片_1 依据")
@@ -242,7 +243,7 @@ A, B = "BBU接地线检查", "挡风板安装检查"
 
 
 class StandInEngine:
-    """Stands in for stage_b.generate.VerdictEngine: p_fail from `P_FAIL[(mission, group id)]`, a two-line reply
+    """Stands in for stage_b.model.generate.VerdictEngine: p_fail from `P_FAIL[(mission, group id)]`, a two-line reply
     that agrees with it, and a log of what it was asked (`asked`: (method, mission, group id))."""
     P_FAIL: dict = {}
     asked: list = []
@@ -297,7 +298,7 @@ RUN_SPLIT, EVAL_SEED = (0.5, 7), 8
 def overlap_ids(overlapping: int) -> list[str]:
     """Group ids: 3 in the validation split of both the run and the evaluation, `overlapping` in the evaluation's
     validation split but the run's train split, 2 in the evaluation's train split (not scored)."""
-    from stage_b.split import split_of
+    from stage_b.data.split import split_of
     want = {"both": 3, "overlap": overlapping, "unscored": 2}
     found = {k: [] for k in want}
     for k in range(10_000):
@@ -315,9 +316,9 @@ def overlap_ids(overlapping: int) -> list[str]:
 def trained_run(tmp_path: Path, ids: list[str]) -> Path:
     """A run folder as the plugin leaves it: group_qc_run.json (written by the real record builder) beside a LoRA
     checkpoint folder."""
-    from stage_b.dataset import build_rows, stage_a_files
-    from stage_b.run_record import build_run_record, write_run_record
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import build_rows, stage_a_files
+    from stage_b.train.run_record import build_run_record, write_run_record
+    from stage_b.data.settings import Selection
     stage_a = write_stage_a_groups(tmp_path / "sa", {A: [(g, "fail" if k % 2 else "pass") for k, g in enumerate(ids)]})
     selection = Selection(stage_a_dir=str(stage_a), missions=A, val_ratio=RUN_SPLIT[0], seed=RUN_SPLIT[1])
     _, train = build_rows(selection, "train", allow_empty=True)
@@ -338,8 +339,8 @@ def write_decision_file(tmp_path, out, verdict, decision="不通过", name="d.js
     """tmp_path/<name>: `reviewer`'s decision on `verdict`, whose verdict file is in `out`, as a review page exports
     it."""
     from qc_core.jsonl import file_sha256, write_jsonl_atomic
-    from stage_b import judge
-    from stage_b.decisions import decision_line
+    from stage_b.judging import judge
+    from stage_b.labels.decisions import decision_line
     path = judge.verdicts_path(out, verdict["mission"])
     line = decision_line(verdict, decision, reviewer, {"file": str(path.resolve()), "sha256": file_sha256(path)})
     write_jsonl_atomic(tmp_path / name, [line])
@@ -359,8 +360,8 @@ def write_day(folder, digest, groups, mission=M):
 
 def write_labels(folder, decided: dict, confirmed: bool = True):
     """decided: {(mission, group id): "通过" | "不通过"}, reviewer r's import log, chained as the import does; with
-    `confirmed`, a second reviewer (r2) decided each 不通过 too, so every escape counts (stage_b.monitor)."""
-    from stage_b.decisions_log import append_log
+    `confirmed`, a second reviewer (r2) decided each 不通过 too, so every escape counts (stage_b.monitoring.monitor)."""
+    from stage_b.labels.decisions_log import append_log
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "decisions.jsonl").unlink(missing_ok=True)
     append_log(folder / "decisions.jsonl", [
@@ -371,7 +372,7 @@ def write_labels(folder, decided: dict, confirmed: bool = True):
 
 
 def run_monitor(tmp_path, op, op_path, digest, folders, labels):
-    from stage_b import monitor as mon
+    from stage_b.monitoring import monitor as mon
     days = mon.read_days(folders, digest, load_registry())
     return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
 

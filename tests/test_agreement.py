@@ -1,5 +1,7 @@
-"""Reviewers measured (issue 35 item 4): the split of the day's review with a blind overlap (stage_b.assign), Cohen's
-kappa with its interval (stage_b.agreement: its standard error checked against simulation, its interval's coverage
+"""Reviewers measured (issue 35 item 4): the split of the day's review with a blind overlap (stage_b.labels.assign),
+Cohen's
+kappa with its interval (stage_b.labels.agreement: its standard error checked against simulation, its interval's
+coverage
 too), and labels of a reviewer below the agreement bar kept out of promises until a second reviewer confirms them."""
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ import statistics
 
 import pytest
 
-from stage_b.agreement import MIN_PAIRED, kappa, pairwise, quality
-from stage_b.assign import AssignError, assignees, check_overlap_share, check_reviewers
-from stage_b.decisions import review_of
-from stage_b.routes import evidence_weight, why_not_fair
+from stage_b.labels.agreement import MIN_PAIRED, kappa, pairwise, quality
+from stage_b.labels.assign import AssignError, assignees, check_overlap_share, check_reviewers
+from stage_b.labels.decisions import review_of
+from stage_b.rules.routes import evidence_weight, why_not_fair
 
 P, F = "通过", "不通过"
 
@@ -126,7 +128,7 @@ def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_
 
     from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
     from qc_core.missions import load_registry
-    from stage_b.decisions import decision_line, main
+    from stage_b.labels.decisions import decision_line, main
     mission = load_registry().select("all")[0].name
     records = [{"group_id": f"QC-{k}", "mission": mission, "label": None, "images": ["1.jpg"],
                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00"}
@@ -147,7 +149,7 @@ def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_
     assert f"{mission}: a and b both decided 30 group(s) (0 more with an unsure): agreed on 18, Cohen's kappa" in out
     assert f"{mission}: b agreed with the others on 18 of 30 (60.0%)" in out
     # no gold: the reviewer table cannot say which of the two is wrong, so it names neither; the kappa fragment holds
-    # both reviewers' lone labels in this mission back, said as such (stage_b.reviewer_quality)
+    # both reviewers' lone labels in this mission back, said as such (stage_b.labels.reviewer_quality)
     for who in ("a", "b"):
         assert (f"{mission}: {who}'s lone labels in this mission certify nothing until a second reviewer confirms them "
                 f"({who}, whose kappa") in err and f"\n{who} is below the bar" not in err
@@ -173,13 +175,13 @@ def _pair(kappa, n=12):
      {"a": "below the bar", "b": "below the bar"}),
 ])
 def test_the_reviewer_bar(what, agreement, gold, expected):
-    from stage_b.agreement import quality
+    from stage_b.labels.agreement import quality
     bar = quality(agreement, 0.6, gold, 0.8)
     assert {r: q["status"] for r, q in bar["m"].items()} == expected, what
 
 
 def test_unsure_answers_on_gold_are_neither_right_nor_wrong():
-    from stage_b.agreement import gold_scores
+    from stage_b.labels.agreement import gold_scores
     groups = {("m", f"g{k}"): {"record": {"gold": {"label": "fail"}}, "decisions": [
         {"reviewer": "a", "decision": "unsure" if k < 5 else "不通过"}]} for k in range(7)}
     assert gold_scores(groups)["m"]["a"] == {"n": 2, "correct": 2, "unsure": 5}

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from stage_b import judge
-from stage_b.routes import AUDIT, AUTO, REVIEW, audit_draw
+from stage_b.judging import judge
+from stage_b.rules.routes import AUDIT, AUTO, REVIEW, audit_draw
 from tests.helpers import SEED, M, certified_op, judge_args, read_lines, run_judge, stage_a_folder
 
 
@@ -90,7 +90,7 @@ def withdrawing_monitor(tmp_path, op_path):
     from qc_core.jsonl import file_sha256
     from tests.helpers import run_monitor, write_day, write_labels
     digest = file_sha256(op_path)
-    from stage_b.operating_point import load_operating_point
+    from stage_b.rules.operating_point import load_operating_point
     op = load_operating_point(op_path)
     write_day(tmp_path / "day1", digest, [(f"x{i}", "通过", 0.05, "audit", False) for i in range(12)])
     write_labels(tmp_path / "labels", {(M, f"x{i}"): "不通过" for i in range(12)})
@@ -140,9 +140,10 @@ def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(ti
 def test_named_reviewers_split_the_groups_sent_to_people_and_each_page_queue_is_its_reviewers(
         browser, tiny_qwen2_5_vl, tmp_path):
     """Issue 35 item 4: --reviewers 王工,李工 --overlap_share 0.5: each review or audit line is assigned by the seed's
-    draw (stage_b.assign), automatic lines to nobody; on the page, each reviewer's queue (left to review, the next
+    draw (stage_b.labels.assign), automatic lines to nobody; on the page, each reviewer's queue (left to review, the
+    next
     undecided group) holds only their groups."""
-    from stage_b.assign import assignees
+    from stage_b.labels.assign import assignees
     from tests.helpers import fresh_page
     stage_a = stage_a_folder(tmp_path / "sa", n=16)
     op = certified_op(tiny_qwen2_5_vl, tmp_path / "op.json")

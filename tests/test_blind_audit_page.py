@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from qc_core.jsonl import record_digest, write_jsonl_atomic
-from stage_b import judge
-from stage_b.dataset import load_records
-from stage_b.decisions import decision_line, import_decisions
-from stage_b.numbers import fmt_p
-from stage_b.settings import Selection
+from stage_b.judging import judge
+from stage_b.data.dataset import load_records
+from stage_b.labels.decisions import decision_line, import_decisions
+from stage_b.contract.numbers import fmt_p
+from stage_b.data.settings import Selection
 from tests.helpers import audited_day, export_decisions, fresh_page, send_keys
 
 

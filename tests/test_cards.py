@@ -1,11 +1,12 @@
-"""stage_b.cards: what a judge's review card answers to. A blind audit's card carries no verdict anywhere a reviewer
+"""stage_b.pages.cards: what a judge's review card answers to. A blind audit's card carries no verdict anywhere a
+reviewer
 can read it before deciding: not in its facts, not in its filter tags (the page's filter counts would tell the
 answer: one group under `audit` and under `不通过` is an audited 不通过)."""
 from __future__ import annotations
 
 import pytest
 
-from stage_b.cards import judge_cards, judge_tags
+from stage_b.pages.cards import judge_cards, judge_tags
 
 
 def verdict(route, verdict_text, needs_review, group_id="G1"):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from scipy.stats import binomtest
 
-from stage_b.certify import CertificationError, check_confidence, groups_needed, upper_bound
-from stage_b.operating_point import (P_FAIL_TIE, MissionPoint, automation, build_operating_point,
-                                     certified_fail_threshold, certified_threshold, mission_point)
+from stage_b.stats.certify import CertificationError, check_confidence, groups_needed, upper_bound
+from stage_b.rules.operating_point import (P_FAIL_TIE, MissionPoint, automation, build_operating_point,
+                                           certified_fail_threshold, certified_threshold, mission_point)
 
 F, P = "不通过", "通过"
 

@@ -1,5 +1,5 @@
 """Stage-A files of the project's public origin (github Pein2017/Qwen3-VL): read directly by Stage-B
-(qc_core.records.from_origin in stage_b.dataset.load_records) and rewritten by `python -m stage_a.convert`.
+(qc_core.records.from_origin in stage_b.data.dataset.load_records) and rewritten by `python -m stage_a.convert`.
 
 The records below are the origin's own, copied from the file named above each (commit in @).
 """
@@ -17,8 +17,8 @@ from stage_a.discovery import Group
 from qc_core.jsonl import iter_jsonl
 from qc_core.records import RecordError, from_origin, make_record, summaries_of, validate_record
 from review.page import find_photo
-from stage_b.dataset import DatasetError, build_rows, load_records
-from stage_b.settings import Selection
+from stage_b.data.dataset import DatasetError, build_rows, load_records
+from stage_b.data.settings import Selection
 
 # src/stage_a/README.md @2201f48 ("Each line:"): what src/stage_a/inference.py @2201f48 (process_group) writes,
 # timestamp instead of created_at, no model, absolute image paths (str(p.resolve())).

@@ -1,4 +1,4 @@
-"""Reviewers' decisions imported as labels (stage_b.decisions), on real verdict files: the labelled Stage-A files
+"""Reviewers' decisions imported as labels (stage_b.labels.decisions), on real verdict files: the labelled Stage-A files
 the rest of group-qc reads, the append-only log, conflicts, and every hand-edited line named."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from qc_core.records import summaries_of
-from stage_b.dataset import load_records
+from stage_b.data.dataset import load_records
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
-from stage_b.decisions import DecisionsError, LOG, import_decisions, resolve
-from stage_b.settings import Selection
+from stage_b.labels.decisions import DecisionsError, LOG, import_decisions, resolve
+from stage_b.data.settings import Selection
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -166,7 +166,7 @@ CORRECTED = [FIRST, _change("不通过", "2026-11-27T10:01:00+00:00", "通过")]
      "fail", 1),
 ])
 def test_which_decision_labels_a_group(what, log, status, record_id):
-    from stage_b.decisions import resolve
+    from stage_b.labels.decisions import resolve
     g = resolve(log)[("m", "g")]
     assert (g["status"], g["record"]["id"]) == (status, record_id), what
 
@@ -174,7 +174,7 @@ def test_which_decision_labels_a_group(what, log, status, record_id):
 def test_a_decision_time_is_kept_in_utc_so_that_times_compare_as_text():
     """evidence_through and a withdrawal's date are compared as ISO text: a time kept in the reviewer's zone would
     sort a decision made after a withdrawal before it."""
-    from stage_b.decisions import _when
+    from stage_b.labels.decisions import _when
     assert _when("2026-11-27T18:00:00+08:00").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
     assert _when("2026-11-27T10:00:00Z").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
 
@@ -241,7 +241,7 @@ def test_a_logged_decision_without_a_reviewer_or_time_resolves_without_a_traceba
 
 
 def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
-    from stage_b.decisions import printable
+    from stage_b.labels.decisions import printable
     assert printable("王工\x1b[31m") == "王工\\x1b[31m"
 
 
@@ -249,7 +249,7 @@ def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_
     """A decisions file may name any JSONL with its sha256 as its source: only a Stage-A record or a verdict line
     becomes a label, and a Stage-A record gives only its own fields."""
     from qc_core.jsonl import file_sha256
-    from stage_b.decisions import decision_line
+    from stage_b.labels.decisions import decision_line
     good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
             "per_image": {"图片_1": "接地线×1/已捆扎"},
             "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
@@ -295,7 +295,7 @@ def _one_group_source(tmp_path):
     ("王工", "李工", "", "conflict"),
 ])
 def test_decisions_without_a_name_are_refused_not_merged(tmp_path, first, second, unnamed, outcome):
-    from stage_b.decisions import decision_line
+    from stage_b.labels.decisions import decision_line
     record, source = _one_group_source(tmp_path)
     for name, reviewer, decision, at in [("a", first, "通过", "2026-11-27T09:00:00+00:00"),
                                          ("b", second, "不通过", "2026-11-27T10:00:00+00:00")]:
@@ -332,12 +332,12 @@ def decision(reviewer, decision_, at, gid="g1", mission=M):
      "conflict"),
 ])
 def test_each_reviewers_newest_decision_counts_and_unsure_takes_no_side(log, status):
-    from stage_b.decisions import resolve
+    from stage_b.labels.decisions import resolve
     assert resolve(log)[(M, "g1")]["status"] == status
 
 
 def test_the_same_decision_in_two_files_of_one_import_is_appended_once(tmp_path, synthetic):
-    from stage_b.decisions import import_decisions
+    from stage_b.labels.decisions import import_decisions
     from tests.helpers import audited_day, write_decision_file
     out, verdicts = audited_day(tmp_path, synthetic)
     first = write_decision_file(tmp_path, out, verdicts[0], name="a.jsonl")

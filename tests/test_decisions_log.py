@@ -1,4 +1,5 @@
-"""stage_b.decisions_log: the labels folder's decisions log is tamper-evident. Every read recomputes the hash chain,
+"""stage_b.labels.decisions_log: the labels folder's decisions log is tamper-evident. Every read recomputes the hash
+chain,
 so a decision flipped, removed, reordered or added by hand is refused naming its line, by the import and by the
 monitor (which then fails closed: judge.sh judges no day on an edited log). A reformatted line is the same line."""
 from __future__ import annotations
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from stage_b.decisions_log import CHAIN, DecisionsLogError, append_log, read_log
+from stage_b.labels.decisions_log import CHAIN, DecisionsLogError, append_log, read_log
 from tests.helpers import M
 
 
@@ -78,8 +79,8 @@ def test_a_log_from_before_the_chain_is_read_and_sealed_by_the_next_append(tmp_p
 
 def test_an_edited_log_stops_the_import_and_the_monitor_and_neither_writes(tmp_path, synthetic):
     from qc_core.missions import load_registry
-    from stage_b.decisions import DecisionsError, import_decisions
-    from stage_b.monitor import MonitorError, read_labels
+    from stage_b.labels.decisions import DecisionsError, import_decisions
+    from stage_b.monitoring.monitor import MonitorError, read_labels
     from tests.helpers import judged_day, write_decision_file
     out, verdicts = judged_day(tmp_path, synthetic)
     labels = tmp_path / "labels"
@@ -97,7 +98,7 @@ def test_an_edited_log_stops_the_import_and_the_monitor_and_neither_writes(tmp_p
 
 
 def test_the_import_chains_every_line_it_appends(tmp_path, synthetic):
-    from stage_b.decisions import import_decisions
+    from stage_b.labels.decisions import import_decisions
     from tests.helpers import judged_day, write_decision_file
     out, verdicts = judged_day(tmp_path, synthetic)
     files = [write_decision_file(tmp_path, out, v, name=f"d{k}.jsonl") for k, v in enumerate(verdicts[:3])]

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
-from stage_b import judge
-from stage_b.decisions import DecisionsError, decision_line, import_decisions, main
+from stage_b.judging import judge
+from stage_b.labels.decisions import DecisionsError, decision_line, import_decisions, main
 from tests.helpers import audited_day, write_decision_file
 
 
@@ -70,11 +70,11 @@ def test_the_import_reports_reviewed_groups_and_blind_audits_apart(tmp_path, syn
 
 
 def test_a_review_band_decided_whole_counts_and_one_decided_in_part_does_not(tmp_path, synthetic):
-    """Groups the judge sent to review for their own p_fail or reply form their day's band (stage_b.routes). Their
+    """Groups the judge sent to review for their own p_fail or reply form their day's band (stage_b.rules.routes). Their
     labels count in a bound (weight 1) once every group of the band has a label, never before: a reviewer who decided
     only some of them may have chosen which."""
     from qc_core.jsonl import file_sha256
-    from stage_b.routes import evidence_weight
+    from stage_b.rules.routes import evidence_weight
     out, verdicts = audited_day(tmp_path, synthetic)
     mission = next(v["mission"] for v in verdicts if v["route"] == "review" and v["review_scope"] == "group")
     band = [v for v in verdicts if v["mission"] == mission and v["route"] == "review" and v["review_scope"] == "group"]

@@ -1,4 +1,4 @@
-"""stage_b.detector: the CUSUM e-detector waits at least its alarm level in days on average while a promise holds
+"""stage_b.stats.detector: the CUSUM e-detector waits at least its alarm level in days on average while a promise holds
 (by simulation, seeded), sees a rise within the audits it promises, and refuses false-alarm settings it cannot use."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from stage_b import detector as det
-from stage_b.inspection import audits_to_alarm, tenfold_rise
+from stage_b.stats import detector as det
+from stage_b.monitoring.inspection import audits_to_alarm, tenfold_rise
 
 
 def run_length(rate: float, true_rate: float, audits_per_day: int, level: float, cap: int, rng) -> int:

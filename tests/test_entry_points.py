@@ -46,7 +46,7 @@ RENAMED_VL = {"model_type": "my_qwen_vl", "vision_config": {}, "text_config": {"
 
 
 def test_a_text_only_checkpoint_gets_no_lora_regex(tmp_path):
-    from stage_b.lora import main
+    from stage_b.train.lora import main
     result = subprocess.run([sys.executable, "-m", "stage_b.lora", "--model", _checkpoint(tmp_path, TEXT_ONLY),
                              "--last_k", "2"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2 and "no vision_config" in result.stderr and "model.language_model" in result.stderr
@@ -68,7 +68,7 @@ def test_the_unknown_architecture_message_names_flags_each_command_has(command, 
 
 
 def test_run_grpo_takes_model_type_and_template(tmp_path):
-    from stage_b.launch import LaunchSettings, build_command
+    from stage_b.train.launch import LaunchSettings, build_command
     model = _checkpoint(tmp_path, RENAMED_VL)
     settings = LaunchSettings.from_tokens([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl",
                                            "cuda=cpu"])
@@ -83,7 +83,7 @@ def test_run_grpo_takes_model_type_and_template(tmp_path):
 def test_the_cpu_and_no_vllm_yamls_are_the_gpu_recipe(variant, file):
     """configs/stage_b_grpo_cpu.yaml (CPU) and configs/stage_b_grpo_hf.yaml (GPUs without vLLM or DeepSpeed) are
     generated from the GPU YAML: a change to one recipe that the others lack would make them train something else."""
-    from stage_b.launch import variant_text
+    from stage_b.train.launch import variant_text
     assert (REPO / "configs" / file).read_text(encoding="utf-8") == variant_text(variant), \
         f"regenerate it: python -m stage_b.launch {variant} > configs/{file}"
 

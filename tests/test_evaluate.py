@@ -11,11 +11,10 @@ import pytest
 
 from qc_core.jsonl import write_jsonl_atomic
 from stage_b import evaluate
-from stage_b.evaluate import (EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions,
-                              render_report)
-from stage_b.metrics import compute_metrics
-from stage_b.settings import Selection
-from stage_b.verdict import FAIL, PASS
+from stage_b.evaluate import EvaluationError, prepare_output_dir, predictions_from_rows, read_predictions, render_report
+from stage_b.stats.metrics import compute_metrics
+from stage_b.data.settings import Selection
+from stage_b.contract.verdict import FAIL, PASS
 from tests.helpers import A, B, M, jsonl_records, random_adapter, stage_a_folder, write_stage_a_groups
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,7 +165,7 @@ def test_a_group_the_model_cannot_take_fails_alone_and_is_named(tiny_qwen2_5_vl,
     """A 10 MB row used to stop evaluation after minutes of tokenising, naming no group. Now: a prompt that
     cannot fit is refused at once, one that ms-swift refuses fails alone; both are named, counted wrong,
     listed in the report, and every other group is judged."""
-    from stage_b.generate import VerdictEngine
+    from stage_b.model.generate import VerdictEngine
     rows = [{**r, "messages": [{"role": "user", "content": f"图片_1: {s}"}]} for r, s in
             zip(ROWS, ["接地线×1/未捆扎", "接地线×1/已捆扎" * 400, "接地线×1" * 20_000])]
     engine = VerdictEngine(str(tiny_qwen2_5_vl), batch_size=4, max_new_tokens=4)
@@ -192,7 +191,7 @@ def test_a_group_the_model_cannot_take_fails_alone_and_is_named(tiny_qwen2_5_vl,
 
 
 def test_training_plot_draws_one_curve_per_mission_and_marks_the_best_step(tmp_path):
-    from stage_b.plot_training import find_log, plot, read_steps
+    from stage_b.pages.plot_training import find_log, plot, read_steps
     run = tmp_path / "run" / "v0-20260101-000000"
     run.mkdir(parents=True)
     other = "挡风板安装检查"
@@ -216,8 +215,8 @@ def test_training_plot_draws_one_curve_per_mission_and_marks_the_best_step(tmp_p
 # ---------------------------------------------------------------- other tools' result files (issue 16, item 4)
 def _val_rows(tmp_path, n=6):
     """Real group_qc rows, as the plugin's dataset builds them (messages, solution, mission, group_id, summaries)."""
-    from stage_b.dataset import build_rows
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import build_rows
+    from stage_b.data.settings import Selection
     return build_rows(Selection(stage_a_dir=str(stage_a_folder(tmp_path / "sa", n=n))), "all")[0]
 
 
@@ -321,8 +320,8 @@ def test_swift_infer_run_twice_into_one_file_and_swift_deploy_logs_are_explained
 @pytest.mark.slow
 def test_real_swift_infer_results_are_rescored(tiny_qwen2_5_vl, tmp_path):
     """`swift infer` with the plugin on group_qc_val, as a user runs it, then evaluate --predictions on its file."""
-    from stage_b.dataset import build_rows
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import build_rows
+    from stage_b.data.settings import Selection
     stage_a = stage_a_folder(tmp_path / "sa", n=8)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}, "HF_HUB_OFFLINE": "1",
            "CUDA_VISIBLE_DEVICES": "", "GROUP_QC_STAGE_A_DIR": str(stage_a), "GROUP_QC_VAL_RATIO": "0.5"}
@@ -350,10 +349,10 @@ def test_an_evaluation_computes_each_rule_once_and_carries_it_to_the_report_and_
     """Issue 38: data flows one way. Writing an evaluation grounds each reply once (the metrics and the page's cards
     share it), collects the (p_fail, expected) points once (the curve, its table and the reliability diagram share
     them), and the report renders the curve table's thresholds it is given rather than running the rule again."""
-    import stage_b.cards
+    import stage_b.pages.cards
     import stage_b.evaluate.outputs as outputs
     import stage_b.evaluate.report
-    import stage_b.metrics
+    import stage_b.stats.metrics
     calls = {"ground": 0, "points_of": 0, "pick_threshold": 0}
 
     def counted(module, name):
@@ -363,11 +362,11 @@ def test_an_evaluation_computes_each_rule_once_and_carries_it_to_the_report_and_
             calls[name] += 1
             return real(*args, **kwargs)
         monkeypatch.setattr(module, name, wrapper)
-    for module in (outputs, stage_b.cards, stage_b.metrics):
+    for module in (outputs, stage_b.pages.cards, stage_b.stats.metrics):
         counted(module, "ground")
     counted(outputs, "points_of")
-    import stage_b.operating_point
-    counted(stage_b.operating_point, "pick_threshold")
+    import stage_b.rules.operating_point
+    counted(stage_b.rules.operating_point, "pick_threshold")
     preds = predictions_from_rows(ROWS, COMPLETIONS, p_fails=[0.9, 0.2, 0.6])
     outputs.write_outputs(tmp_path, preds, [M], "once", review={"records": {}, "input_dirs": [], "all": True})
     assert calls["ground"] == len(preds) and calls["points_of"] == 1

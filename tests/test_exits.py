@@ -42,7 +42,7 @@ def test_a_bug_is_not_dressed_as_a_users_error(bug):
 
 def test_a_key_error_deep_in_a_command_shows_its_traceback_and_exits_1(tmp_path):
     """A KeyError planted in the monitor's reading of a day (a bug, not a user's file) reaches the terminal whole."""
-    code = ("import sys; import stage_b.monitor as m\n"
+    code = ("import sys; import stage_b.monitoring.monitor as m\n"
             "def broken(*a, **k):\n    return {}['planted']\n"
             "m.check_alpha = broken\n"
             "sys.exit(m.main(['--operating_point', 'x.json', '--verdicts', 'd', '--labels', 'l',\n"

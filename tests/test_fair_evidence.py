@@ -1,15 +1,16 @@
-"""Certification only on fair evidence (stage_b.routes, stage_b.operating_point.fair_points_of): groups reviewed
+"""Certification only on fair evidence (stage_b.rules.routes, stage_b.rules.operating_point.fair_points_of): groups
+reviewed
 because of their own score never count in a bound as if random; audits count with weight 1 / their probability, and
-the weighted bound (stage_b.certify.upper_bound_weighted, Korn-Graubard effective counts) keeps its confidence."""
+the weighted bound (stage_b.stats.certify.upper_bound_weighted, Korn-Graubard effective counts) keeps its confidence."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from stage_b.certify import upper_bound, upper_bound_weighted
-from stage_b.operating_point import build_operating_point, fair_points_of
-from stage_b.routes import AUDIT, GROUP, MISSION, REVIEW, evidence_weight, why_not_fair
+from stage_b.stats.certify import upper_bound, upper_bound_weighted
+from stage_b.rules.operating_point import build_operating_point, fair_points_of
+from stage_b.rules.routes import AUDIT, GROUP, MISSION, REVIEW, evidence_weight, why_not_fair
 
 M = "BBU接地线检查"
 IDS = {"model": {"path": "m", "fingerprint": "f"}, "adapters": []}
@@ -103,7 +104,7 @@ def test_family_wise_certifies_each_claim_at_the_bonferroni_level():
 def test_the_operating_point_states_the_escape_rate_of_auto_passed_groups():
     """Of the groups the rule passes without review (p_fail below the threshold and outside the margin), the defective
     share and its bound; an audited one weighs 1 / its probability."""
-    from stage_b.operating_point import escape_rate
+    from stage_b.rules.operating_point import escape_rate
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.1}
     points = ([(0.1, "通过")] * 40 + [(0.2, "不通过")] * 2   # passed without review: 2 escapes in 42
               + [(0.45, "不通过")] * 5                       # within the margin: reviewed, not escapes
@@ -157,7 +158,7 @@ def test_the_weighted_miss_bound_with_the_band_in_keeps_its_confidence(offset):
             in_band = 0.3 <= p <= 0.7
             if not in_band and rng.random() >= 0.1:
                 continue   # decided without review and not audited: no label
-            if defective(p):   # the weight stage_b.routes gives each label
+            if defective(p):   # the weight stage_b.rules.routes gives each label
                 w = evidence_weight({"route": REVIEW, "review_scope": GROUP, "band_census": True} if in_band
                                     else {"route": AUDIT, "audit_probability": 0.1})
                 weights.append(w)

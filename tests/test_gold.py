@@ -1,4 +1,5 @@
-"""Known-answer (gold) checks (issue 35 item 5, stage_b.gold): mixed into the day by the judge, indistinguishable on
+"""Known-answer (gold) checks (issue 35 item 5, stage_b.labels.gold): mixed into the day by the judge,
+indistinguishable on
 the page from the day's blind audits, scored per reviewer by the import instead of becoming labels, left out of the
 day's automation figures and of the monitor."""
 from __future__ import annotations
@@ -12,10 +13,10 @@ import pytest
 
 from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
-from stage_b import judge
-from stage_b.decisions import decision_line, import_decisions
-from stage_b.gold import GoldError, check_gold_share, load_gold, mix_in
-from stage_b.routes import AUDIT
+from stage_b.judging import judge
+from stage_b.labels.decisions import decision_line, import_decisions
+from stage_b.labels.gold import GoldError, check_gold_share, load_gold, mix_in
+from stage_b.rules.routes import AUDIT
 from tests.helpers import SEED, certified_op, judge_args
 from tests.helpers import M, read_lines, run_judge, stage_a_folder
 
@@ -50,7 +51,7 @@ def test_the_mix_is_the_seeds_draw_with_the_answer_out_of_sight():
 
 def _day_with_gold(tmp_path, audit_share=0.5):
     """Verdict lines as the judge writes them: 12 of the day's groups (half audited or reviewed) and 4 gold checks."""
-    from stage_b.operating_point import manual_point
+    from stage_b.rules.operating_point import manual_point
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
     provenance = {"audit_share": audit_share, "audit_seed": SEED, "gold_share": 0.3}
     today = [_record(200 + k) for k in range(12)]
@@ -93,7 +94,7 @@ def test_a_gold_card_cannot_be_told_from_a_blind_audit_on_the_page(tmp_path):
 
 
 def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
-    from stage_b.decisions import main
+    from stage_b.labels.decisions import main
     out, lines = _day_with_gold(tmp_path)
     path = judge.verdicts_path(out, M)
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
@@ -114,7 +115,7 @@ def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
     assert [r["group_id"] for r in labels] == [day["group_id"]]   # gold groups became no label
     assert "blind audits of work decided without review: 1 escape(s) in 1 auto-passed" in printed   # not 4 more
     # 4 known-answer groups are fewer than the 5 that measure a reviewer in one mission, but 3 wrong of 4 puts their
-    # error rate above 0.2 at 90% confidence in the pooled reviewer table (stage_b.reviewer_quality): named, and
+    # error rate above 0.2 at 90% confidence in the pooled reviewer table (stage_b.labels.reviewer_quality): named, and
     # their lone label certifies nothing
     review = labels[0]["review"]
     assert review["certifies"] is False and "wrong on 3 of 4 gold answers" in review["quality"]
@@ -124,7 +125,7 @@ def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
 
 
 def test_a_reviewer_wrong_on_gold_certifies_nothing_alone(tmp_path):
-    from stage_b.agreement import gold_scores, quality
+    from stage_b.labels.agreement import gold_scores, quality
     groups = {(M, f"g{k}"): {"record": {"gold": {"label": "fail"}}, "decisions": [
         {"reviewer": "粗心", "decision": "通过" if k < 4 else "不通过"}]} for k in range(6)}
     bar = quality({}, 0.6, gold_scores(groups), 0.8)
@@ -132,7 +133,7 @@ def test_a_reviewer_wrong_on_gold_certifies_nothing_alone(tmp_path):
 
 
 def test_gold_lines_are_not_the_days_work(tmp_path):
-    from stage_b.monitor import read_days
+    from stage_b.monitoring.monitor import read_days
     out, lines = _day_with_gold(tmp_path)
     automation = judge.automation_of(out, [M])["per_mission"][M]
     assert automation["judged"] == 12
@@ -173,7 +174,7 @@ def test_a_gold_check_never_replaces_or_hides_the_label_it_was_drawn_from(tmp_pa
     """The documented flow: a day's groups reviewed and imported (their labels), later drawn as gold and decided
     again (wrongly, on purpose) into the same labels folder. Every earlier label stays as it was; the gold checks
     only score the reviewer."""
-    from stage_b.operating_point import manual_point
+    from stage_b.rules.operating_point import manual_point
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
     earlier = [judge.verdict_record(_record(k), 0.9, point, "不通过\n理由: 图片_1 接地线未捆扎",
                                     {"audit_share": 0.0, "audit_seed": SEED}) for k in range(4)]

@@ -1,4 +1,5 @@
-"""Gold cards show their photos like any audit card (stage_b.gold): the judge copies each drawn gold group's photos
+"""Gold cards show their photos like any audit card (stage_b.labels.gold): the judge copies each drawn gold group's
+photos
 from the folder its record was reviewed from (checked: inside it, found, decodable) into the day's output folder; a
 gold group whose photos cannot be found is not mixed in, and the judge says which and why."""
 from __future__ import annotations
@@ -10,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from group_qc_dev.photos import jpeg
-from stage_b import judge
-from stage_b.gold import PHOTOS_DIR, photo_problem, with_photo_copies
-from stage_b.operating_point import manual_point
+from stage_b.judging import judge
+from stage_b.labels.gold import PHOTOS_DIR, photo_problem, with_photo_copies
+from stage_b.rules.operating_point import manual_point
 from tests.helpers import SEED, M
 from qc_core.jsonl import write_jsonl_atomic
 

@@ -1,11 +1,11 @@
-"""Reason grounding on hand-made replies (stage_b.grounding): what a reason cites, which photos show a defect,
+"""Reason grounding on hand-made replies (stage_b.contract.grounding): what a reason cites, which photos show a defect,
 contradictions, and the three metrics evaluation reports."""
 from __future__ import annotations
 
 import pytest
 
-from stage_b.grounding import (MAX_RANGE, NOT_CONFIRMED, asserted_defects, cited_photos, citation_prefix, defect_photos,
-                               defect_terms, ground, grounding_metrics, guided_reply)
+from stage_b.contract.grounding import (MAX_RANGE, NOT_CONFIRMED, asserted_defects, cited_photos, citation_prefix,
+                                        defect_photos, defect_terms, ground, grounding_metrics, guided_reply)
 
 M = "BBU线缆布放要求"
 DEFECT = "BBU端光纤接头×2，光纤×2/未套保护管 备注：光纤裸露无保护"
@@ -114,7 +114,7 @@ def test_the_guided_start_of_a_reply(verdict, summaries, photos, start, complete
 def _negated_by_whole_clause(text: str, start: int) -> bool:
     """The rule as first written: the whole clause before the word, then its last characters (quadratic in the number
     of words of a clause without breaks); negated must give the same answers."""
-    from stage_b.grounding import CLAUSE_BREAKS, NEGATION_GAP, NEGATIONS
+    from stage_b.contract.grounding import CLAUSE_BREAKS, NEGATION_GAP, NEGATIONS
     clause = text[:start]
     for k, ch in enumerate(reversed(clause)):
         if ch in CLAUSE_BREAKS:
@@ -128,7 +128,7 @@ def _negated_by_whole_clause(text: str, start: int) -> bool:
 def test_negation_looks_back_a_few_characters_with_the_same_answers_as_the_whole_clause():
     """Every position of random texts made of negations, defect words, fillers and clause breaks."""
     import random
-    from stage_b.grounding import negated
+    from stage_b.contract.grounding import negated
     rng = random.Random(0)
     pieces = ["无", "没有", "未见", "松动", "缺失", "明显", "任何", "，", "。", "螺丝", "齐全", "a", " "]
     for _ in range(300):
@@ -142,7 +142,7 @@ def test_a_long_run_of_denied_defects_is_read_in_linear_time():
     """240,000 characters of 无松动 with no clause break: the whole-clause rule took 80 s for 24,000; linear, this is
     a fraction of a second (the timeout only stops a regression from hanging the suite)."""
     from qc_core.missions import load_registry
-    from stage_b.grounding import asserted_defects, defect_terms
+    from stage_b.contract.grounding import asserted_defects, defect_terms
     terms = defect_terms(load_registry().resolve("BBU接地线检查"))
     assert asserted_defects("无松动" * 80_000, terms) == set()
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from stage_b import evaluate
-from stage_b.split import split_of
+from stage_b.data.split import split_of
 from tests.helpers import A, EVAL_SEED, RUN_SPLIT, overlap_ids, trained_run, write_stage_a_groups
 
 pytestmark = pytest.mark.usefixtures("no_group_qc_environment")

@@ -1,4 +1,5 @@
-"""stage_b.inspection: each switching rule of the live guard, as a table; label-free signals and a first escape only
+"""stage_b.monitoring.inspection: each switching rule of the live guard, as a table; label-free signals and a first
+escape only
 tighten, label evidence about the signed miss rate alone withdraws, a clean tightened run returns to normal; the
 tightened share sees a tenfold rise within a day, and its audit draw holds the normal one."""
 from __future__ import annotations
@@ -7,9 +8,9 @@ import random
 
 import pytest
 
-from stage_b import inspection as ins
-from stage_b.detector import alarm_level
-from stage_b.routes import audit_draw
+from stage_b.monitoring import inspection as ins
+from stage_b.stats.detector import alarm_level
+from stage_b.rules.routes import audit_draw
 
 PROMISE = ins.Promise(miss_rate=0.2, escape_rate=0.05, alarm_level=alarm_level(10))
 
@@ -120,7 +121,7 @@ def test_the_tightened_share_sees_a_tenfold_rise_within_a_day(rate, volume, norm
 
 
 def test_a_tightened_draw_audits_every_group_the_normal_draw_would():
-    """The draw is nested: a group audited at 5% is audited at 27% (the same per-group number, stage_b.routes)."""
+    """The draw is nested: a group audited at 5% is audited at 27% (the same per-group number, stage_b.rules.routes)."""
     groups = [f"QC-{i}" for i in range(2000)]
     normal = {g for g in groups if audit_draw(1, "BBU接地线检查", g) < 0.05}
     tight = {g for g in groups if audit_draw(1, "BBU接地线检查", g) < 0.27}

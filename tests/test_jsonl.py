@@ -4,8 +4,8 @@ import multiprocessing
 
 import pytest
 
-from qc_core.jsonl import (JsonlAppender, JsonlError, LockedError, output_lock, iter_jsonl,
-                           repair_torn_tail, write_jsonl_atomic)
+from qc_core.jsonl import (JsonlAppender, JsonlError, LockedError, output_lock, iter_jsonl, repair_torn_tail,
+                           write_jsonl_atomic)
 
 A = {"group_id": "a", "text": "螺丝×4"}
 B = {"group_id": "b", "text": "接地线/已捆扎"}
@@ -168,17 +168,17 @@ def test_stage_a_resuming_onto_a_pathological_line_exits_2_naming_it(tmp_path):
 
 
 def _read_compare(path):
-    from stage_b.compare import load
+    from stage_b.evaluate.compare import load
     return load(str(path))
 
 
 def _read_run_record(path):
-    from stage_b.run_record import read_run_record
+    from stage_b.train.run_record import read_run_record
     return read_run_record(path)
 
 
 def _read_operating_point(path):
-    from stage_b.operating_point import load_operating_point
+    from stage_b.rules.operating_point import load_operating_point
     return load_operating_point(path)
 
 

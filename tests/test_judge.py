@@ -16,11 +16,11 @@ import pytest
 from qc_core.jsonl import output_lock, write_jsonl_atomic
 from qc_core.missions import load_registry
 from qc_core.paths import resolved
-from stage_b import judge
-from stage_b.dataset import prompt_row
-from stage_b.generate import VERDICT_LINES
-from stage_b.grounding import guided_reply
-from stage_b.operating_point import MissionPoint, p_fail
+from stage_b.judging import judge
+from stage_b.data.dataset import prompt_row
+from stage_b.model.generate import VERDICT_LINES
+from stage_b.contract.grounding import guided_reply
+from stage_b.rules.operating_point import MissionPoint, p_fail
 from tests.helpers import (A, B, M, jsonl_records, random_adapter, read_lines, run_judge, stage_a_folder,
                            write_stage_a_groups)
 
@@ -50,8 +50,8 @@ def _rows(n=5):
 
 def _photo_rows(folder: Path, n=3):
     """Photo-aware rows over real JPEGs of different sizes and colours (1 to 3 photos per group)."""
-    from stage_b.settings import Selection
-    from stage_b.dataset import rows_for
+    from stage_b.data.settings import Selection
+    from stage_b.data.dataset import rows_for
     from group_qc_dev.photos import jpeg
     records = []
     for k in range(n):
@@ -71,7 +71,7 @@ def _uncached_logprobs(engine, rows) -> list[dict]:
     """Each verdict line's log-probability from one forward pass over prompt + line (as ms-swift encodes them, photos
     included): no cache, no position arithmetic, nothing batched."""
     import torch
-    from stage_b.generate import _request
+    from stage_b.model.generate import _request
     template, model = engine.engine.template, engine.engine.model
     out = []
     for row in rows:
@@ -94,7 +94,7 @@ def test_photo_aware_p_fail_equals_one_uncached_pass(tiny_model_factory, tmp_pat
     """Photo-aware prompts put images between text lines, and Qwen-VL's rope positions jump over each image: the
     cached continuation (batched, left-padded, photos of different sizes) must still score the tokens the model would
     write after the prompt, as one plain forward pass over prompt + line does."""
-    from stage_b.generate import VerdictEngine
+    from stage_b.model.generate import VerdictEngine
     rows = _photo_rows(tmp_path)
     assert [len(r["images"]) for r in rows] == [1, 2, 3]
     assert all(r["messages"][1]["content"].count("<image>") == len(r["images"]) for r in rows)
@@ -137,7 +137,7 @@ def _direct_logprobs(model_dir, adapter, rows) -> list[dict]:
 def test_p_fail_equals_a_direct_transformers_computation(tiny_model_factory, tmp_path, arch, with_adapter):
     """Batched (left-padded, prompts of different lengths) through ms-swift's engine and template, with a LoRA
     adapter or a plain (merged) checkpoint: within 1e-4 of the direct computation, group by group."""
-    from stage_b.generate import VerdictEngine
+    from stage_b.model.generate import VerdictEngine
     model = tiny_model_factory(arch)
     adapter = random_adapter(model, tmp_path / "adapter") if with_adapter else None
     rows = _rows()
@@ -201,7 +201,8 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
 
 
 def tie_candidates(values: list[float]) -> list[float]:
-    """The rule's candidate thresholds, written out again from its statement (stage_b.operating_point): p_fail values
+    """The rule's candidate thresholds, written out again from its statement (stage_b.rules.operating_point): p_fail
+    values
     within 2 tau of their neighbour are one run of ties; each run's smallest minus tau (not below 0), and 1.0 unless a
     value lies within tau of it. (The tiny model's p_fail values all lie within a few 1e-7: one run.)"""
     tau, ordered, out = 2.0 ** -20, sorted(set(values)), []
@@ -234,7 +235,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     # the adapter named relative to the operating point's folder (qc_core.paths), resolved where it is now
     assert op["data"]["split"] == "val" and resolved(op["adapters"][0]["path"], tmp_path / "ev").resolve() == \
         adapter.resolve()
-    # the certified side, recomputed with scipy's exact bound (the rule: stage_b.operating_point)
+    # the certified side, recomputed with scipy's exact bound (the rule: stage_b.rules.operating_point)
     from scipy.stats import binomtest
     bound = binomtest(sum(p < entry["threshold"] for p in fails), len(fails), alternative="less").proportion_ci(
         confidence_level=0.9).high
@@ -325,7 +326,7 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
     assert all("has no entry for it" in r["review_why"][0] for r in judged)
     assert all(r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过") for r in judged)   # the model's own choice
     assert "0 of 3 groups decided without review" in result.stdout
-    # the day's work and its price, and why nothing was decided without review (stage_b.workload)
+    # the day's work and its price, and why nothing was decided without review (stage_b.rules.workload)
     assert (f"{M}: 3 groups: 0 decided without a person, 3 to people (3 review, 0 blind audits, 0 gold) = 3 "
             f"decisions, 0.03 person-hours at 30 s a decision (a stated default") in result.stdout
     assert "to review because: no threshold 3" in result.stdout
@@ -383,7 +384,7 @@ def test_one_work_order_in_two_missions_is_asked_about_twice_each_with_its_missi
 def test_a_day_mixing_the_certified_stage_a_model_with_another_is_withdrawn():
     """Summaries of the certified Stage-A model and of a new one on one day: the mission goes to review (the set of
     today's models minus the certified ones is not empty), naming the new model; the certified model alone is not."""
-    from stage_b.operating_point import MissionPoint, OperatingPoint
+    from stage_b.rules.operating_point import MissionPoint, OperatingPoint
     point = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="p",
                          stage_a={"models": ["fp-old"]})
     op = OperatingPoint(model={}, adapters=[], missions={"M": point})
@@ -401,7 +402,7 @@ def test_audited_groups_are_decided_without_review_in_the_automation_share():
 
 def test_a_withdrawn_missions_groups_go_to_review_with_mission_scope():
     """Withdrawn: every group to review, scope `mission` (the group was not chosen by its own score, so its label is
-    fair evidence, stage_b.routes), the withdrawal named first."""
+    fair evidence, stage_b.rules.routes), the withdrawal named first."""
     from tests.helpers import AUDITED_POINT
     record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"], "per_image": {"图片_1": "接地线松动"}}
     line = judge.verdict_record(record, 0.1, AUDITED_POINT, "通过\n理由: 图片_1 接地线已捆扎",
@@ -411,7 +412,7 @@ def test_a_withdrawn_missions_groups_go_to_review_with_mission_scope():
 
 
 def test_a_group_sent_to_two_reviewers_is_in_both_queues():
-    from stage_b.assign import assignees
+    from stage_b.labels.assign import assignees
     both = [assignees(["王工", "李工", "张工"], 1.0, 7, "M", f"g{k}") for k in range(50)]
     assert all(len(a) == 2 and a[0] != a[1] for a in both)
     assert {r for a in both for r in a[1:]} == {"王工", "李工", "张工"}   # every reviewer is someone's second
@@ -500,13 +501,13 @@ RECORD = {"group_id": "g1", "mission": M, "label": None, "images": ["a.jpg", "b.
 
 
 def test_what_a_verdict_rests_on_includes_the_photo_list():
-    from stage_b.judge import rests_on
+    from stage_b.judging.judge import rests_on
     moved = {**RECORD, "images": ["a.jpg", "c.jpg"]}
     assert rests_on(moved)["sha256"] != rests_on(RECORD)["sha256"]
 
 
 def test_a_kept_line_is_checked_at_its_own_threshold():
-    from stage_b.judge import _line_problem
+    from stage_b.judging.judge import _line_problem
     line = {"group_id": "g1", "mission": M, "p_fail": 0.4, "threshold": 0.3, "verdict": "不通过"}
     assert _line_problem(line, M, {"g1": RECORD}, {}) is None
     assert "does not follow" in _line_problem({**line, "verdict": "通过"}, M, {"g1": RECORD}, {})
@@ -515,7 +516,7 @@ def test_a_kept_line_is_checked_at_its_own_threshold():
 @pytest.mark.parametrize("key, value", [("allow_uncertified", True), ("audit_share", 0.5), ("audit_seed", 7),
                                         ("withdrawn", "drift"), ("reason_citations", "guided")])
 def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
-    from stage_b.judge import PROVENANCE, JudgeError, check_resumable
+    from stage_b.judging.judge import PROVENANCE, JudgeError, check_resumable
     path = tmp_path / "v.jsonl"
     line = {"group_id": "g1", "mission": M, "p_fail": 0.1, "threshold": 0.5, "verdict": "通过",
             "rests_on": {"sha256": "x"}, **PROVENANCE}
@@ -525,7 +526,7 @@ def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
 
 
 def test_the_reason_is_written_after_the_verdict_the_missions_threshold_gives():
-    from stage_b.judge import reply_starts
+    from stage_b.judging.judge import reply_starts
     point = MissionPoint(threshold=0.3, threshold_fail=0.3, review_margin=0.0, certified=True, promise="")
     starts = reply_starts({0: {"summaries": ["接地线×1/散乱 备注：接地线散乱未捆扎"], "mission": M}}, {0: 0.4}, point,
                           guided=True)

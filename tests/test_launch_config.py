@@ -1,10 +1,11 @@
-"""stage_b.launch's config=: a `swift rlhf` YAML read as plain data. A file that is not plain YAML (a Python tag, a
+"""stage_b.train.launch's config=: a `swift rlhf` YAML read as plain data. A file that is not plain YAML (a Python tag,
+a
 syntax error) or not a mapping of settings is refused naming the file and line, never run and never a traceback."""
 from __future__ import annotations
 
 import pytest
 
-from stage_b.launch import read_config
+from stage_b.train.launch import read_config
 
 
 @pytest.mark.parametrize("text, refusal", [

@@ -1,8 +1,8 @@
 """QC metrics on hand-computed confusion matrices, edge cases included."""
 import pytest
 
-from stage_b.calibration import reliability
-from stage_b.metrics import compute_metrics, metrics_from_confusion, wilson
+from stage_b.stats.calibration import reliability
+from stage_b.stats.metrics import compute_metrics, metrics_from_confusion, wilson
 
 P, F = "通过", "不通过"
 
@@ -65,7 +65,7 @@ def test_compute_metrics_per_mission_and_overall_with_an_empty_mission():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Calibration (stage_b.calibration)
+# Calibration (stage_b.stats.calibration)
 # --------------------------------------------------------------------------------------------------------------
 # planted-bug tests (issue 36)
 def test_ece_weighs_each_bin_by_its_groups():

@@ -1,4 +1,5 @@
-"""stage_b.monitor: the escape rate's confidence sequence, monitor.json built from verdict folders and labels (the
+"""stage_b.monitoring.monitor: the escape rate's confidence sequence, monitor.json built from verdict folders and
+labels (the
 inspection state, the detectors, the next audit share) and read back checked; days, labels and hand edits. The rules
 themselves: tests/test_inspection.py and tests/test_detector.py."""
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from qc_core.missions import load_registry
-from stage_b import monitor as mon
-from stage_b.operating_point import MissionPoint, OperatingPoint, build_operating_point
+from stage_b.monitoring import monitor as mon
+from stage_b.rules.operating_point import MissionPoint, OperatingPoint, build_operating_point
 from tests.helpers import run_monitor, write_day, write_labels
 
 M, N = "BBU接地线检查", "挡风板安装检查"
@@ -89,8 +90,8 @@ def normal_day(prefix, n=20):
 
 
 def _gold_answers(labels_dir: Path, reviewer: str, right: int, wrong: int) -> None:
-    """`reviewer` answered right + wrong known-answer groups (stage_b.gold), appended to the labels' log."""
-    from stage_b.decisions_log import append_log, read_log
+    """`reviewer` answered right + wrong known-answer groups (stage_b.labels.gold), appended to the labels' log."""
+    from stage_b.labels.decisions_log import append_log, read_log
     _, chain = read_log(labels_dir / "decisions.jsonl")
     append_log(labels_dir / "decisions.jsonl", [
         {"group_id": f"gold{i}", "mission": N, "decision": "通过" if i < right else "不通过", "note": "",
@@ -138,7 +139,7 @@ def test_an_escape_moves_a_bound_only_when_a_second_person_or_a_measured_reviewe
 
 
 def test_a_day_with_an_escape_waiting_is_not_a_clean_tightened_day():
-    from stage_b.monitor_replay import evidence_of
+    from stage_b.monitoring.monitor_replay import evidence_of
     row = {"day": "d", "judged": 10, "auto_passed": 5, "audit_share": 0.5, "audited_auto_passed": 3, "escapes": 0,
            "audited_auto_failed_defects": 0, "reviewed_defects": 0}
     assert evidence_of(row, {}).may_end_tightening
@@ -267,7 +268,7 @@ def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
     assert result["days"] == ["2026-11-27", "2026-11-28"] and result["missions"][M]["status"] == mon.WITHDRAWN
     page = (tmp_path / "m" / "index.html").read_text(encoding="utf-8")
     assert f"{M}: withdrawn" in page and "monitor.png" in page
-    # the days' work, priced (stage_b.workload): day 2's 12 audits are 12 decisions, 0.1 h at the stated 30 s
+    # the days' work, priced (stage_b.rules.workload): day 2's 12 audits are 12 decisions, 0.1 h at the stated 30 s
     assert "The days' work, priced at 30 s a decision (a stated default" in page
     assert "<td>2026-11-28</td><td>" + M + "</td><td>12</td><td>0</td><td>12</td><td>0</td><td>12</td>" in page
     assert result["workload"]["2026-11-28"]["per_mission"][M]["audit_hours"] == 0.1

@@ -45,7 +45,7 @@ def test_the_name_rule(typed, name, refusal):
     ("王工,a\u202eb", None, "U+202E"),
 ])
 def test_the_judges_reviewers_follow_the_rule(value, names, refusal):
-    from stage_b.assign import AssignError, check_reviewers
+    from stage_b.labels.assign import AssignError, check_reviewers
     if refusal is None:
         assert check_reviewers(value) == names
     else:
@@ -76,7 +76,7 @@ def test_a_name_the_rule_refuses_takes_no_decision_on_the_page_and_says_why(brow
 
 
 def test_the_import_keeps_the_name_as_the_rule_writes_it_and_names_a_line_it_refuses(tmp_path, synthetic):
-    from stage_b.decisions import DecisionsError, import_decisions
+    from stage_b.labels.decisions import DecisionsError, import_decisions
     from tests.helpers import judged_day, write_decision_file
     out, verdicts = judged_day(tmp_path, synthetic)
     typed = write_decision_file(tmp_path, out, verdicts[0], name="typed.jsonl")

@@ -1,4 +1,4 @@
-"""The operating point rule on hand-made cases (stage_b.operating_point; pure, no model), and the operating point
+"""The operating point rule on hand-made cases (stage_b.rules.operating_point; pure, no model), and the operating point
 as `python -m stage_b.evaluate --predictions` writes it and the judge reads it back."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from stage_b import evaluate
-from stage_b.judge import verdict_record
-from stage_b.numbers import fmt_p
-from stage_b.operating_point import (P_FAIL_TIE, MissionPoint, OperatingPoint, OperatingPointError,
-                                     build_operating_point, certified_fail_threshold, check_rate, curve,
-                                     load_operating_point, manual_point, mission_point, p_fail, parse_targets,
-                                     pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
-from stage_b.verdict import FAIL, PASS
+from stage_b.judging.judge import verdict_record
+from stage_b.contract.numbers import fmt_p
+from stage_b.rules.operating_point import (P_FAIL_TIE, MissionPoint, OperatingPoint, OperatingPointError,
+                                           build_operating_point, certified_fail_threshold, check_rate, curve,
+                                           load_operating_point, manual_point, mission_point, p_fail, parse_targets,
+                                           pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
+from stage_b.contract.verdict import FAIL, PASS
 
 F, P = "不通过", "通过"
 
@@ -236,7 +236,7 @@ def test_probabilities_print_with_enough_digits_to_show_the_decision(x, other, t
 
 def _written_op(tmp_path):
     """An operating point file as stage_b.evaluate writes it (build_operating_point), both sides certified."""
-    from stage_b.operating_point import build_operating_point
+    from stage_b.rules.operating_point import build_operating_point
     preds = ([{"group_id": f"f{i}", "mission": "BBU接地线检查", "p_fail": 0.9, "expected": F} for i in range(12)]
              + [{"group_id": f"p{i}", "mission": "BBU接地线检查", "p_fail": 0.1, "expected": P} for i in range(12)]
              + [{"group_id": f"q{i}", "mission": "挡风板安装检查", "p_fail": 0.2, "expected": P} for i in range(5)])
@@ -280,7 +280,7 @@ def test_a_mission_entry_without_a_key_the_rule_reads_is_refused_naming_file_mis
 ])
 def test_fields_the_live_guard_reads_are_checked_at_load(field, value):
     """A NaN escape bound would be a promise that never breaks: refused at load, naming the mission and field."""
-    from stage_b.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
              field: value}
     with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
@@ -290,8 +290,8 @@ def test_fields_the_live_guard_reads_are_checked_at_load(field, value):
 def test_the_escape_bound_weighs_audits():
     """Auto-passed points, 10 validation groups (weight 1) and 4 audits (weight 4), 2 of the audits escapes: the
     escape rate is the weighted share (8 of 26) and its bound the weighted one, not the unweighted 2 of 14."""
-    from stage_b.certify import upper_bound, upper_bound_weighted
-    from stage_b.operating_point import escape_rate
+    from stage_b.stats.certify import upper_bound, upper_bound_weighted
+    from stage_b.rules.operating_point import escape_rate
     points = [(0.1, "通过", 1.0)] * 10 + [(0.1, "通过", 4.0)] * 2 + [(0.1, "不通过", 4.0)] * 2
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0}
     e = escape_rate(points, entry, 0.9)
@@ -301,7 +301,7 @@ def test_the_escape_bound_weighs_audits():
 
 
 def test_an_auto_fail_threshold_below_the_auto_pass_one_is_refused_certified_or_not():
-    from stage_b.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
     for certified in (True, False):
         entry = {"threshold": 0.5, "threshold_fail": 0.3, "review_margin": 0.0, "certified": certified,
                  "promise": ""}
@@ -313,8 +313,8 @@ def test_an_auto_fail_threshold_below_the_auto_pass_one_is_refused_certified_or_
 def test_the_weighted_overkill_bound_counts_the_groups_at_or_above_the_auto_fail_threshold(above, errors):
     """Good groups (weight 2): ten at p_fail 0.1, one at 0.9; at an auto-fail threshold of 0.8 the overkill counts the
     one at or above it (2 of 22), the miss side counts those below (20 of 22)."""
-    from stage_b.certify import upper_bound_weighted
-    from stage_b.operating_point import _bound_below, _weighted_below
+    from stage_b.stats.certify import upper_bound_weighted
+    from stage_b.rules.operating_point import _bound_below, _weighted_below
     values, weights, running = _weighted_below([(0.1, "通过", 2.0)] * 10 + [(0.9, "通过", 2.0)], "通过")
     assert _bound_below(values, weights, running, 0.8, 0.9, above=above) == \
         pytest.approx(upper_bound_weighted([errors], weights, 0.9))
@@ -323,7 +323,7 @@ def test_the_weighted_overkill_bound_counts_the_groups_at_or_above_the_auto_fail
 @pytest.mark.parametrize("field, value", [("stage_a", ["x"]), ("stage_a", {"models": [1]}),
                                           ("stage_a", {"models": ["m"], "evidence_through": 5})])
 def test_a_missions_stage_a_basis_is_checked_at_load(field, value):
-    from stage_b.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
              field: value}
     with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
@@ -336,7 +336,7 @@ def test_a_missions_stage_a_basis_is_checked_at_load(field, value):
                                                "family.per_claim_confidence"),
                                               ("family", "x", "family")])
 def test_the_confidences_the_guard_holds_promises_at_are_checked_at_load(key, value, what):
-    from stage_b.operating_point import OperatingPoint, OperatingPointError
+    from stage_b.rules.operating_point import OperatingPoint, OperatingPointError
     op = {"format": 2, "model": {}, "adapters": [], "missions": {}, key: value}
     with pytest.raises(OperatingPointError, match=f"F: {what}"):
         OperatingPoint.from_json(op, "F")
@@ -417,7 +417,7 @@ def test_the_promise_is_one_sentence_with_both_numbers(entry, sentence):
     (4, 0.8, False, 0, "no promise is certified"),
 ])
 def test_the_family_line_is_a_joint_statement_only_when_it_is_one(claims, confidence, family_wise, certified, says):
-    from stage_b.operating_point import family, family_text
+    from stage_b.rules.operating_point import family, family_text
     fam = family([f"m{k}" for k in range(claims)], 1, confidence, family_wise)
     fam.update(certified_claims=certified,
                certified_claims_hold_together=max(0.0, 1 - certified * (1 - fam["per_claim_confidence"])))
@@ -480,7 +480,7 @@ def test_the_same_summaries_scored_twice_give_the_same_promise_and_the_same_verd
     thresholds' sides and every verdict are the same both times."""
     import random
 
-    from stage_b.operating_point import P_FAIL_TIE, MissionPoint, mission_point
+    from stage_b.rules.operating_point import P_FAIL_TIE, MissionPoint, mission_point
     rng = random.Random(7)
     F, P = "不通过", "通过"
     first = ([(0.0280751986, F)] + [(rng.uniform(0.03, 1.0), F) for _ in range(30)]
@@ -536,7 +536,7 @@ def test_every_printed_figure_says_what_it_measures(split, groups):
 
 
 def test_two_thresholds_apart_never_print_alike():
-    from stage_b.numbers import fmt_distinct
+    from stage_b.contract.numbers import fmt_distinct
     assert fmt_distinct([0.98213, 0.98227]) == ["0.9821", "0.9823"]   # as many figures as it takes, no more
     assert fmt_distinct([0.5, 0.5, None]) == ["0.5", "0.5", "n/a"]
 
@@ -684,7 +684,7 @@ def judged_day(op_path: Path, p: float) -> dict:
     (0.5, [0.625, 0.75], [0.375, 0.125], 0.125),
 ])
 def test_a_group_exactly_on_the_review_bands_edge_goes_to_review(tmp_path, share, overkills, clean_passes, margin):
-    """Silent bug: the band's `|p_fail - t| <= margin` turned into `<` (stage_b.operating_point.decide, and
+    """Silent bug: the band's `|p_fail - t| <= margin` turned into `<` (stage_b.rules.operating_point.decide, and
     mission_point's in_band), so the farthest error the band was sized to cover, and any group as far from the
     threshold, is decided without review. Checked in operating_point.json (errors in review, groups decided
     without review) and in the judge's verdict record for new groups exactly on either edge."""

@@ -1,5 +1,7 @@
-"""stage_b.plan_audits: the share each mission needs to see a rise within the days allowed, by simulation through
-the live guard's own code, what it costs, and every setting it cannot plan for refused by name; stage_b.day_shares:
+"""stage_b.monitoring.plan_audits: the share each mission needs to see a rise within the days allowed, by simulation
+through
+the live guard's own code, what it costs, and every setting it cannot plan for refused by name;
+stage_b.monitoring.day_shares:
 `--audit_share plan` routing and the inspection state raising a day's share."""
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import re
 
 import pytest
 
-from stage_b import plan_audits as plan
-from stage_b.day_shares import PLAN, check_share_setting, day_shares
-from stage_b.operating_point import OperatingPoint, build_operating_point
+from stage_b.monitoring import plan_audits as plan
+from stage_b.monitoring.day_shares import PLAN, check_share_setting, day_shares
+from stage_b.rules.operating_point import OperatingPoint, build_operating_point
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 

@@ -17,7 +17,7 @@ M, OTHER = "BBU接地线检查", "挡风板安装检查"
 
 def _system_cjk_font() -> str | None:
     from matplotlib import font_manager
-    from stage_b.plot_training import CJK_FONTS
+    from stage_b.pages.plot_training import CJK_FONTS
     for path in font_manager.findSystemFonts():
         try:
             name = font_manager.FontProperties(fname=path).get_name()
@@ -41,11 +41,11 @@ def test_a_cjk_font_installed_after_matplotlibs_cache_was_built_is_found(tmp_pat
                               check=True).stdout.strip()
     (cache,) = Path(cachedir).glob("fontlist-*.json")
     data = json.loads(cache.read_text(encoding="utf-8"))
-    from stage_b.plot_training import CJK_FONTS
+    from stage_b.pages.plot_training import CJK_FONTS
     files = {f["fname"] for f in data["ttflist"] if f["name"] in CJK_FONTS}   # every face of those files goes
     data["ttflist"] = [f for f in data["ttflist"] if f["fname"] not in files]
     cache.write_text(json.dumps(data), encoding="utf-8")
-    probe = ("import matplotlib.font_manager as fm; from stage_b.plot_training import cjk_font, CJK_FONTS; "
+    probe = ("import matplotlib.font_manager as fm; from stage_b.pages.plot_training import cjk_font, CJK_FONTS; "
              "print(any(f.name in CJK_FONTS for f in fm.fontManager.ttflist), cjk_font())")
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=300)
@@ -56,7 +56,7 @@ def test_a_cjk_font_installed_after_matplotlibs_cache_was_built_is_found(tmp_pat
 @pytest.fixture
 def no_cjk_font(monkeypatch):
     """A machine without a CJK font: none of the names the plots look for is installed."""
-    import stage_b.plot_training as plot_training
+    import stage_b.pages.plot_training as plot_training
     monkeypatch.setattr(plot_training, "CJK_FONTS", ("No Such CJK Font",))
 
 
@@ -88,8 +88,8 @@ def _points():
 def test_without_a_cjk_font_no_drawn_text_holds_chinese(tmp_path, no_cjk_font, drawn_text):
     """The operating curve's title ('verdict 不通过 iff …', from evaluation), axis labels, a title naming a Chinese
     folder, and mission names: drawn as M1/M2, fail/pass and '?', not as boxes."""
-    from stage_b.plot_operating import plot_curves, plot_reliability
-    from stage_b.plot_training import plot
+    from stage_b.pages.plot_operating import plot_curves, plot_reliability
+    from stage_b.pages.plot_training import plot
     names = plot_curves({"per_mission": {M: _points(), OTHER: _points()}, "overall": _points()}, tmp_path / "c.png",
                         "verdict 不通过 iff p_fail >= t", chosen={M: {"threshold": 0.5, "miss_rate": 0.5,
                                                                     "overkill_rate": 0.5}})
@@ -106,7 +106,7 @@ def test_without_a_cjk_font_no_drawn_text_holds_chinese(tmp_path, no_cjk_font, d
 def test_with_a_cjk_font_the_chinese_is_drawn_as_it_is(tmp_path, drawn_text):
     if _system_cjk_font() is None:
         pytest.skip("no CJK font on this machine")
-    from stage_b.plot_operating import plot_curves
+    from stage_b.pages.plot_operating import plot_curves
     plot_curves({"per_mission": {M: _points()}, "overall": _points()}, tmp_path / "c.png",
                 "verdict 不通过 iff p_fail >= t")
     assert "verdict 不通过 iff p_fail >= t" in drawn_text and M in drawn_text
@@ -126,8 +126,8 @@ def test_a_pathological_training_log_line_is_refused_naming_it(tmp_path):
 def test_a_reliability_diagram_of_a_thousand_missions_stays_a_page_high(tmp_path):
     from PIL import Image
 
-    from stage_b.calibration import calibration
-    from stage_b.plot_operating import MAX_PANELS, plot_reliability
+    from stage_b.stats.calibration import calibration
+    from stage_b.pages.plot_operating import MAX_PANELS, plot_reliability
     missions = [f"m{i}" for i in range(1000)]
     cal = calibration({m: [(0.9, "不通过"), (0.1, "通过")] for m in missions}, missions)
     plot_reliability(cal, tmp_path / "r.png", "t")

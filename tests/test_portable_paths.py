@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qc_core.paths import resolved, stored
-from stage_b.run_record import RUN_FILE, best_checkpoint, read_run_record, run_selection, stage_a_changes
+from stage_b.train.run_record import RUN_FILE, best_checkpoint, read_run_record, run_selection, stage_a_changes
 from tests.helpers import REPO, overlap_ids, trained_run
 
 
@@ -93,10 +93,10 @@ def test_label_records_name_their_photo_folder_relative_and_a_copy_reads_its_own
     the copied project's training rows and gold photos come from the copy. Planted: the import writing the absolute
     folder -> the copy's records name the original (deleted) folder."""
     from qc_core.missions import load_registry
-    from stage_b.dataset import load_records
-    from stage_b.decisions import import_decisions
-    from stage_b.gold import load_gold, photo_problem
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import load_records
+    from stage_b.labels.decisions import import_decisions
+    from stage_b.labels.gold import load_gold, photo_problem
+    from stage_b.data.settings import Selection
     from tests.helpers import judged_day, write_decision_file
     project = tmp_path / "project"
     project.mkdir()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from stage_b.preflight import advice, score, select_groups
+from stage_b.train.preflight import advice, score, select_groups
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"

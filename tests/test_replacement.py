@@ -1,4 +1,5 @@
-"""A re-certified operating point (stage_b.replacement): it keeps the replaced point's targets unless a flag changes
+"""A re-certified operating point (stage_b.rules.replacement): it keeps the replaced point's targets unless a flag
+changes
 them, puts each promise beside the old one, and a weaker promise decides nothing until the owner accepts it in words.
 The whole path: predictions.jsonl -> `python -m stage_b.evaluate --predictions … --replaces OLD` (in process, the real
 argument parser) -> operating_point.json and report.md -> the judge's reading of them."""
@@ -10,11 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from stage_b import evaluate, judge
+from stage_b import evaluate
+from stage_b.judging import judge
 from qc_core.paths import resolved
-from stage_b.operating_point import load_operating_point, thresholds_for
-from stage_b.replacement import ReplacementError, inherit_targets, numbers_of, weaker_because, weaker_missions
-from stage_b.verdict import FAIL, PASS
+from stage_b.rules.operating_point import load_operating_point, thresholds_for
+from stage_b.rules.replacement import ReplacementError, inherit_targets, numbers_of, weaker_because, weaker_missions
+from stage_b.contract.verdict import FAIL, PASS
 
 A = "BBU接地线检查"
 MODEL = {"path": "/models/qc", "fingerprint": "f" * 32}

@@ -1,6 +1,7 @@
-"""The reviewer closes the loop, in headless Chromium: a judge's review page (written by stage_b.judge from real
+"""The reviewer closes the loop, in headless Chromium: a judge's review page (written by stage_b.judging.judge from real
 verdict files over real photos), decisions by keyboard and mouse, kept across a reload, exported as decisions.jsonl
-by the page itself, imported by stage_b.decisions into labelled Stage-A files. Also: filters and counts over every
+by the page itself, imported by stage_b.labels.decisions into labelled Stage-A files. Also: filters and counts over
+every
 page, a browser that keeps nothing, and 2,000 groups."""
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import time
 
 
 from qc_core.jsonl import write_jsonl_atomic
-from stage_b.dataset import load_records
-from stage_b.decisions import import_decisions
-from stage_b.settings import Selection
+from stage_b.data.dataset import load_records
+from stage_b.labels.decisions import import_decisions
+from stage_b.data.settings import Selection
 from tests.helpers import MISSIONS, decided_badges, export_decisions, fresh_page, judged_day, send_keys, wait_for_page
 
 
@@ -76,7 +77,7 @@ def test_filters_and_counts_cover_every_page(browser, tmp_path, synthetic, monke
     """A mission whose groups are all on page 2 is counted from page 1 and linked there; a flagged 不通过 group is
     under 不通过 too; long unbroken text wraps inside its card."""
     from review import page as review_page
-    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
     _, verdicts = judged_day(tmp_path, synthetic)
     verdicts = sorted(verdicts, key=lambda v: v["mission"] != MISSIONS[0])   # mission 2 only on the last pages
     verdicts[0] = {**verdicts[0], "reason": "x" * 400, "reply": "不通过\n理由: " + "x" * 400, "verdict": "不通过",
@@ -168,7 +169,7 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
     """2,000 groups on 10 pages (no photos: the cards and the index are what is measured). Moving and deciding by
     keyboard: the time per key is printed, and must stay far below what a reviewer would notice."""
     from review import page as review_page
-    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
     verdicts = [{"group_id": f"QC-BIG-{k}", "mission": MISSIONS[k % 2], "verdict": "不通过" if k % 3 else "通过",
                  "p_fail": (k % 97) / 97, "threshold": 0.5, "needs_review": k % 5 == 0, "review_why": [],
                  "label": None, "reply": "通过\n理由: 图片_1 依据", "images": [], "summaries": []} for k in range(2000)]
@@ -186,7 +187,7 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
 
 
 def test_the_demos_reviewer_writes_what_the_page_exports_and_the_import_labels_the_truth(tmp_path, synthetic):
-    """group_qc_dev.play_reviewer writes decisions through stage_b.decisions.decision_line, the line the page's
+    """group_qc_dev.play_reviewer writes decisions through stage_b.labels.decisions.decision_line, the line the page's
     export mirrors: imported, every flagged group gets the generator's label."""
     from group_qc_dev.play_reviewer import decide
     out, verdicts = judged_day(tmp_path, synthetic)
@@ -209,7 +210,7 @@ M, N = "BBU接地线检查", "挡风板安装检查"
 
 def one_group_page(tmp_path, name, sha, missions=(M,)):
     """A page of one work order (the same id in each of `missions`) made from a source of content `sha`."""
-    from stage_b.cards import JUDGE_OUTCOMES
+    from stage_b.pages.cards import JUDGE_OUTCOMES
     from review.page import render_review
     cards = [{"group_id": "QC-SAME", "mission": m, "outcome": "needs_review", "facts": [], "reason": None,
               "reply": None, "error": None, "images": [], "summaries": [], "tags": ["needs_review"],

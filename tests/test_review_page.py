@@ -17,12 +17,13 @@ import pytest
 from group_qc_dev.photos import jpeg
 from qc_core.jsonl import JsonlAppender, write_jsonl_atomic
 from review.page import render_review
-from stage_b import evaluate, judge
+from stage_b import evaluate
+from stage_b.judging import judge
 from stage_b.evaluate import predictions_from_rows
-from stage_b.grounding import defect_photos
-from stage_b.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
-from stage_b.operating_point import manual_point
-from stage_b.verdict import FAIL, PASS
+from stage_b.contract.grounding import defect_photos
+from stage_b.pages.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
+from stage_b.rules.operating_point import manual_point
+from stage_b.contract.verdict import FAIL, PASS
 from tests.helpers import centre, nearest
 
 
@@ -261,7 +262,8 @@ def _evaluation_page(tmp_path: Path, photos: Path, images: dict) -> Path:
 
 
 def _judge_page(tmp_path: Path, photos: Path, images: dict) -> Path:
-    """stage_b.judge's review page over a verdicts file of records the judge writes (stage_b.judge.verdict_record)."""
+    """stage_b.judging.judge's review page over a verdicts file of records the judge writes
+    (stage_b.judging.judge.verdict_record)."""
     (g1, g2) = GROUPS
     out = tmp_path / "judged"
     out.mkdir()
@@ -373,7 +375,7 @@ def test_a_malformed_filter_address_leaves_the_page_working(browser, tmp_path, s
 
 
 def test_a_group_without_a_source_file_has_no_decide_buttons(tmp_path):
-    from stage_b.cards import JUDGE_OUTCOMES
+    from stage_b.pages.cards import JUDGE_OUTCOMES
     from review.page import render_review
     cards = [{"group_id": "ERR-1", "mission": M, "outcome": "needs_review", "facts": [], "reason": None, "reply": None,
               "error": "unreadable photo", "images": [], "summaries": []},
@@ -417,8 +419,8 @@ def _judge_review(tmp_path, record, *flags):
     import contextlib
     import io
 
-    from stage_b import judge
-    from stage_b.operating_point import manual_point
+    from stage_b.judging import judge
+    from stage_b.rules.operating_point import manual_point
     (tmp_path / "page").mkdir(exist_ok=True)
     write_jsonl_atomic(judge.verdicts_path(tmp_path / "page", M),
                        [judge.verdict_record(record, 0.9, manual_point(0.5), "不通过\n理由: 图片_1", {})])

@@ -1,6 +1,6 @@
 """The reviewer's day (issue 35): one key per decision, undo across pages, the next undecided group, where the day
 stands; decisions that survive the day's files growing and the day folder moving; every change kept. In headless
-Chromium over real judge pages, and through stage_b.decisions."""
+Chromium over real judge pages, and through stage_b.labels.decisions."""
 from __future__ import annotations
 
 import json
@@ -9,15 +9,15 @@ import shutil
 import pytest
 
 from qc_core.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
-from stage_b import judge
-from stage_b.decisions import DecisionsError, decision_line, import_decisions
+from stage_b.judging import judge
+from stage_b.labels.decisions import DecisionsError, decision_line, import_decisions
 from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_page
 
 
 def _paged(tmp_path, synthetic, per_page: int = 3):
     """A judge's day over two missions, re-rendered three cards a page (every group goes to review)."""
     from review.page import render_review
-    from stage_b.cards import JUDGE_OUTCOMES, judge_cards
+    from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
     out, verdicts = judged_day(tmp_path, synthetic)
     files = [judge.verdicts_path(out, m) for m in MISSIONS]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
@@ -285,7 +285,7 @@ def test_two_reviewers_exports_in_one_download_folder_do_not_collide_and_the_imp
     Planted: the fixed name -> the second export replaced the first."""
     from datetime import datetime, timezone
 
-    from stage_b.decisions import main
+    from stage_b.labels.decisions import main
     from tests.helpers import export_decisions
     out, _, result = _paged(tmp_path, synthetic, per_page=200)
     day = datetime.now(timezone.utc).date().isoformat()

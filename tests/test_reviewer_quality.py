@@ -1,4 +1,5 @@
-"""A reviewer lead's verdict on each person (issue 45 item 4, stage_b.reviewer_quality): gold answers and blind overlaps
+"""A reviewer lead's verdict on each person (issue 45 item 4, stage_b.labels.reviewer_quality): gold answers and blind
+overlaps
 pooled per reviewer over every mission and day, an error rate with exact Clopper-Pearson bounds, one table, and the
 reviewers whose lower bound is above the bar named; how often it names a careless reviewer, and an accurate one,
 measured by seeded simulation; the import's conflict count and its list one set."""
@@ -14,9 +15,9 @@ from scipy.stats import beta
 
 from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
-from stage_b.certify import groups_needed, upper_bound
-from stage_b.reviewer_quality import (BELOW, FILE, MEETS, UNDECIDED, bar_of, confirmers, gold_to_decide, lower_bound,
-                                      pool, reviewer_table, verdict)
+from stage_b.stats.certify import groups_needed, upper_bound
+from stage_b.labels.reviewer_quality import (BELOW, FILE, MEETS, UNDECIDED, bar_of, confirmers, gold_to_decide,
+                                             lower_bound, pool, reviewer_table, verdict)
 
 P, F = "通过", "不通过"
 FLIP = {P: F, F: P}
@@ -122,7 +123,8 @@ def test_what_no_number_of_gold_answers_decides():
 
 
 def simulated_log(rng, errors, missions=4, days=2, gold=(4, 5), shared=(3, 6)):
-    """(gold groups as stage_b.decisions.resolve(log, gold=True) gives them, the day's decisions log) for reviewers
+    """(gold groups as stage_b.labels.decisions.resolve(log, gold=True) gives them, the day's decisions log) for
+    reviewers
     wrong with the given probabilities, independently: per mission and day each reviewer answers gold[0] to gold[1]
     gold groups and each pair decides shared[0] to shared[1] groups blind to each other."""
     def decide(truth, e):
@@ -187,12 +189,13 @@ def _record(gid, mission, **extra):
 
 
 def _two_days(tmp_path, seed):
-    """Four missions over two days of real verdict files (stage_b.judge.verdict_record): per mission and day each
+    """Four missions over two days of real verdict files (stage_b.judging.judge.verdict_record): per mission and day
+    each
     reviewer answers 4-5 gold groups, each pair decides 3-6 groups blind to each other, each reviewer 2 alone.
     粗心 is wrong on 30% of their decisions (rounded up; which ones drawn by the seed), 王工 and 李工 on one gold answer
     each. Returns ({day: {reviewer: export path}}, what each reviewer decided)."""
-    from stage_b import judge
-    from stage_b.operating_point import manual_point
+    from stage_b.judging import judge
+    from stage_b.rules.operating_point import manual_point
     rng = random.Random(seed)
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
     missions = [m.name for m in load_registry().select("all")]
@@ -250,7 +253,7 @@ def _two_days(tmp_path, seed):
 
 
 def decision_line(*args, **kwargs):
-    from stage_b.decisions import decision_line as line
+    from stage_b.labels.decisions import decision_line as line
     return line(*args, **kwargs)
 
 
@@ -259,7 +262,7 @@ def test_the_import_pools_two_days_and_four_missions_into_one_table_that_names_t
     measure anyone (3-6 shared groups per pair, 4-5 gold); pooled, 粗心's gold bound is above the bar. On this seed's
     pool the bound names 粗心 (30% of 32-40 answers wrong); how often it does over such pools is measured above (about
     half at two days)."""
-    from stage_b.decisions import main
+    from stage_b.labels.decisions import main
     exports, facts = _two_days(tmp_path, seed=7)
     labels = tmp_path / "labels"
     for day in (1, 2):
@@ -292,9 +295,9 @@ def test_the_import_pools_two_days_and_four_missions_into_one_table_that_names_t
 def test_the_conflicts_counted_are_the_conflicts_listed_and_a_gold_disagreement_is_neither(tmp_path, capsys):
     """A gold group two reviewers decided both ways is scored against its answer (one gold answer wrong), never a
     conflict: it labels nothing either way. Each mission's printed count is the number of groups listed under it."""
-    from stage_b import judge
-    from stage_b.decisions import main
-    from stage_b.operating_point import manual_point
+    from stage_b.judging import judge
+    from stage_b.labels.decisions import main
+    from stage_b.rules.operating_point import manual_point
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
     missions = [m.name for m in load_registry().select("all")][:2]
     paths = {"a": [], "b": []}

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stage_b.evaluate import predictions_from_rows
-from stage_b.rewards import REWARDS, qc_consistency, qc_format, qc_label
-from stage_b.verdict import FAIL, PASS, parse
+from stage_b.train.rewards import REWARDS, qc_consistency, qc_format, qc_label
+from stage_b.contract.verdict import FAIL, PASS, parse
 
 M = "BBU接地线检查"
 S = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",

@@ -1,12 +1,12 @@
-"""stage_b.routes: the blind-audit draw, each verdict's route, and which labelled groups are fair evidence."""
+"""stage_b.rules.routes: the blind-audit draw, each verdict's route, and which labelled groups are fair evidence."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from stage_b.routes import (AUDIT, AUTO, GROUP, MISSION, REVIEW, RouteError, audit_draw, check_audit_share,
-                            evidence_weight, route_of, route_of_record, why_not_fair)
+from stage_b.rules.routes import (AUDIT, AUTO, GROUP, MISSION, REVIEW, RouteError, audit_draw, check_audit_share,
+                                  evidence_weight, route_of, route_of_record, why_not_fair)
 
 
 @pytest.mark.parametrize("share", [0.05, 0.2, 0.5])
@@ -77,5 +77,5 @@ def test_a_verdict_line_written_before_routes_has_the_route_its_flag_implies():
     ("a gold check of a mission sent whole to review is reviewed like the day's", ["withdrawn"], [], True, "review"),
 ])
 def test_where_a_gold_check_goes(what, mission_why, group_why, gold, route):
-    from stage_b.routes import route_of
+    from stage_b.rules.routes import route_of
     assert route_of(mission_why, group_why, 0.05, 1, "BBU接地线检查", "g", gold=gold)["route"] == route, what

@@ -26,7 +26,7 @@ from stage_a.discovery import Group
 from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
 from qc_core.records import make_record
-from stage_b.verdict import FAIL, PASS
+from stage_b.contract.verdict import FAIL, PASS
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = load_registry()
@@ -47,7 +47,7 @@ def policy(tiny_qwen2_5_vl):
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForImageTextToText
-    from stage_b.lora import target_regex
+    from stage_b.train.lora import target_regex
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_pretrained(tiny_qwen2_5_vl, dtype=torch.float32)
     return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=target_regex(tiny_qwen2_5_vl, 2)))

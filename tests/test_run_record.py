@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from qc_core.missions import load_registry
-from stage_b.dataset import build_rows, ids_digest
-from stage_b.lora import target_regex
+from stage_b.data.dataset import build_rows, ids_digest
+from stage_b.train.lora import target_regex
 from qc_core.paths import resolved
-from stage_b.run_record import RUN_FILE, best_checkpoint, file_facts, portable_selection, run_selection
-from stage_b.settings import Selection
-from stage_b.split import split_of
+from stage_b.train.run_record import RUN_FILE, best_checkpoint, file_facts, portable_selection, run_selection
+from stage_b.data.settings import Selection
+from stage_b.data.split import split_of
 from tests.helpers import LAST_K, SEED, VAL_RATIO, clean_env, run_command, stage_a_from_truth
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from stage_b.settings import KNOWN_ENV, Selection, SettingError, add_selection_args, selection_from
+from stage_b.data.settings import KNOWN_ENV, Selection, SettingError, add_selection_args, selection_from
 
 RUN = Selection.from_record({"stage_a_dir": "/runs/sa", "files": [], "missions": "BBU接地线检查", "val_ratio": 0.5,
                              "seed": 7, "balance_labels": True}, "run r.json")

@@ -1,5 +1,5 @@
 """One settings object per concern (issue 38): each command's `main` parses its flags into one checked, typed object,
-and the engine flags are declared once (stage_b.engine_settings)."""
+and the engine flags are declared once (stage_b.model.engine_settings)."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["stage_b/judge.py", "stage_b/evaluate/cli.py", "stage_b/preflight.py"]
+COMMANDS = ["stage_b/judging/judge.py", "stage_b/evaluate/cli.py", "stage_b/train/preflight.py"]
 
 
 @pytest.mark.parametrize("command, argv", [

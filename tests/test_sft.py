@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qc_core.missions import load_registry
-from stage_b.sft import NOT_CONFIRMED, grounded_reason, reply_for
+from stage_b.data.sft import NOT_CONFIRMED, grounded_reason, reply_for
 from tests.helpers import M, stage_a_folder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def test_the_sft_reason_is_grounded_in_the_summaries(summaries, verdict, reason)
 
 def test_the_origins_reviewer_reason_becomes_the_reason_to_learn():
     from qc_core.records import from_origin
-    from stage_b.dataset import sft_row
+    from stage_b.data.dataset import sft_row
     record = from_origin({"group_id": "QC-A-20250101-1", "mission": M, "label": "fail", "images": ["a.jpg"],
                           "per_image": {"图片_1": "接地排×1"}, "gt_fail_reason_text": "接地线未接地"})
     assert sft_row(record, load_registry())["messages"][-1]["content"] == "不通过\n理由: 接地线未接地"
@@ -51,8 +51,8 @@ def test_a_reviewer_reason_wins_and_stays_on_one_line():
 
 
 def test_group_qc_sft_rows_are_the_train_split_with_the_reply(tmp_path, monkeypatch):
-    from stage_b.dataset import build_rows, sft_row
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import build_rows, sft_row
+    from stage_b.data.settings import Selection
     stage_a = stage_a_folder(tmp_path / "sa", n=12)
     selection = Selection(stage_a_dir=str(stage_a))
     prompts, _ = build_rows(selection, "train")

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from stage_b.dataset import DatasetError, build_rows
-from stage_b.rewards import qc_consistency
-from stage_b.settings import Selection
-from stage_b.split import split_of
+from stage_b.data.dataset import DatasetError, build_rows
+from stage_b.train.rewards import qc_consistency
+from stage_b.data.settings import Selection
+from stage_b.data.split import split_of
 from tests.helpers import ALL_MISSIONS, write_stage_a_all_missions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ GOLDEN = {(0.5, 7): ["train", "train", "val", "val", "val", "train", "train", "v
 
 
 def test_split_is_the_same_in_every_process():
-    code = ("import json; from stage_b.split import split_of; "
+    code = ("import json; from stage_b.data.split import split_of; "
             f"print(json.dumps([[split_of(i, r, s) for i in {IDS!r}] for r, s in {list(GOLDEN)!r}]))")
     seen = []
     for hash_seed in ("1", "2"):   # the trainer and evaluation are different processes
@@ -139,7 +139,7 @@ def test_consistency_reward_sees_its_own_rows_summaries(plugin, tmp_path):
 def test_evaluate_pairs_each_completion_with_its_own_row(tiny_qwen2_5_vl, tmp_path):
     """Batched evaluation through the CLI; each prediction's completion must be what the model says to that
     row alone (greedy), and the completions must differ across rows, or a mix-up could hide."""
-    from stage_b.generate import VerdictEngine
+    from stage_b.model.generate import VerdictEngine
     folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=3)
     out = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir",
                           str(folder), "--split", "all", "--batch_size", "5", "--max_new_tokens", "6",

@@ -10,10 +10,10 @@ from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_a.discovery import discover_mission, mission_folders
-from stage_b.dataset import DatasetError, balance_by_label, build_rows, load_records
-from stage_b.settings import Selection, SettingError, selection_from
-from stage_b.prompts import stage_b_messages
-from stage_b.split import split_of
+from stage_b.data.dataset import DatasetError, balance_by_label, build_rows, load_records
+from stage_b.data.settings import Selection, SettingError, selection_from
+from stage_b.data.prompts import stage_b_messages
+from stage_b.data.split import split_of
 from tests.helpers import ALL_MISSIONS, centre, nearest, write_stage_a_all_missions
 
 REGISTRY = load_registry()
@@ -153,8 +153,8 @@ def test_torn_last_line_is_skipped_but_a_bad_line_or_duplicate_is_refused(tmp_pa
 
 # ------------------------------------------------------------------ unreviewed records (issue 14)
 def _preflight(selection):
-    """stage_b.preflight as a user runs it; it stops at the data, before any model is loaded."""
-    from stage_b import preflight
+    """stage_b.train.preflight as a user runs it; it stops at the data, before any model is loaded."""
+    from stage_b.train import preflight
     return preflight.main(["--model", "/nonexistent-model", "--stage_a_dir", selection.stage_a_dir,
                            "--mission", selection.missions, "--split", "all"])
 

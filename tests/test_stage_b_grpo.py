@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stage_b.dataset import build_rows
-from stage_b.settings import Selection
-from stage_b.launch import LaunchSettings, build_command, importable
-from stage_b.lora import layer_of
+from stage_b.data.dataset import build_rows
+from stage_b.data.settings import Selection
+from stage_b.train.launch import LaunchSettings, build_command, importable
+from stage_b.train.lora import layer_of
 
 REPO = Path(__file__).resolve().parent.parent
 REWARD_NAMES = ["qc_label", "qc_format", "qc_consistency"]
@@ -482,7 +482,7 @@ def _completion_logps(model_dir, padding_side, rows):
 def test_left_padding_keeps_log_probs_and_cuts_logits_to_the_completions(arch, tiny_model_factory):
     """configs/stage_b_grpo.yaml sets padding_side: left for speed; it must not change a single log-prob."""
     from qc_core.missions import load_registry
-    from stage_b.prompts import stage_b_messages
+    from stage_b.data.prompts import stage_b_messages
 
     mission = load_registry().resolve("BBU接地线检查")
     replies = [(1, "通过\n理由: 图片_1 符合要求"), (6, "不通过"), (3, "不通过\n理由: 图片_2 接地线散乱未捆扎")]

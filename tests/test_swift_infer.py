@@ -41,8 +41,8 @@ def test_swift_infer_without_a_stage_a_folder_says_what_to_export_before_the_mod
 
 
 def test_swift_infer_with_the_folder_exported_writes_a_row_per_validation_group(tiny_qwen2_5_vl, tmp_path):
-    from stage_b.dataset import build_rows
-    from stage_b.settings import Selection
+    from stage_b.data.dataset import build_rows
+    from stage_b.data.settings import Selection
     from tests.helpers import write_stage_a_all_missions
     stage_a = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=6)
     val = build_rows(Selection(stage_a_dir=str(stage_a)), "val")[0]

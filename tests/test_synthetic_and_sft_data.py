@@ -5,8 +5,8 @@ from collections import Counter
 from stage_a.discovery import discover_mission, mission_folders
 from qc_core.missions import load_registry
 from stage_a.prompts import stage_a_messages
-from stage_b.prompts import VERDICT_REQUEST
-from stage_b.verdict import parse
+from stage_b.data.prompts import VERDICT_REQUEST
+from stage_b.contract.verdict import parse
 from group_qc_dev import sft_data
 from tests.helpers import load_script
 

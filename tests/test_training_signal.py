@@ -1,7 +1,7 @@
 """Per-mission training signal and greedy validation metrics, from what the trainer scored (pure)."""
 import pytest
 
-from stage_b.training_signal import step_signal, validation_metrics
+from stage_b.stats.training_signal import step_signal, validation_metrics
 
 A, B = "BBU接地线检查", "挡风板安装检查"
 

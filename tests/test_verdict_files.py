@@ -10,7 +10,7 @@ from stage_a.discovery import Group
 from qc_core.jsonl import write_jsonl_atomic
 from qc_core.missions import load_registry
 from qc_core.records import make_record
-from stage_b import judge
+from stage_b.judging import judge
 from tests.helpers import A, B, jsonl_records, write_stage_a_groups
 
 pytestmark = pytest.mark.usefixtures("no_group_qc_environment")

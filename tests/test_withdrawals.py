@@ -1,4 +1,4 @@
-"""stage_b.withdrawals: a withdrawal is recorded beside the operating point it breaks, so that every judge at that
+"""stage_b.rules.withdrawals: a withdrawal is recorded beside the operating point it breaks, so that every judge at that
 operating point finds it: one judging the next day under another output folder, or told monitor=none, still sends the
 mission's groups to review. Fails closed: a file that cannot be read or written stops the monitor or the judge."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from stage_b import monitor as mon
-from stage_b.judge import mission_withdrawals
-from stage_b.withdrawals import WithdrawalsError, record, recorded, withdrawals_path
+from stage_b.monitoring import monitor as mon
+from stage_b.judging.judge import mission_withdrawals
+from stage_b.rules.withdrawals import WithdrawalsError, record, recorded, withdrawals_path
 from tests.helpers import M, write_day, write_labels
 from tests.test_monitor import N, make_op, normal_day
 

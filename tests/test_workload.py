@@ -1,11 +1,11 @@
-"""The day's workload and its price (stage_b.workload): what goes to people, how many decisions that is, the
+"""The day's workload and its price (stage_b.rules.workload): what goes to people, how many decisions that is, the
 person-hours at the measured or stated pace, and why groups went to review."""
 from __future__ import annotations
 
 import pytest
 
-from stage_b.workload import (DEFAULT_SECONDS_PER_DECISION, MIN_MEASURED, day_workload, measured_pace,
-                              reason_class, stated_pace)
+from stage_b.rules.workload import (DEFAULT_SECONDS_PER_DECISION, MIN_MEASURED, day_workload, measured_pace,
+                                    reason_class, stated_pace)
 
 M = "BBU接地线检查"
 

@@ -1,6 +1,6 @@
 """`python -m stage_b.evaluate`."""
 import sys
 
-from .cli import main
+from stage_b.evaluate.cli import main
 
 sys.exit(main())

@@ -11,19 +11,20 @@ from typing import NamedTuple
 
 from qc_core.exits import run_cli
 
-from ..certify import DEFAULT_CONFIDENCE, check_confidence
-from ..dataset import load_records, stage_a_files
-from ..engine_settings import EngineSettings, add_engine_args
-from ..model_replies import guide_citations, verdict_probabilities
-from ..numbers import fmt_p
-from ..operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
-from ..replacement import inherit_targets
-from ..run_record import selection_for, stage_a_changes
-from ..settings import add_selection_args, selection_flags
-from .held_out import HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis, with_evidence
-from .outputs import prepare_output_dir, read_back, review_inputs, write_outputs
-from .predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
-from .report import _ci, _pct
+from stage_b.stats.certify import DEFAULT_CONFIDENCE, check_confidence
+from stage_b.data.dataset import load_records, stage_a_files
+from stage_b.model.engine_settings import EngineSettings, add_engine_args
+from stage_b.model.model_replies import guide_citations, verdict_probabilities
+from stage_b.contract.numbers import fmt_p
+from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
+from stage_b.rules.replacement import inherit_targets
+from stage_b.train.run_record import selection_for, stage_a_changes
+from stage_b.data.settings import add_selection_args, selection_flags
+from stage_b.evaluate.held_out import (HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis,
+                                       with_evidence)
+from stage_b.evaluate.outputs import prepare_output_dir, read_back, review_inputs, write_outputs
+from stage_b.evaluate.predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
+from stage_b.evaluate.report import _ci, _pct
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Replaced:
     @classmethod
     def read(cls, path: str) -> "Replaced":
         from qc_core.jsonl import file_sha256
-        from ..operating_point import load_operating_point
+        from stage_b.rules.operating_point import load_operating_point
         load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
         return cls(path, file_sha256(path), read_back(json.loads(Path(path).read_text(encoding="utf-8")),
                                                       Path(path).parent))
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
                    help="certify again in place of this operating_point.json: its targets (miss and overkill rate per "
                         "mission, confidence, review share, --family_wise) are kept unless a flag gives another, and "
                         "the new file puts each promise beside the old; a weaker one decides nothing until the owner "
-                        "accepts it in words (python -m stage_b.judge --accept_weaker; stage_b.replacement)")
+                        "accepts it in words (python -m stage_b.judge --accept_weaker; stage_b.rules.replacement)")
     p.add_argument("--review_share", type=float, default=None,
                    help=f"the judge's needs_review band around each threshold covers this share of the validation "
                         f"errors (default {DEFAULT_REVIEW_SHARE}, or the replaced operating point's)")
@@ -273,7 +274,7 @@ def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list
 def no_automation(op: dict, mission: str) -> bool:
     """A certified rule that decides none of its groups without review is not called certified (it automates
     nothing)."""
-    from ..operating_point import automates_nothing
+    from stage_b.rules.operating_point import automates_nothing
     return automates_nothing(op["missions"].get(mission, {}))
 
 

@@ -1,19 +1,21 @@
 """Which groups an evaluation scores: a training run's split, or every group it did not train on (held out), with
-the weight each may carry in a promise (stage_b.routes) and what the promise rests on."""
+the weight each may carry in a promise (stage_b.rules.routes) and what the promise rests on."""
 from __future__ import annotations
 
-from ..dataset import build_rows, load_records
+from stage_b.data.dataset import build_rows, load_records
 from qc_core.checkpoints import stage_a_identity
-from ..routes import evidence_weight, why_not_fair
-from ..run_record import run_selection, train_overlap
-from ..settings import Selection
-from .predictions import EvaluationError
+from stage_b.rules.routes import evidence_weight, why_not_fair
+from stage_b.train.run_record import run_selection, train_overlap
+from stage_b.data.settings import Selection
+from stage_b.evaluate.predictions import EvaluationError
 
 HELD_OUT = "held_out"   # --split: every group the training run did not train on
 
 def with_evidence(predictions: list[dict], records: list[dict]) -> list[dict]:
-    """Each prediction with its `evidence` (stage_b.routes): the weight its group may have in a promise's bound, from
-    the `review` record stage_b.decisions wrote on its labelled Stage-A record (none: the original labelled data)."""
+    """Each prediction with its `evidence` (stage_b.rules.routes): the weight its group may have in a promise's bound,
+    from
+    the `review` record stage_b.labels.decisions wrote on its labelled Stage-A record (none: the original labelled
+    data)."""
     reviews = {(r["mission"], r["group_id"]): r.get("review") for r in records}
     out = []
     for p in predictions:
@@ -60,7 +62,7 @@ def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, 
                   records: list[dict] | None = None):
     """The rows to score and what metrics.json records about them; refuses groups the run trained on. `held_out`:
     every group of the selection the run did not train on (its validation groups, and groups it never saw, such as
-    work orders reviewers labelled since: stage_b.decisions)."""
+    work orders reviewers labelled since: stage_b.labels.decisions)."""
     if split == HELD_OUT:
         if not run:
             raise EvaluationError("--split held_out means the groups a training run did not train on: give the run's "

@@ -12,16 +12,16 @@ from qc_core.jsonl import file_sha256, write_jsonl_atomic
 from qc_core.paths import WRITTEN_IN, resolved, stored
 from review.page import REVIEW_DIR
 
-from ..calibration import calibration
-from ..certify import DEFAULT_CONFIDENCE
-from ..dataset import group_files
-from ..grounding import ground
-from ..metrics import compute_metrics
-from ..operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
-from ..replacement import compare
-from ..run_record import portable_selection, resolved_selection
-from .predictions import EvaluationError
-from .report import _ci, _pct, curve_picks, render_report
+from stage_b.stats.calibration import calibration
+from stage_b.stats.certify import DEFAULT_CONFIDENCE
+from stage_b.data.dataset import group_files
+from stage_b.contract.grounding import ground
+from stage_b.stats.metrics import compute_metrics
+from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
+from stage_b.rules.replacement import compare
+from stage_b.train.run_record import portable_selection, resolved_selection
+from stage_b.evaluate.predictions import EvaluationError
+from stage_b.evaluate.report import _ci, _pct, curve_picks, render_report
 
 OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
            "operating_point.json", "review")
@@ -47,7 +47,8 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
     (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
     "input_dirs", "all"}) the review page; `replaces` (evaluate's Replaced: path, sha256, content) puts each promise
-    beside the replaced point's (stage_b.replacement); `source` (re-scoring: the file and which tool wrote it) goes into
+    beside the replaced point's (stage_b.rules.replacement); `source` (re-scoring: the file and which tool wrote it)
+    goes into
     metrics.json. Everything is computed before the first file is written."""
     grounded = [ground(p["completion"], p.get("summaries"), p["mission"]) for p in predictions]   # metrics and page
     metrics = compute_metrics(predictions, missions, grounded)
@@ -142,7 +143,7 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
         (staging / name).write_text(render_report(metrics, predictions, title, picks=curve_picks(curves)),
                                     encoding="utf-8")
         if curves:
-            from ..plot_operating import plot_curves, plot_reliability
+            from stage_b.pages.plot_operating import plot_curves, plot_reliability
             name = "operating_curve.png"
             plot_curves(curves, staging / name, "verdict 不通过 iff p_fail >= t", chosen=op and {
                 **op["missions"], "overall": op["overall"]})
@@ -166,7 +167,7 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
     from review.page import render_review, report
-    from stage_b.cards import EVALUATION_OUTCOMES, evaluation_cards
+    from stage_b.pages.cards import EVALUATION_OUTCOMES, evaluation_cards
     rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}",
              f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",

@@ -7,11 +7,11 @@ from pathlib import Path
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError, iter_jsonl
 
-from ..dataset import row_mode
-from ..grounding import ground
-from ..operating_point import OperatingPointError, check_rate
-from ..rewards import REWARDS
-from ..verdict import FAIL, PASS, parse
+from stage_b.data.dataset import row_mode
+from stage_b.contract.grounding import ground
+from stage_b.rules.operating_point import OperatingPointError, check_rate
+from stage_b.train.rewards import REWARDS
+from stage_b.contract.verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
 
@@ -21,7 +21,7 @@ class EvaluationError(UserError):
 def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
                      p_fail: float | None = None, mode: str | None = None) -> dict:
     """One predictions.jsonl record: the verdict read from the completion, every reward, the reason's grounding
-    (stage_b.grounding: photos cited, photos whose summary shows a defect, contradiction, wrong citations), and
+    (stage_b.contract.grounding: photos cited, photos whose summary shows a defect, contradiction, wrong citations), and
     p_fail when the verdict probabilities were scored. A group the model could not be asked about has an empty
     completion and its `error`: no verdict, no p_fail, counted wrong."""
     kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}

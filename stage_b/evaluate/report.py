@@ -6,10 +6,10 @@ import html
 
 from qc_core.records import image_key
 
-from ..numbers import fmt_distinct, fmt_p
-from ..operating_point import family_text, picks_at
-from ..replacement import side_by_side_lines
-from ..verdict import FAIL, parse
+from stage_b.contract.numbers import fmt_distinct, fmt_p
+from stage_b.rules.operating_point import family_text, picks_at
+from stage_b.rules.replacement import side_by_side_lines
+from stage_b.contract.verdict import FAIL, parse
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
@@ -120,11 +120,12 @@ def render_promises(metrics: dict) -> list[str]:
     return lines
 
 def render_grounding(metrics: dict) -> list[str]:
-    """report.md's reason-grounding table (stage_b.grounding)."""
+    """report.md's reason-grounding table (stage_b.contract.grounding)."""
     rows = [*_md_items(metrics["per_mission"]), ("**overall**", metrics["overall"])]
     if not all("reason_contradiction_rate" in m for _, m in rows):
         return []
-    lines = ["", "Reasons (stage_b.grounding): a contradiction is a 不通过 whose reason names no defect and cites no "
+    lines = ["", "Reasons (stage_b.contract.grounding): a contradiction is a 不通过 whose reason names no defect and "
+             "cites no "
                  "photo whose summary shows one, or a 通过 whose reason names a defect or cites such a photo; citation "
                  "precision is the share of the photos 不通过 reasons cite that show a defect (a photo number the "
                  "group does not have is wrong), recall the share of defect photos they cite.", "",
@@ -144,7 +145,7 @@ def render_calibration(metrics: dict) -> list[str]:
         return []
     lines = ["", "## Calibration of p_fail", "", "![reliability diagram](reliability.png)", "",
              f"p_fail in {cal['bins']} equal-width bins against the share of groups reviewers failed; ECE = the "
-             f"groups-weighted mean gap (stage_b.calibration).", "", "| mission | n | ECE |", "|---|---|---|"]
+             f"groups-weighted mean gap (stage_b.stats.calibration).", "", "| mission | n | ECE |", "|---|---|---|"]
     for name, r in [*_md_items(cal["per_mission"]), ("**overall**", cal["overall"])]:
         ece = "n/a" if r["ece"] is None else f"{r['ece']:.3f}"
         lines.append(f"| {name} | {r['n']} | {ece} |")
@@ -188,7 +189,8 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
                   f"Picked on these {op.get('evidence', 'validation')} groups at "
-                  f"{_pct(op['confidence'])} confidence (stage_b.operating_point states the rule). A judged group is "
+                  f"{_pct(op['confidence'])} confidence (stage_b.rules.operating_point states the rule). A judged "
+                  f"group is "
                   f"auto-通过 when p_fail < the threshold, auto-不通过 when p_fail >= the fail threshold, and goes to "
                   f"review otherwise, when p_fail is within the review margin of the threshold (it covers "
                   f"{100 * op['review_share']:.0f}% of the errors made here), or when its mission is not certified.",

@@ -1,0 +1,1 @@
+"""Training the verdict model: LoRA targets (lora), rewards, the launcher (launch), preflight, the run record."""
