@@ -24,6 +24,24 @@ def test_every_console_command_is_a_module_main():
         assert callable(getattr(importlib.import_module(module), attr)), e.value
 
 
+def test_every_command_the_docs_name_is_a_console_script_and_a_module():
+    """docs/commands.md lists the console commands; each is in pyproject.toml, and the `python -m` module behind it
+    (its shim, where the module moved into a subpackage) runs the same main."""
+    import re
+    import tomllib
+    listed = set(re.findall(r"`(group-qc-[a-z-]+)`", (REPO / "docs" / "commands.md").read_text(encoding="utf-8")))
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert listed and listed == set(scripts), "docs/commands.md and pyproject.toml name different console commands"
+    documented = set(re.findall(r"python -m (stage_[ab][\w.]*)", (REPO / "docs" / "commands.md").read_text(
+        encoding="utf-8") + (REPO / "README.md").read_text(encoding="utf-8")))
+    targets = {v.partition(":")[0] for v in scripts.values()}
+    assert len(documented) > 5
+    for module in documented:
+        main = getattr(importlib.import_module(module), "main", None)
+        real = getattr(main, "__module__", None)
+        assert main is not None and (module in targets or real in targets), f"python -m {module} is no console command"
+
+
 def test_the_plugin_path_works_from_any_folder(tmp_path):
     printed = subprocess.run([sys.executable, "-m", "swift_plugins"], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.strip()
