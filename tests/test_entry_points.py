@@ -32,8 +32,8 @@ def test_every_command_the_docs_name_is_a_console_script_and_a_module():
     listed = set(re.findall(r"`(group-qc-[a-z-]+)`", (REPO / "docs" / "commands.md").read_text(encoding="utf-8")))
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert listed and listed == set(scripts), "docs/commands.md and pyproject.toml name different console commands"
-    documented = set(re.findall(r"python -m (stage_[ab][\w.]*)", (REPO / "docs" / "commands.md").read_text(
-        encoding="utf-8") + (REPO / "README.md").read_text(encoding="utf-8")))
+    from tests.helpers import docs_text
+    documented = set(re.findall(r"python -m (stage_[ab][\w.]*\w)", docs_text()))
     targets = {v.partition(":")[0] for v in scripts.values()}
     assert len(documented) > 5
     for module in documented:
