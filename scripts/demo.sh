@@ -17,12 +17,12 @@
 #     the judge at that operating point; per mission, certified or not, the share decided without review, and
 #     the miss and overkill rates achieved (the generator knows the truth) next to what validation promised
 #   9 the reviewer closes the loop: today's flagged and blind-audited groups decided (here from the generator's truth,
-#     written as the review page exports them), imported as labels (stage_b.labels.decisions), and the operating point
+#     written as the review page exports them), imported as labels (stage_b.decisions), and the operating point
 #     certified again on every fair sample the GRPO run did not train on (--split held_out: validation groups, audits
 #     weighted by 1 / their probability, missions reviewed whole; groups chosen by their score are left out):
 #     defective groups behind each promise, before and after
 #  10 promises on live work: four more days at the new operating point, each judged at the planned audit share,
-#     reviewed and imported, then monitored (stage_b.monitoring.monitor): an honest day; a day with three times the defective
+#     reviewed and imported, then monitored (stage_b.monitor): an honest day; a day with three times the defective
 #     work (tightened, never withdrawn: the model is as good; back to normal after a clean tightened day); a new cabinet
 #     look hiding one certified mission's defect from Stage-A (tightened the same day by drift, withdrawn by its
 #     audits); then that mission's groups all go to review while the other missions keep their promises
@@ -210,7 +210,7 @@ else
   echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened where drift shows it,"
   echo "  never withdrawn; back to normal after a clean tightened day); day 4 a new cabinet look hides one certified"
   echo "  mission's defect from Stage-A (the generator's --shift: a mission not tightened on day 3); day 5 that mission"
-  echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: stage_b.monitoring.plan_audits at the day's"
+  echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's"
   echo "  volume); the demo's days are tiny, so its drift tests run at 0.05, one clean tightened day returns a mission"
   echo "  to normal and the detectors alarm at one false alarm a year (monitor_extra=; production: 0.001, 5 days, 10"
   echo "  years)"

@@ -10,7 +10,7 @@
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
 #
-# Live promises (stage_b.monitoring.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
+# Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
 # labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
@@ -19,7 +19,7 @@
 # mission decides work without review only with a monitor's state, or on the first day at its operating point under
 # this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
 # every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without
-# review are drawn for a blind audit (stage_b.rules.routes): a share, or plan (stage_b.monitoring.plan_audits at the day's volume); a
+# review are drawn for a blind audit (stage_b.rules.routes): a share, or plan (stage_b.plan_audits at the day's volume); a
 # tightened mission is raised to the share the monitor asks for (stage_b.monitoring.day_shares). accept_weaker= is the owner's
 # acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.rules.replacement):
 # without it every group of such a mission goes to review. reviewers= splits the groups
@@ -31,7 +31,7 @@
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
 # A mission that fails (its Stage-A, or its judge) does not stop the others: they are judged, then the command
 # names the failed missions and exits non-zero. A mission the operating point has no threshold for is judged
-# with every group sent to review (stage_b.judging.judge).
+# with every group sent to review (stage_b.judge).
 # The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
 # Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); stage_a_extra= and
 # judge_extra= are split as a shell splits words, nothing expanded. Relative paths are the folder you run this from.
