@@ -71,7 +71,7 @@ def day(tmp: Path, groups: int):
             record, p, manual_point(0.5), f"{verdict}\n理由: 图片_1 依据", {"audit_share": 0.0, "audit_seed": 1}))
     for mission, lines in verdicts.items():
         write_jsonl_atomic(judge.verdicts_path(out, mission), lines)
-    judge.write_review(out, sorted(verdicts), [tmp / "photos"])
+    judge.write_day_review(out, sorted(verdicts), [tmp / "photos"])
     return out, {(g["mission"], g["group_id"]): g["label"] for g in truth}
 
 

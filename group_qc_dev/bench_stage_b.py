@@ -209,7 +209,7 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
         for rec in records:
             by_mission[rec["mission"]].append(rec)
         for mission, todo in by_mission.items():
-            judge._judge_mission(engine, prompts, unjudgeable, todo, point, {"model": model},
+            judge._score_and_write(engine, prompts, unjudgeable, todo, point, {"model": model},
                                  out / f"{r}-{mission}.jsonl", out / f"{r}-{mission}.errors.jsonl", batch_size)
         times["judge"].append(time.perf_counter() - t)
     best = {k: min(v) for k, v in times.items()}

@@ -20,11 +20,11 @@ confirms it.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
+from qc_core.stable_hash import unit_draw
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
 from stage_b.labels.decisions import decision_line
@@ -33,8 +33,7 @@ from stage_b.contract.verdict import FAIL, PASS
 
 
 def wrong(reviewer: str, group_id: str, share: float) -> bool:
-    digest = hashlib.sha256(f"wrong\0{reviewer}\0{group_id}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
+    return unit_draw("wrong", reviewer, group_id) < share
 
 
 def escapes_in(decisions_file: Path) -> set[tuple[str, str]]:

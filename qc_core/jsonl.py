@@ -211,6 +211,20 @@ class JsonlAppender:
         self.close()
 
 
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Replace `path` with `text` all at once (temp file + rename): a reader never sees half a file, and a failed
+    write leaves no temp file behind (the run record, each review page)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_jsonl_atomic(path: str | os.PathLike, records) -> int:
     """Replace `path` with `records` all at once (temp file + rename): readers never see half."""
     path = Path(path)

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from qc_core.jsonl import write_text_atomic
 from qc_core.names import NAME_RULE
 from qc_core.records import image_key
 from qc_core.thumbnails import Thumb, make_thumbnails
@@ -50,9 +51,7 @@ def _page_name(number: int) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def page_identity(sources: list[dict], out_dir: Path) -> str:

@@ -153,7 +153,7 @@ def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoin
         verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
     for mission in MISSIONS:
         write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
-    judge.write_review(out, list(MISSIONS), [photos])
+    judge.write_day_review(out, list(MISSIONS), [photos])
     return out, verdicts
 
 

@@ -69,7 +69,7 @@ def test_a_gold_card_cannot_be_told_from_a_blind_audit_on_the_page(tmp_path):
     gold = [v for v in lines if v.get("gold")]
     audits = [v for v in lines if v["route"] == AUDIT and not v.get("gold")]
     assert len(gold) == 4 and audits and all(v["route"] == AUDIT and v["label"] is None for v in gold)
-    judge.write_review(out, [M], [tmp_path])
+    judge.write_day_review(out, [M], [tmp_path])
     html = (out / "review" / "index.html").read_text(encoding="utf-8")
     index = (out / "review" / "groups.js").read_text(encoding="utf-8")
     bare = (html + index).replace(str(tmp_path), "TMP").lower()   # the test's own folder is named after it

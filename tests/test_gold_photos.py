@@ -98,7 +98,7 @@ def test_a_gold_card_shows_its_photos_like_an_audit_card(tmp_path):
     gold = [{**g, "label": None, "gold_label": "fail", "gold_from": "g.jsonl"} for g in gold]
     lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance) for r in today + gold]
     write_jsonl_atomic(judge.verdicts_path(out, M), lines)
-    judge.write_review(out, [M], judge.page_photo_dirs(out, str(today_dir)))
+    judge.write_day_review(out, [M], judge.page_photo_dirs(out, str(today_dir)))
     html = (out / "review" / "index.html").read_text(encoding="utf-8")
     assert 'data-missing="1"' not in html
     thumbs = re.findall(r'data-group-id="(QC-(?:NEW|OLD)-\d)".*?<img[^>]+src="thumbs/', html, re.S)

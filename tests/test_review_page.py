@@ -274,7 +274,7 @@ def _judge_page(tmp_path: Path, photos: Path, images: dict) -> Path:
             record = {"group_id": gid, "mission": A, "label": GROUPS[gid][1], "images": images[gid],
                       "per_image": {f"图片_{i}": s for i, s in enumerate(summaries, start=1)}, "input_dir": str(photos)}
             f.write(judge.verdict_record(record, p, point, reply, provenance={}))
-    judge.write_review(out, [A], [photos])
+    judge.write_day_review(out, [A], [photos])
     return out / "review" / "index.html"
 
 
@@ -426,7 +426,7 @@ def _judge_review(tmp_path, record, *flags):
                        [judge.verdict_record(record, 0.9, manual_point(0.5), "不通过\n理由: 图片_1", {})])
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        judge.write_review(tmp_path / "page", [M], [flags[1]] if flags else None)
+        judge.write_day_review(tmp_path / "page", [M], [flags[1]] if flags else None)
     return err.getvalue()
 
 

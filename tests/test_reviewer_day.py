@@ -115,7 +115,7 @@ def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused
     new = {**next(v for v in verdicts if v["mission"] == mission), "group_id": "QC-AFTERNOON-1"}
     with JsonlAppender(path) as f:   # the afternoon's work orders appended to the day's file
         f.write(new)
-    judge.write_review(out, list(MISSIONS), [tmp_path / "photos"])
+    judge.write_day_review(out, list(MISSIONS), [tmp_path / "photos"])
     browser.refresh()                # the re-rendered page keeps the morning's decisions
     assert browser.find_element("id", "decided-count").text == "2"
     (tmp_path / "m.jsonl").write_text(morning, encoding="utf-8")

@@ -25,6 +25,11 @@ def fmt_distinct(values) -> list[str]:
     return ["n/a" if v is None else f"{v:.{digits}g}" for v in values]
 
 
+def pct1(x: float | None) -> str:
+    """A share with one decimal (12.3%: counts of groups and decisions, the reports' rates); n/a for None."""
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
 def pct(x: float | None) -> str:
     """A rate as a percentage with 3 significant figures (a promise's target, confidence and bound); n/a for None."""
     return "n/a" if x is None else f"{100 * x:.3g}%"

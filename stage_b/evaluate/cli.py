@@ -15,7 +15,7 @@ from stage_b.stats.certify import DEFAULT_CONFIDENCE, check_confidence
 from stage_b.data.dataset import load_records, stage_a_files
 from stage_b.model.engine_settings import EngineSettings, add_engine_args
 from stage_b.model.model_replies import guide_citations, verdict_probabilities
-from stage_b.contract.numbers import fmt_p
+from stage_b.contract.numbers import fmt_p, pct1
 from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
 from stage_b.rules.replacement import inherit_targets
 from stage_b.train.run_record import selection_for, stage_a_changes
@@ -24,7 +24,7 @@ from stage_b.evaluate.held_out import (HELD_OUT, _check_operating_split, _record
                                        with_evidence)
 from stage_b.evaluate.outputs import prepare_output_dir, read_back, review_inputs, write_outputs
 from stage_b.evaluate.predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
-from stage_b.evaluate.report import _ci, _pct
+from stage_b.evaluate.report import _ci
 
 
 @dataclass(frozen=True)
@@ -288,8 +288,8 @@ def print_summary(metrics: dict, output_dir: Path) -> None:
                   + ": left out of the promise's bound (not a fair sample), kept as training labels", file=sys.stderr)
     for mission, e in (op or {}).get("missions", {}).items():
         print(f"operating point {mission}: " + (f"threshold {fmt_p(e['threshold'])}; at the threshold (p_fail "
-                                                f"against t, as the judge decides) miss {_pct(e['miss_rate'])} "
-                                                f"({e['misses']}/{e['n_fail']}), overkill {_pct(e['overkill_rate'])} "
+                                                f"against t, as the judge decides) miss {pct1(e['miss_rate'])} "
+                                                f"({e['misses']}/{e['n_fail']}), overkill {pct1(e['overkill_rate'])} "
                                                 f"({e['overkills']}/{e['n_pass']})"
                                                 if e.get("threshold") is not None else f"none ({e['why_none']})")
               + f"; {e['promise']}")
@@ -297,7 +297,7 @@ def print_summary(metrics: dict, output_dir: Path) -> None:
         a = op["automation"]
         print(f"decided without review on these {op.get('evidence', 'validation')} groups: "
               f"{a['validation_auto_decided']} of {a['validation_groups']} "
-              f"({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); certified: "
+              f"({pct1(a['automation_share'])} {_ci(a['automation_share_ci95'])}); certified: "
               f"{', '.join(m for m in a['certified_missions'] if not no_automation(op, m)) or 'no mission'}"
               + "".join(f"; no automation (people decide every group): {m}" for m in a["certified_missions"]
                         if no_automation(op, m)))
@@ -309,8 +309,8 @@ def print_summary(metrics: dict, output_dir: Path) -> None:
                      f"until the owner accepts it (--accept_weaker 'words')" if e["weaker_because"] else
                      "promises no less than before"))
     o = metrics["overall"]
-    print(f"{o['n']} groups, the verdict line as written: accuracy {_pct(o['accuracy'])}, miss rate "
-          f"{_pct(o['miss_rate'])}, overkill rate "
-          f"{_pct(o['overkill_rate'])}, invalid {o['invalid_verdicts']}; reasons: contradiction rate "
-          f"{_pct(o.get('reason_contradiction_rate'))}, citation precision {_pct(o.get('citation_precision'))}, "
-          f"recall {_pct(o.get('citation_recall'))} -> {output_dir}/report.md")
+    print(f"{o['n']} groups, the verdict line as written: accuracy {pct1(o['accuracy'])}, miss rate "
+          f"{pct1(o['miss_rate'])}, overkill rate "
+          f"{pct1(o['overkill_rate'])}, invalid {o['invalid_verdicts']}; reasons: contradiction rate "
+          f"{pct1(o.get('reason_contradiction_rate'))}, citation precision {pct1(o.get('citation_precision'))}, "
+          f"recall {pct1(o.get('citation_recall'))} -> {output_dir}/report.md")

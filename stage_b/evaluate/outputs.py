@@ -15,13 +15,14 @@ from review.page import REVIEW_DIR
 from stage_b.stats.calibration import calibration
 from stage_b.stats.certify import DEFAULT_CONFIDENCE
 from stage_b.data.dataset import group_files
+from stage_b.contract.numbers import pct1
 from stage_b.contract.grounding import ground
 from stage_b.stats.metrics import compute_metrics
 from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
 from stage_b.rules.replacement import compare
 from stage_b.train.run_record import portable_selection, resolved_selection
 from stage_b.evaluate.predictions import EvaluationError
-from stage_b.evaluate.report import _ci, _pct, curve_picks, render_report
+from stage_b.evaluate.report import _ci, curve_picks, render_report
 
 OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
            "operating_point.json", "review")
@@ -82,7 +83,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
               f"of the curve" + (" and the operating point" if op else "") + "; report.md lists them", file=sys.stderr)
     write_all_or_nothing(output_dir, predictions, metrics, title, curves, op)
     if review is not None:
-        write_review(output_dir, predictions, metrics, title, **review, grounded=grounded)
+        write_evaluation_review(output_dir, predictions, metrics, title, **review, grounded=grounded)
     return metrics
 
 
@@ -161,18 +162,18 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
         os.replace(f, output_dir / f.name)
     staging.rmdir()
 
-def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
+def write_evaluation_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
                  input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None,
                  grounded: list | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
     from review.page import render_review, report
     from stage_b.pages.cards import EVALUATION_OUTCOMES, evaluation_cards
-    rows = [[name, m["n"], f"{_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
-             f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}",
-             f"{_pct(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
-             m["invalid_verdicts"], _pct(m.get("reason_contradiction_rate")), _pct(m.get("citation_precision")),
-             _pct(m.get("citation_recall"))]
+    rows = [[name, m["n"], f"{pct1(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
+             f"{pct1(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}",
+             f"{pct1(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
+             m["invalid_verdicts"], pct1(m.get("reason_contradiction_rate")), pct1(m.get("citation_precision")),
+             pct1(m.get("citation_recall"))]
             for name, m in [*metrics["per_mission"].items(), ("overall", metrics["overall"])]]
     confusion = [[name, *m["confusion"].values()] for name, m in metrics["per_mission"].items()]
     tables = [{"title": "Per mission, the verdict line as the model wrote it (95% Wilson intervals; report.md's "
@@ -202,9 +203,10 @@ def write_review(output_dir: Path, predictions: list[dict], metrics: dict, title
     return result
 
 def review_inputs(records: list[dict], input_dir: str | None = None, files=(), *, review_all: bool = False) -> dict:
-    """What write_review needs: the Stage-A records by (mission, group id), the file each came from (a reviewer's
-    decision names it), and the photo folders (`input_dir`: the command's --input_dir or GROUP_QC_INPUT_DIR; else
-    nothing: a page shows photos only from folders the command names; the records' folders are named, not followed)."""
+    """What write_evaluation_review needs: the Stage-A records by (mission, group id), the file each came from (a
+    reviewer's decision names it), and the photo folders (`input_dir`: the command's --input_dir or GROUP_QC_INPUT_DIR;
+    else nothing: a page shows photos only from folders the command names; the records' folders are named, not
+    followed)."""
     named = [r.get("input_dir") for r in records]
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
             "input_dirs": [Path(input_dir)] if input_dir else [], "named_dirs": named,

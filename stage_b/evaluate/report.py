@@ -6,15 +6,13 @@ import html
 
 from qc_core.records import image_key
 
-from stage_b.contract.numbers import fmt_distinct, fmt_p
+from stage_b.contract.numbers import fmt_distinct, fmt_p, pct1
 from stage_b.rules.operating_point import family_text, picks_at
 from stage_b.rules.replacement import side_by_side_lines
 from stage_b.contract.verdict import FAIL, parse
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
@@ -58,10 +56,10 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
               "| mission | n | accuracy | miss rate (verdict line) | overkill rate (verdict line) | balanced acc. "
               "| fail recall | fail precision | format | invalid |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in [*_md_items(metrics["per_mission"]), ("**overall**", metrics["overall"])]:
-        lines.append(f"| {name} | {m['n']} | {_pct(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
-                     f"{_pct(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {_pct(m['overkill_rate'])} "
-                     f"{_ci(m['overkill_rate_ci95'])} | {_pct(m['balanced_accuracy'])} | {_pct(m['fail_recall'])} | "
-                     f"{_pct(m['fail_precision'])} | {_pct(m['format_compliance'])} | {m['invalid_verdicts']} |")
+        lines.append(f"| {name} | {m['n']} | {pct1(m['accuracy'])} {_ci(m['accuracy_ci95'])} | "
+                     f"{pct1(m['miss_rate'])} {_ci(m['miss_rate_ci95'])} | {pct1(m['overkill_rate'])} "
+                     f"{_ci(m['overkill_rate_ci95'])} | {pct1(m['balanced_accuracy'])} | {pct1(m['fail_recall'])} | "
+                     f"{pct1(m['fail_precision'])} | {pct1(m['format_compliance'])} | {m['invalid_verdicts']} |")
     lines += render_grounding(metrics)
     not_judged = [p for p in predictions if p.get("error")]
     if not_judged:
@@ -95,7 +93,7 @@ def render_promises(metrics: dict) -> list[str]:
     op = metrics.get("operating_point")
     if not op:
         return []
-    lines = [f"## Promises (confidence {_pct(op['confidence'])}, exact one-sided Clopper-Pearson bounds; audited "
+    lines = [f"## Promises (confidence {pct1(op['confidence'])}, exact one-sided Clopper-Pearson bounds; audited "
              f"groups weighted by 1 / their audit probability, Korn-Graubard effective counts)", ""]
     for name, e in _md_items(op["missions"]):
         lines.append(f"- **{name}**: {e['promise']}" + (f"; {e['overkill_promise']}" if e.get("overkill_promise")
@@ -103,7 +101,7 @@ def render_promises(metrics: dict) -> list[str]:
         escape = e.get("escape")
         if escape and escape["auto_passed"]:
             lines.append(f"  - escape rate of auto-passed groups (what a blind audit measures): {escape['escapes']} "
-                         f"defective of {escape['auto_passed']} auto-passed, upper bound {_pct(escape['upper'])}")
+                         f"defective of {escape['auto_passed']} auto-passed, upper bound {pct1(escape['upper'])}")
         if e.get("left_out"):
             lines.append("  - left out of the bound (not a fair sample of the mission's work, still training labels): "
                          + "; ".join(f"{n} {why}" for why, n in e["left_out"].items()))
@@ -115,7 +113,7 @@ def render_promises(metrics: dict) -> list[str]:
     a = op["automation"]
     lines += ["", f"Decided without review on these {op.get('evidence', 'validation')} groups: "
                   f"{a['validation_auto_decided']} of "
-                  f"{a['validation_groups']} ({_pct(a['automation_share'])} {_ci(a['automation_share_ci95'])}); "
+                  f"{a['validation_groups']} ({pct1(a['automation_share'])} {_ci(a['automation_share_ci95'])}); "
                   f"a mission that is not certified is never decided without review.", ""]
     return lines
 
@@ -133,9 +131,9 @@ def render_grounding(metrics: dict) -> list[str]:
              "| cite 图片_1 alone |", "|---|---|---|---|---|---|"]
     for name, m in rows:
         c = m["grounding_counts"]
-        lines.append(f"| {name} | {c['two_line_replies']} | {_pct(m['reason_contradiction_rate'])} "
-                     f"({c['contradictions']}) | {_pct(m['citation_precision'])} ({c['citations_showing_defect']}/"
-                     f"{c['citations']}) | {_pct(m['citation_recall'])} ({c['defect_photos_cited']}/"
+        lines.append(f"| {name} | {c['two_line_replies']} | {pct1(m['reason_contradiction_rate'])} "
+                     f"({c['contradictions']}) | {pct1(m['citation_precision'])} ({c['citations_showing_defect']}/"
+                     f"{c['citations']}) | {pct1(m['citation_recall'])} ({c['defect_photos_cited']}/"
                      f"{c['defect_photos']}) | {c['replies_citing_only_photo_1']} |")
     return lines
 
@@ -180,7 +178,7 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
         cells = []
         for (t, at), shown in zip(at_targets, fmt_distinct([t for t, _ in at_targets])):
             cells.append("n/a (no fail group)" if at is None else
-                         f"t={shown}: miss {_pct(at['miss_rate'])}, overkill {_pct(at['overkill_rate'])}")
+                         f"t={shown}: miss {pct1(at['miss_rate'])}, overkill {pct1(at['overkill_rate'])}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if curves.get("groups_without_p_fail"):
         lines += ["", f"{curves['groups_without_p_fail']} group(s) have no p_fail (they could not be scored) "
@@ -189,7 +187,7 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
     if op:
         lines += ["", "## Operating point (operating_point.json)", "",
                   f"Picked on these {op.get('evidence', 'validation')} groups at "
-                  f"{_pct(op['confidence'])} confidence (stage_b.rules.operating_point states the rule). A judged "
+                  f"{pct1(op['confidence'])} confidence (stage_b.rules.operating_point states the rule). A judged "
                   f"group is "
                   f"auto-通过 when p_fail < the threshold, auto-不通过 when p_fail >= the fail threshold, and goes to "
                   f"review otherwise, when p_fail is within the review margin of the threshold (it covers "
@@ -205,17 +203,17 @@ def render_operating(metrics: dict, picks: dict) -> list[str]:
                 k, n = e["missions_certified"]
                 certified = (f"pooled bound only: {'yes' if e['certified'] else 'no'}; missions certified on their "
                              f"own: {k} of {n}")
-            auto = (f"{e['validation_auto_decided']}/{e['n']} ({_pct(e['automation_share'])})"
+            auto = (f"{e['validation_auto_decided']}/{e['n']} ({pct1(e['automation_share'])})"
                     if "validation_auto_decided" in e else "")
             if e.get("threshold") is None:
-                lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | none: {e['why_none']} | | "
+                lines.append(f"| {name} | {pct1(e['target_miss_rate'])} | {certified} | none: {e['why_none']} | | "
                              f"{e['n']} | | | | {auto} |")
                 continue
             shown_t, shown_fail = fmt_distinct([e["threshold"], e.get("threshold_fail")])
             t_fail = "none (nothing auto-fails)" if e.get("threshold_fail") is None else shown_fail
-            lines.append(f"| {name} | {_pct(e['target_miss_rate'])} | {certified} | {shown_t} | "
-                         f"{t_fail} | {e['n']} ({e['n_fail']}/{e['n_pass']}) | {_pct(e['miss_rate'])} "
-                         f"({_pct(e['miss_rate_upper'])}) | "
-                         f"{_pct(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
+            lines.append(f"| {name} | {pct1(e['target_miss_rate'])} | {certified} | {shown_t} | "
+                         f"{t_fail} | {e['n']} ({e['n_fail']}/{e['n_pass']}) | {pct1(e['miss_rate'])} "
+                         f"({pct1(e['miss_rate_upper'])}) | "
+                         f"{pct1(e['overkill_rate'])} {_ci(e['overkill_rate_ci95'])} | "
                          f"{fmt_p(e['review_margin'])} | {auto} |")
     return lines

@@ -75,7 +75,7 @@ NO_MONITOR = ("no monitor state for this operating point, so nothing checks its 
               "--monitor <monitor.json> (judge.sh: labels=<labels folder> monitors the days before this one), or "
               "--no_monitor 'why, in words' to decide without one (recorded on every verdict line)")
 # what a verdict line's decision is, recomputed on resume and compared (a line edited by hand is refused)
-DECISION_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
+RECOMPUTED_FIELDS = ("verdict", "threshold", "threshold_fail", "review_margin", "certified", "promise", "needs_review",
                    "review_why", "route", "review_scope", "audit_probability", "assigned_to", "gold")
 
 
@@ -177,7 +177,7 @@ def _line_problem(rec: dict, mission: str, records: dict[str, dict], seen: dict[
 
 def _decision_problem(rec: dict, expected: dict) -> str | None:
     """Which of a kept line's decision fields differ from what the rule gives for its own p_fail and reply."""
-    differs = [k for k in DECISION_FIELDS if rec.get(k) != expected.get(k)]
+    differs = [k for k in RECOMPUTED_FIELDS if rec.get(k) != expected.get(k)]
     if not differs:
         return None
     return ("its " + ", ".join(f"{k} {rec.get(k)!r}" for k in differs[:3]) + " do not follow from its p_fail "
@@ -402,7 +402,7 @@ def judge(settings: JudgeSettings) -> int:
         print(f"{mission}: weaker promise not accepted: all its groups went to review ({why})")
     if settings.review_page:   # the page is the folder's: every mission judged into it, by this call or another
         in_folder = [m for m in day.registry.names if verdicts_path(settings.output_dir, m).exists()]
-        write_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
+        write_day_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
                      pace)
     return 0
 
@@ -594,7 +594,7 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
             return 0
         model = engine.get()
         t0 = time.perf_counter()
-        written = _judge_mission(model, day.prompts, day.unjudgeable, todo, point, provenance, path,
+        written = _score_and_write(model, day.prompts, day.unjudgeable, todo, point, provenance, path,
                                  errors_path(settings.output_dir, mission), settings.engine.batch_size,
                                  settings.allow_uncertified, settings.engine.guided)
         engine.seconds += time.perf_counter() - t0
@@ -680,7 +680,7 @@ def print_automation(automation: dict) -> None:
                   f"them drawn for a blind audit; {c['ungrounded_reason']} sent to review for an ungrounded reason")
 
 
-def write_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None,
+def write_day_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None,
                  pace: Pace | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
     from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
@@ -753,7 +753,7 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
 
 
 
-def _judge_mission(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict],
+def _score_and_write(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict],
                    point: MissionPoint, provenance: dict, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0

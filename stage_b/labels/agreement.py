@@ -22,13 +22,13 @@ import math
 from itertools import combinations
 
 from stage_b.contract.bounds import in_range
+from stage_b.contract.verdict import FAIL, PASS
+from stage_b.stats.metrics import Z95
 
-PASS, FAIL = "通过", "不通过"
 DEFAULT_MIN_KAPPA = 0.6
 MIN_PAIRED = 10
 DEFAULT_MIN_GOLD_ACCURACY = 0.8
 MIN_GOLD = 5
-Z95 = 1.959963984540054
 
 
 def kappa(pairs: list[tuple[str, str]]) -> dict:

@@ -10,8 +10,8 @@ other's decision (each decides in their own browser, and the import pairs them).
 """
 from __future__ import annotations
 
-import hashlib
 
+from qc_core.stable_hash import unit_draw
 from qc_core.errors import UserError
 from qc_core.names import ReviewerNameError, reviewer_name, shown
 
@@ -52,8 +52,7 @@ def check_overlap_share(value, reviewers: list[str], what: str = "--overlap_shar
 
 
 def _draw(seed: int, salt: str, mission: str, group_id: str) -> float:
-    digest = hashlib.sha256(f"assign:{salt}\0{seed}\0{mission}\0{group_id}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2 ** 64
+    return unit_draw(f"assign:{salt}", seed, mission, group_id)
 
 
 def assignees(reviewers: list[str], overlap_share: float, seed: int, mission: str, group_id: str) -> list[str]:

@@ -51,6 +51,7 @@ from qc_core.names import ReviewerNameError, reviewer_name
 from qc_core.paths import with_input_dir_stored
 from qc_core.records import image_key, utc_now
 
+from stage_b.contract.numbers import pct1
 from stage_b.labels.agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy,
                                       check_min_kappa, gold_scores, pairwise, quality)
 from stage_b.labels.decisions_log import LOG, DecisionsLogError, append_log, read_log
@@ -650,7 +651,7 @@ def print_agreement(agreement: dict, bar: dict, gold: dict | None = None, decide
     for mission, by_reviewer in sorted((gold or {}).items()):
         for r, g in sorted(by_reviewer.items()):
             print(f"{mission}: {printable(r)} on known-answer groups: right on {g['correct']} of {g['n']}"
-                  + (f" ({_pct(g['correct'] / g['n'])})" if g["n"] else "") + f", {g['unsure']} unsure")
+                  + (f" ({pct1(g['correct'] / g['n'])})" if g["n"] else "") + f", {g['unsure']} unsure")
     for mission in sorted(set(bar) - set(agreement)):
         for r, q in sorted(bar[mission].items()):
             if q["status"] == "below the bar":
@@ -668,7 +669,7 @@ def print_agreement(agreement: dict, bar: dict, gold: dict | None = None, decide
                 mine[r][1] += k["n"]
         for r, (agreed, n) in sorted(mine.items()):
             if n:
-                print(f"{mission}: {printable(r)} agreed with the others on {agreed} of {n} ({_pct(agreed / n)})")
+                print(f"{mission}: {printable(r)} agreed with the others on {agreed} of {n} ({pct1(agreed / n)})")
         for r, q in sorted((bar.get(mission) or {}).items()):
             if q["status"] == "below the bar":
                 held_back(mission, r, q["why"])
@@ -691,10 +692,6 @@ def print_reviewers(rows: list[dict], path) -> None:
 def printable(text: str) -> str:
     """A name as the terminal may show it: control characters (escape codes) written as \\xNN, never run."""
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(text))
-
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def main(argv=None) -> int:

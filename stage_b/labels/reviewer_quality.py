@@ -46,9 +46,10 @@ gold answers would decide it.
 """
 from __future__ import annotations
 
+from stage_b.contract.numbers import pct1
+from stage_b.contract.verdict import FAIL, PASS
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
-PASS, FAIL = "通过", "不通过"
 FILE = "reviewers.jsonl"
 BELOW, MEETS, UNDECIDED = "below the bar", "meets the bar", "not enough evidence yet"
 MAX_PROJECTED = 100_000   # more gold answers than any review team gives: said as "more than"
@@ -157,10 +158,6 @@ def gold_to_decide(wrong: int, answered: int, bar: float, confidence: float, upp
     return hi
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def verdict(counts: dict, bar: float, confidence: float = DEFAULT_CONFIDENCE) -> dict:
     """One reviewer's row: their counts (pool), bounds, the verdict and why, in words a reviewer lead reads."""
     b = bounds(counts["gold_wrong"], counts["gold_answered"], counts["disagreed"], counts["overlaps"], confidence)
@@ -168,12 +165,12 @@ def verdict(counts: dict, bar: float, confidence: float = DEFAULT_CONFIDENCE) ->
     more = None
     if b["lower"] > bar:
         status = BELOW
-        why = (f"wrong on {k} of {n} gold answers ({_pct(k / n)}): at {confidence:.0%} confidence their error rate is "
-               f"at least {_pct(b['lower'])}, above the bar of {_pct(bar)}")
+        why = (f"wrong on {k} of {n} gold answers ({pct1(k / n)}): at {confidence:.0%} confidence their error rate is "
+               f"at least {pct1(b['lower'])}, above the bar of {pct1(bar)}")
     elif b["upper"] < bar:
         status = MEETS
-        why = (f"at {confidence:.0%} confidence their error rate is at most {_pct(b['upper'])} (from "
-               f"{b['upper_from']}), below the bar of {_pct(bar)}")
+        why = (f"at {confidence:.0%} confidence their error rate is at most {pct1(b['upper'])} (from "
+               f"{b['upper_from']}), below the bar of {pct1(bar)}")
     else:
         status = UNDECIDED
         more = gold_to_decide(k, n, bar, confidence, b["upper_confidence"])
@@ -181,7 +178,7 @@ def verdict(counts: dict, bar: float, confidence: float = DEFAULT_CONFIDENCE) ->
                 else f"about {more} more gold answers at this rate would decide it")
         if n:
             side = "above" if k / n > bar else "below" if k / n < bar else "at"
-            why = f"wrong on {k} of {n} gold answers ({_pct(k / n)}), {side} the bar of {_pct(bar)} so far; {then}"
+            why = f"wrong on {k} of {n} gold answers ({pct1(k / n)}), {side} the bar of {pct1(bar)} so far; {then}"
         else:
             why = ("no gold answer yet, and a disagreement never says which of two reviewers was wrong: "
                    + (f"{more} right gold answers in a row would show they meet the bar" if more is not None
@@ -235,8 +232,8 @@ def format_table(rows: list[dict], printable=str) -> str:
             f"{c:.0%} bounds", "verdict")
     body = [(printable(r["reviewer"]), str(r["decided"]), str(r["gold_answered"]), str(r["gold_wrong"]),
              str(r["overlaps"]), str(r["disagreed"]),
-             "-" if r["error_rate"] is None else _pct(r["error_rate"]),
-             f"[{_pct(r['lower'])}, {_pct(r['upper'])}]",
+             "-" if r["error_rate"] is None else pct1(r["error_rate"]),
+             f"[{pct1(r['lower'])}, {pct1(r['upper'])}]",
              r["verdict"] + (f" ({r['more_gold_to_decide']} more gold)" if r["more_gold_to_decide"] else ""))
             for r in rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [head, tuple("---" for _ in head), *body])

@@ -33,8 +33,8 @@ Groups left out still become training labels; they never count in a bound as if 
 """
 from __future__ import annotations
 
-import hashlib
 
+from qc_core.stable_hash import unit_draw
 from qc_core.errors import UserError
 from stage_b.contract.bounds import in_range
 
@@ -56,8 +56,7 @@ def check_audit_share(value, what: str = "--audit_share") -> float:
 
 def audit_draw(seed: int, mission: str, group_id: str) -> float:
     """A number in [0, 1) fixed by the seed, mission and group id (module doc)."""
-    digest = hashlib.sha256(f"{seed}\0{mission}\0{group_id}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2 ** 64
+    return unit_draw(seed, mission, group_id)
 
 
 def route_of(mission_why: list[str], group_why: list[str], audit_share: float, seed: int, mission: str,

@@ -24,6 +24,8 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
+from stage_b.contract.numbers import pct1
+
 # as stage_b.monitoring.plan_audits: a stated default pace of one reviewer decision
 DEFAULT_SECONDS_PER_DECISION = 30.0
 MIN_MEASURED = 20                      # decisions with an on-screen time before the measured median is used
@@ -103,7 +105,7 @@ def sentence(mission: str, c: dict, pace_source: str, promised: float | None = N
     """One mission's day in one line (the judge's summary)."""
     why = ", ".join(f"{name} {n}" for name, n in c["why_review"].items())
     promised_text = "" if promised is None else (
-        f"; decided without review {_pct(c['automation_share'])} today, {_pct(promised)} on validation")
+        f"; decided without review {pct1(c['automation_share'])} today, {pct1(promised)} on validation")
     return (f"{mission}: {c['groups']} groups: {c['without_person']} decided without a person, {c['to_people']} to "
             f"people ({c['review']} review, {c['audits']} blind audits, {c['gold']} gold) = {c['decisions']} "
             f"decisions, {c['person_hours']:.2f} person-hours at {pace_source}; the audits' part "
@@ -124,7 +126,3 @@ def table(workload: dict, gold_apart: bool = True) -> tuple[list[str], list[list
                      f"{c['audit_hours']:.2f}" if gold_apart else f"{c['audit_hours'] + c['gold_hours']:.2f}",
                      "; ".join(f"{k} {n}" for k, n in c["why_review"].items()) or "-"])
     return columns, rows
-
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from qc_core.errors import UserError
+from qc_core.jsonl import write_text_atomic
 from qc_core.paths import WRITTEN_IN, resolved, stored
 
 from stage_b.data.dataset import ids_digest
@@ -122,11 +123,7 @@ def best_checkpoint(record: dict, path) -> Path | None:
 
 def write_run_record(folder, record: dict) -> Path:
     """Atomic write (a reader never sees half a file)."""
-    path = Path(folder) / RUN_FILE
-    tmp = path.with_name(f".{RUN_FILE}.tmp")
-    tmp.write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(Path(folder) / RUN_FILE, json.dumps(record, ensure_ascii=False, indent=2) + "\n")
 
 
 def read_run_record(path) -> dict:
