@@ -36,11 +36,13 @@ test-fast: setup
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)
 
-# ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns), and the import contracts
-# ([tool.importlinter]: the layers, and no torch/transformers/ms-swift/datasets in the pure ones)
+# ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns), the import contracts
+# ([tool.importlinter]: the layers, and no torch/transformers/ms-swift/datasets in the pure core) and mypy on the pure
+# core ([tool.mypy])
 lint: setup
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 specs: .ci/node/node_modules/.bin/openspec
 	.ci/node/node_modules/.bin/openspec validate --all --strict

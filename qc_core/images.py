@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import cast
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -43,7 +44,8 @@ def load_photo(path: str | Path, *, max_pixels: int | None, max_image_pixels: in
         with warnings.catch_warnings():
             # We apply our own, clearer pixel limit below; PIL's warning would only add noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with Image.open(path) as opened:
+                im: Image.Image = opened
                 width, height = im.size
                 if width * height > max_image_pixels:
                     raise PhotoError(
@@ -105,10 +107,12 @@ def to_rgb8(im: Image.Image) -> Image.Image:
 
 def _scale_to_l(im: Image.Image) -> Image.Image:
     """A high-depth single-channel image as 8-bit grey (see to_rgb8 for the rule)."""
+    low: float
+    high: float
     if im.mode.startswith("I;16"):
         low, high = 0, 65535
     else:
-        lo, hi = im.getextrema()
+        lo, hi = cast(tuple[float, float], im.getextrema())   # one band: (min, max)
         if im.mode == "F" and lo >= 0 and hi <= 1:
             low, high = 0.0, 1.0
         elif lo >= 0 and hi <= 255:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from typing import Callable
 
 from .errors import UserError
 from .exits import run_cli
@@ -65,7 +66,7 @@ def flag(value: str, key: str) -> bool:
     return value == "1"
 
 
-TYPES = {"words": words, "count": count, "flag": flag}
+TYPES: dict[str, Callable[[str, str], object]] = {"words": words, "count": count, "flag": flag}
 
 
 def typed_keys(spec: str) -> dict[str, str | None]:

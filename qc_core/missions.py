@@ -112,7 +112,8 @@ def _parse(data: dict, path: Path) -> Registry:
     bad = sorted(set(label_folders.values()) - set(LABELS))
     if bad or not label_folders:
         raise MissionError(f"{path}: label_folders must map folder names to {LABELS}, got {bad or 'nothing'}")
-    missions, seen = [], {}
+    missions: list[Mission] = []
+    seen: dict[str, str] = {}
     for entry in data["missions"]:
         mission = Mission(
             name=str(_require(entry, "name", path)).strip(),

@@ -39,7 +39,7 @@ class Slot:
 
     @property
     def path(self) -> str:
-        return self.state.group.images[self.index]
+        return self.state.group.images[self.index]   # type: ignore[attr-defined]  # a Group: anything with .images
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ def _scan_group(path: Path, rel_group: str) -> tuple[list[str], str | None]:
     entries, problem = _entries(path, rel_group, "group folder")
     if problem:
         return [], problem
-    photos, unreadable = [], []
+    photos: list[str] = []
+    unreadable: list[str] = []
     for e in entries:
         if not _is_photo_name(e.name):
             continue  # other files and sub-folders are no photos (README)

@@ -124,3 +124,12 @@ def test_the_architecture_page_draws_the_import_graph_the_code_has():
     from group_qc_dev.import_graph import layer_edges, mermaid
     page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert f"```mermaid\n{mermaid(layer_edges())}\n```" in page, "run python -m group_qc_dev.import_graph --mermaid"
+
+
+def test_the_type_checker_covers_the_pure_core():
+    """`make lint` runs mypy on [tool.mypy] files: the same modules the forbidden contract keeps pure."""
+    import tomllib
+    files = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]["files"]
+    checked = {f.removesuffix(".py").replace("/", ".") for f in files}
+    pure = set(contract_sources())
+    assert checked == (pure - {m for m in pure if m.startswith("qc_core.")}) | {"qc_core"}   # qc_core: the whole floor

@@ -174,7 +174,7 @@ def ground(completion, summaries, mission) -> Grounding:
     parsed = parse(completion)
     if not parsed.two_lines:
         return Grounding(parsed.verdict, None, n, defect_photos=defects)
-    reason = parsed.reason
+    reason = parsed.reason or ""   # two_lines holds: the reason is there
     cited = tuple(cited_photos(reason))
     asserts = bool(asserted_defects(reason, defect_terms(mission)))
     cites_defect = any(k in defects for k in cited)

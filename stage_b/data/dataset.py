@@ -122,7 +122,8 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
     registry = registry or load_registry()
     chosen = registry.select(source.missions)
     wanted = {m.name for m in chosen}
-    records, seen = [], {}
+    records: list[dict] = []
+    seen: dict[tuple, str] = {}
     for path in stage_a_files(source, chosen, registry):
         before = len(records)
         for line_no, record in iter_jsonl(path, on_torn=log.warning):  # a killed Stage-A's torn line: skipped, said

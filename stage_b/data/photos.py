@@ -62,4 +62,4 @@ def group_photo_copies(records: list[dict], input_dir: str | None, max_pixels: i
             + "; ".join(problems[:SHOWN_PROBLEMS]) + (f" (+{len(problems) - SHOWN_PROBLEMS} more)"
                                                       if len(problems) > SHOWN_PROBLEMS else "")
             + ". Pass --input_dir (or GROUP_QC_INPUT_DIR) if the photos moved; fix or remove the group otherwise")
-    return [[str((cache / copies[p].name).resolve()) for p in group] for group in sources]
+    return [[str((cache / str(copies[p].name)).resolve()) for p in group] for group in sources]   # each made

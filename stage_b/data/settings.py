@@ -19,7 +19,7 @@ import difflib
 import logging
 import os
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from qc_core.errors import UserError
 from qc_core.missions import ENV_MISSIONS
@@ -190,7 +190,7 @@ class Selection:
     @classmethod
     def from_record(cls, record: Mapping, source: str) -> "Selection":
         """The selection a run recorded (`to_record`); every value's origin is `source`, the run file."""
-        values = {}
+        values: dict[str, Any] = {}
         for s in SETTINGS:
             if s.field in record:
                 value = record[s.field]
@@ -263,7 +263,8 @@ def selection_from(flags: Mapping | argparse.Namespace | None = None, environ: M
     warn_unknown_env(environ)
     levels = [({s.field: (flags[s.dest], s.flag) for s in SETTINGS if flags.get(s.dest) is not None}),
               ({s.field: (environ[s.env], s.env) for s in SETTINGS if s.env and environ.get(s.env, "").strip()})]
-    values, origin = {}, {}
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
     for level in levels:
         if any(f in level for f in INPUT_FIELDS):
             if any(f in values for f in INPUT_FIELDS):   # a higher level named the input already

@@ -78,6 +78,13 @@ FUTURE_SLACK = timedelta(minutes=5)   # a reviewer's clock may run a little ahea
 OLDEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
 
 
+def _decided_at(text) -> str:
+    """A checked decided_at (decided_at_problem found none) in the log's one form."""
+    when = _when(text)
+    assert when is not None
+    return when.isoformat(timespec="seconds")
+
+
 def _when(text) -> datetime | None:
     """An ISO time with its zone, in UTC; None for anything else (no zone, not a time, year 0)."""
     try:
@@ -154,7 +161,7 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
     definite = [d for d in decisions if d["decision"] in LABEL_OF]
     weak = [d["reviewer"] for d in definite if (below or {}).get(d["reviewer"], {}).get("status") == "below the bar"]
     if definite and len(weak) == len(definite) and len(definite) < 2:
-        out.update({"certifies": False, "quality": below[weak[0]]["why"]})
+        out.update({"certifies": False, "quality": (below or {})[weak[0]]["why"]})
     return out
 
 
@@ -288,11 +295,12 @@ def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") 
     found, problem = _verified_source(rec, mission, sources)
     if problem:
         return None, f"{where}: {problem}"
+    assert found is not None   # no problem: the source was verified
     path, sha, record, band = found
     from_verdicts = "p_fail" in record and "verdict" in record   # the model's answer as the verified file holds it
     decision = {"group_id": rec["group_id"], "mission": mission, "decision": rec["decision"],
                 "note": rec.get("note") or "", "reviewer": reviewer,
-                "decided_at": _when(rec["decided_at"]).isoformat(timespec="seconds"),
+                "decided_at": _decided_at(rec["decided_at"]),
                 "verdict": record["verdict"] if from_verdicts else rec.get("verdict"),
                 "p_fail": record["p_fail"] if from_verdicts else rec.get("p_fail"),
                 "route": record.get("route") if from_verdicts else None,
@@ -330,8 +338,8 @@ def _field_problem(rec) -> str | None:
 def _reviewer(rec: dict, unnamed: str) -> tuple[str, str | None]:
     """(the reviewer's name, or the problem): the line's own, else --reviewer's; normalised by qc_core.names' rule,
     the one the page applies."""
-    reviewer = rec.get("reviewer") if isinstance(rec.get("reviewer"), str) else ""
-    reviewer = reviewer if reviewer.strip() else unnamed
+    given = rec.get("reviewer")
+    reviewer = given if isinstance(given, str) and given.strip() else unnamed
     if not reviewer:
         return "", ("no reviewer name: two nameless reviewers cannot be told apart (the later would silently replace "
                     "the other's decision); type your name in the page's reviewer field and export again, or pass "
@@ -427,8 +435,8 @@ def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:
             for line_no, rec in iter_jsonl(path, allow_torn_tail=False,
                                            remedy="Export the decisions from the review page again."):
                 decision, problem = check_line(rec, f"{path}:{line_no}", registry, sources, unnamed)
-                if problem:
-                    problems.append(problem)
+                if problem or decision is None:
+                    problems.append(problem or f"{path}:{line_no}: not a decision")
                     continue
                 key = (decision["mission"], decision["group_id"], decision["reviewer"])
                 if key in seen:

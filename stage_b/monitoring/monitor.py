@@ -228,7 +228,9 @@ def operating_points_of(folder: Path) -> set:
 
 def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
     """The days, each checked: the folder exists, holds verdict files, and every line names this operating point."""
-    days, seen, given = [], {}, {}
+    days: list[Day] = []
+    seen: dict = {}
+    given: dict = {}
     for folder in map(Path, folders):
         if not folder.is_dir():
             raise MonitorError(f"day folder {printable_path(str(folder))} does not exist: give the folders the judge "
@@ -397,8 +399,8 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
     reviewed = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == REVIEW and lab is not None]
     agreed = sum((lab == "fail") == (v["verdict"] == FAIL) for v, lab in reviewed)
     auto = sum(r != REVIEW for r in routes)
-    shares = [share_of(v) for v, r in zip(verdicts, routes) if r != REVIEW]
-    shares = [s for s in shares if s is not None]
+    drawn_at = [share_of(v) for v, r in zip(verdicts, routes) if r != REVIEW]
+    shares = [s for s in drawn_at if s is not None]
     return {"day": name, "judged": len(verdicts), "auto_decided": auto,
             "automation_share": auto / len(verdicts) if verdicts else None, "audited": len(audited),
             "auto_passed": sum(r != REVIEW and v["verdict"] == PASS for v, r in zip(verdicts, routes)),
@@ -437,9 +439,10 @@ def promise_of(entry: MissionPoint | None, false_alarm_years: float,
     escape = (entry.escape if entry is not None else None) or {}
     n = (entry.extra.get("n") if entry is not None else None)
     shares = {}
-    if isinstance(n, int) and n > 0 and entry.n_fail is not None and escape.get("auto_passed"):
+    if entry is not None and isinstance(n, int) and n > 0 and entry.n_fail is not None and escape.get("auto_passed"):
         shares = {"caught_share": (entry.n_fail - escape["escapes"]) / n, "auto_pass_share": escape["auto_passed"] / n}
-    return Promise(miss_rate=entry.target_miss_rate if certified else None, escape_rate=promised_escape(entry),
+    return Promise(miss_rate=entry.target_miss_rate if entry is not None and certified else None,
+                   escape_rate=promised_escape(entry),
                    alarm_level=alarm_level(false_alarm_years), certified=certified, clean_days=clean_days, **shares)
 
 
@@ -498,8 +501,8 @@ def withdrawal_time(mission: str, withdrawn_day: str | None, days: list[Day], la
     times = getattr(labels, "decided_at", {})
     names = [d.name for d in days]
     upto = days[:names.index(withdrawn_day) + 1] if withdrawn_day in names else days
-    seen = [times[(mission, v["group_id"])] for d in upto for v in d.verdicts.get(mission, [])
-            if (mission, v["group_id"]) in times]
+    seen: list[str] = [times[(mission, v["group_id"])] for d in upto for v in d.verdicts.get(mission, [])
+                       if (mission, v["group_id"]) in times]
     return max(seen, default=None)
 
 
@@ -507,9 +510,11 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
                   labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
                   clean_days: int = TIGHTENED_CLEAN_DAYS) -> dict:
     """monitor.json's content (module doc)."""
-    delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
+    confidence = (op.family or {}).get("per_claim_confidence") or op.confidence
+    assert confidence is not None   # load_operating_point checks it
+    delta = 1 - confidence
     missions = sorted(set(op.missions) | {m for d in days for m in d.verdicts})
-    out = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
+    out: dict = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
            "confidence": 1 - delta, "drift_alpha": alpha, "false_alarm_years": false_alarm_years,
            "tightened_clean_days": clean_days,
            "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],

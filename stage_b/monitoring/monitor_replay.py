@@ -52,7 +52,9 @@ class MissionReplay:
     def __init__(self, promise: Promise, bounds: Bounds, normal_share: float | None = None):
         self.promise, self.bounds, self.normal_share = promise, bounds, normal_share
         self.rows: list[dict] = []
-        self.inspection, self.reference, self.asked, self.was_above = Inspection(), None, None, False
+        self.inspection, self.was_above = Inspection(), False
+        self.reference: tuple[int, int] | None = None   # the days that ended the last tightened run
+        self.asked: float | None = None                 # the share the state asked the next day for
         self.k = self.n = self.waiting = 0
         self.lower, self.upper = 0.0, 1.0
         self.misses_w = self.defects_w = 0.0

@@ -118,7 +118,7 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
     chosen, days = plan_for_mix(mix, promise, groups, detect, within_days, delta, drift_alpha, quantile)
     bounds = bounds_for(r, delta)
     needed = audits_needed(0, 0, r, bounds.prior, delta)
-    if chosen is None:
+    if chosen is None or days is None:
         return Plan(mission, groups, auto_passed, detect, within_days, None, None, None, 1 / false_alarm_years, None,
                     None, f"not even every group audited withdraws within {within_days} days in {100 * quantile:.3g}% "
                           f"of runs: allow more days, or judge more groups a day")
@@ -165,7 +165,8 @@ def at_quantile(sorted_days: list[int], quantile: float) -> int:
 
 def parse_groups(values: list[str], missions: list[str]) -> dict[str, int]:
     """--groups_per_day 150 BBU接地线检查=300: a default and per-mission numbers, each a whole number >= 1."""
-    default, out = None, {}
+    default: int | None = None
+    out: dict[str, int] = {}
     for value in values:
         mission, _, number = value.rpartition("=")
         try:
@@ -182,7 +183,7 @@ def parse_groups(values: list[str], missions: list[str]) -> dict[str, int]:
             out[mission] = n
         else:
             default = n
-    return {m: out.get(m, default) for m in missions if out.get(m, default) is not None}
+    return {m: got for m in missions if (got := out.get(m, default)) is not None}
 
 
 def main(argv=None) -> int:
@@ -222,7 +223,9 @@ def check_settings(args) -> tuple[float | None, int, float, float, float]:
 def _plan(args) -> int:
     detect, days, years, seconds, quantile = check_settings(args)
     op = load_operating_point(args.operating_point)
-    delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)
+    confidence = (op.family or {}).get("per_claim_confidence") or op.confidence
+    assert confidence is not None   # load_operating_point checks it
+    delta = 1 - confidence
     groups = parse_groups(args.groups_per_day, sorted(op.missions))
     plans = []
     for mission, n in groups.items():
@@ -248,7 +251,7 @@ def table(plans: list[Plan]) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows[:1] + [tuple("---" for _ in head)] + rows[1:])
 
 
-def _days(day: int | None, within_days: int) -> str:
+def _days(day: float | None, within_days: int) -> str:
     return f"> {horizon(within_days)}" if day is not None and day > horizon(within_days) else str(day)
 
 

@@ -266,8 +266,8 @@ def mission_point(points, target: float, share: float, confidence: float = DEFAU
     n_fail = sum(e == FAIL for _, e in plain)
     n_pass = len(plain) - n_fail
     weighted = any(weight(pt) != 1 for pt in points)
-    entry = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill,
-             "weighted": weighted, "evidence": evidence}
+    entry: dict = {"target_miss_rate": target, "confidence": confidence, "target_overkill_rate": target_overkill,
+                   "weighted": weighted, "evidence": evidence}
     certified_t = certified_threshold(points, target, confidence) if n_fail else None
     threshold = certified_t if certified_t is not None else pick_threshold(points, target)
     entry["certified"] = certified_t is not None
@@ -286,6 +286,7 @@ def mission_point(points, target: float, share: float, confidence: float = DEFAU
     if weighted:   # what the weighted bound was computed from, so that a reader can recompute it (load_operating_point)
         k = bisect.bisect_left(fails, threshold)
         entry["miss_effective_counts"] = list(effective_counts(fail_weights[:k], fail_weights))
+    threshold_fail: float | None
     if target_overkill is None:
         threshold_fail = threshold
     else:
@@ -638,11 +639,13 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
     if missing_target:
         raise OperatingPointError(f"no target miss rate for {', '.join(missing_target)}: give a default "
                                   f"(--target_miss_rate 0.05) or MISSION=RATE for each")
-    evidence = EVIDENCE.get((data or {}).get("split"), "validation")
+    evidence = EVIDENCE.get(str((data or {}).get("split")), "validation")
     entries = {}
     for mission in missions:
         points = by_mission.get(mission, [])
-        entries[mission] = mission_point(points, miss_targets[mission], review_share, claim_confidence,
+        target = miss_targets[mission]
+        assert target is not None   # every mission without one was refused above
+        entries[mission] = mission_point(points, target, review_share, claim_confidence,
                                          overkill[mission], evidence)
         entries[mission].update(automation(points, entries[mission]))
         if "promise" in entries[mission]:   # in the owner's words, now that the automation is known
@@ -718,7 +721,8 @@ def load_operating_point(path) -> OperatingPoint:
     except (OSError, ValueError, RecursionError) as exc:
         raise OperatingPointError(f"cannot read operating point file {path}: {exc}") from None
     if isinstance(op, dict):   # checkpoint paths are stored relative to the file (qc_core.paths): named where it is now
-        for c in [op.get("model"), *(op.get("adapters") if isinstance(op.get("adapters"), list) else [])]:
+        adapters = op.get("adapters")
+        for c in [op.get("model"), *(adapters if isinstance(adapters, list) else [])]:
             if isinstance(c, dict) and isinstance(c.get("path"), str) and c["path"]:
                 c["path"] = str(resolved(c["path"], path.parent))
     return OperatingPoint.from_json(op, path)
@@ -785,7 +789,8 @@ def check_live_fields(point: MissionPoint, where: str) -> None:
         passed, escapes = escape.get("auto_passed"), escape.get("escapes")
         upper = escape.get("upper")
         if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (passed, escapes)) \
-                or escapes > passed or not isinstance(upper, (int, float)) or isinstance(upper, bool) \
+                or int(escapes or 0) > int(passed or 0) or not isinstance(upper, (int, float)) \
+                or isinstance(upper, bool) \
                 or not 0.0 <= upper <= 1.0:   # a NaN fails 0 <= x
             raise OperatingPointError(f"{where}: escape {escape!r} is not the escape rate's counts and bound (whole "
                                       f"auto_passed >= escapes >= 0, upper from 0 to 1); recompute the file")

@@ -112,8 +112,9 @@ def why_not_fair(review: dict | None) -> str | None:
     """Why a labelled group is left out of bounds, in a few words; None when it counts."""
     if evidence_weight(review) is not None:
         return None
-    route = (review or {}).get("route")
-    if (review or {}).get("certifies") is False:
+    review = review or {}
+    route = review.get("route")
+    if review.get("certifies") is False:
         return f"labelled by {review.get('quality') or 'a reviewer below the agreement bar'}, not confirmed by a second"
     if route == REVIEW:
         return ("reviewed because of its own p_fail or reply, and its day's review band was not decided whole"

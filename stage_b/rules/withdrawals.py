@@ -37,7 +37,7 @@ def recorded(operating_point, op_digest: str) -> dict[str, dict]:
     path = withdrawals_path(operating_point)
     if not path.exists():
         return {}
-    out = {}
+    out: dict[str, dict] = {}
     try:
         for line_no, rec in iter_jsonl(path, allow_torn_tail=False,
                                        remedy="Restore it from a backup, or run python -m stage_b.monitor again."):

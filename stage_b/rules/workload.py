@@ -54,8 +54,8 @@ def measured_pace(log: list[dict]) -> Pace:
     stated default when fewer than MIN_MEASURED decisions carry an on-screen time."""
     seconds = []
     for d in log:
-        times = [c.get("on_screen_ms") for c in d.get("history") or [] if isinstance(c, dict)]
-        times = [t for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
+        shown = [c.get("on_screen_ms") for c in d.get("history") or [] if isinstance(c, dict)]
+        times = [t for t in shown if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
         if times:
             seconds.append(sum(times) / 1000)
     if len(seconds) < MIN_MEASURED:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from stage_b.contract.grounding import ground, grounding_metrics
+from stage_b.contract.grounding import Grounding, ground, grounding_metrics
 from stage_b.contract.verdict import FAIL, PASS
 
 Z95 = 1.959963984540054
@@ -84,7 +84,7 @@ def compute_metrics(predictions: list[dict], missions: list[str] | None = None, 
     return {"overall": _metrics(pairs), "per_mission": per_mission}
 
 
-def _metrics(pairs: list[tuple[dict, object]]) -> dict:
+def _metrics(pairs: list[tuple[dict, Grounding]]) -> dict:
     """The figures of (prediction, grounding) pairs."""
     rows = [r for r, _ in pairs]
     out = metrics_from_confusion(confusion((r["expected"], r["predicted"]) for r in rows),

@@ -40,8 +40,7 @@ def step_signal(missions: list[str], solutions: list[str], label_rewards: list[f
         m["prompts"] += 1
         m["zero"] += _equal([totals[i] for i in group])
         if label_rewards is not None:
-            m["label"] += [label_rewards[i] for i in group
-                           if label_rewards[i] is not None and not math.isnan(label_rewards[i])]
+            m["label"] += [r for r in (label_rewards[i] for i in group) if r is not None and not math.isnan(r)]
         if solutions[start] in VERDICT_KEYS:
             out[f"{TRAIN_PREFIX}/prompts/{VERDICT_KEYS[solutions[start]]}"] += 1
     for mission, m in by_mission.items():

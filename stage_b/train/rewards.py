@@ -54,6 +54,7 @@ def _consistency(completion, summaries, mission) -> float:
         g = ground(completion, summaries, mission)
         if not g.two_lines:
             return 0.0
+        reason = g.reason or ""   # two lines: the reason is there
         texts = [normalize(s) or "" for s in (summaries or []) if isinstance(s, str)]
         terms = defect_terms(mission)
         score = 1.0
@@ -63,13 +64,13 @@ def _consistency(completion, summaries, mission) -> float:
         if not valid:
             score -= PENALTY_NO_VALID_CITATION
         supported = set().union(*(asserted_defects(t, terms) for t in texts)) if texts else set()
-        if asserted_defects(g.reason, terms) - supported:
+        if asserted_defects(reason, terms) - supported:
             score -= PENALTY_UNSUPPORTED_DEFECT
         if g.contradiction:
             score -= PENALTY_CONTRADICTION
         if g.verdict == FAIL and valid:
             score -= PENALTY_WRONG_CITATION * sum(k not in g.defect_photos for k in valid) / len(valid)
-        score -= PENALTY_COPYING * copied_share(g.reason, "\n".join(texts))
+        score -= PENALTY_COPYING * copied_share(reason, "\n".join(texts))
         return min(1.0, max(0.0, score))
     except Exception:  # noqa: BLE001 - a reward must never stop training; 0.0 is the safe score
         return 0.0
