@@ -13,6 +13,8 @@ import pytest
 
 from qc_core.missions import load_registry
 from stage_b.monitoring import monitor as mon
+from stage_b.stats import confidence_sequence as cs
+from stage_b.stats import drift as dr
 from stage_b.rules.operating_point import MissionPoint, OperatingPoint, build_operating_point
 from tests.helpers import run_monitor, write_day, write_labels
 
@@ -30,10 +32,10 @@ M, N = "BBU接地线检查", "挡风板安装检查"
 ])
 def test_the_confidence_sequence_pins_its_bounds(k, n, promise, delta, upper):
     """Values of the beta-binomial mixture sequence at δ/2 (module doc), pinned: a wrong level or prior moves them."""
-    lower, high = mon.cs_bounds(k, n, mon.prior_for(promise), delta)
+    lower, high = cs.cs_bounds(k, n, cs.prior_for(promise), delta)
     if upper is not None:
         assert high == pytest.approx(upper, abs=5e-4)
-    assert mon.prior_for(promise) == (1.0, pytest.approx((1 - promise) / promise))
+    assert cs.prior_for(promise) == (1.0, pytest.approx((1 - promise) / promise))
 
 
 def test_over_60_daily_looks_the_upper_bound_falls_below_the_truth_in_at_most_half_delta_of_runs():
@@ -42,14 +44,14 @@ def test_over_60_daily_looks_the_upper_bound_falls_below_the_truth_in_at_most_ha
     under δ/2 plus two standard errors."""
     rng = random.Random(0)
     promise, delta, runs, wrong = 0.1, 0.2, 400, 0
-    prior = mon.prior_for(promise)
+    prior = cs.prior_for(promise)
     for _ in range(runs):
         k = n = 0
         upper = 1.0
         for _ in range(60):
             escapes = sum(rng.random() < promise for _ in range(8))
             k, n = k + escapes, n + 8
-            upper = min(upper, mon.cs_bounds(k, n, prior, delta)[1])
+            upper = min(upper, cs.cs_bounds(k, n, prior, delta)[1])
             if upper < promise:
                 wrong += 1
                 break
@@ -58,12 +60,12 @@ def test_over_60_daily_looks_the_upper_bound_falls_below_the_truth_in_at_most_ha
 
 @pytest.mark.parametrize("k, n", [(0, 0), (0, 10), (3, 10), (10, 10), (40, 200)])
 def test_the_bounds_are_the_edges_of_the_set_the_martingale_leaves_in(k, n):
-    prior, delta = mon.prior_for(0.1), 0.2
-    lower, upper = mon.cs_bounds(k, n, prior, delta)
+    prior, delta = cs.prior_for(0.1), 0.2
+    lower, upper = cs.cs_bounds(k, n, prior, delta)
     assert lower <= (k / n if n else 0) <= upper
     for p, inside in ((lower + 1e-6, True), (upper - 1e-6, True), (upper + 1e-4, False), (lower - 1e-4, False)):
         if 0 < p < 1:
-            assert mon.excludes(k, n, p, prior, delta) != inside, (p, inside)
+            assert cs.excludes(k, n, p, prior, delta) != inside, (p, inside)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -366,11 +368,11 @@ def test_a_decisions_log_line_without_what_a_label_needs_is_named(tmp_path, key)
 def test_the_drift_tests_pin_their_p_values():
     """Fisher's exact two-sided test on the 2x2 table [[k, n - k], [v_k, v_n - v_k]]: a table built wrong (rows or
     columns swapped into another table) moves the value."""
-    assert mon.fisher_p(10, 20, 5, 40) == pytest.approx(0.0033547, rel=1e-4)
-    assert mon.fisher_p(3, 20, 10, 40) == pytest.approx(0.5128299, rel=1e-4)
-    d = mon.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.001)
+    assert dr.fisher_p(10, 20, 5, 40) == pytest.approx(0.0033547, rel=1e-4)
+    assert dr.fisher_p(3, 20, 10, 40) == pytest.approx(0.5128299, rel=1e-4)
+    d = dr.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.001)
     assert d["defect_p"] == pytest.approx(0.0033547, rel=1e-4) and not d["fired"]
-    assert mon.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.01)["fired"]
+    assert dr.drift([0.1] * 20, 10, {"groups": 40, "defect_groups": 5, "p_fail": [0.1] * 40}, 0.01)["fired"]
 
 
 def test_an_audited_auto_fail_a_person_failed_is_a_caught_defect_not_an_escape():

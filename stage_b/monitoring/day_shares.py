@@ -32,7 +32,8 @@ def day_shares(setting, op, op_digest: str | None, monitor: dict | None, monitor
                missions: list[str]) -> dict[str, dict]:
     """{mission: {"share", "state", "why"}} for today's run (module doc)."""
     from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
-    from stage_b.monitoring.monitor import DEFAULT_DRIFT_ALPHA, drift, promise_of
+    from stage_b.monitoring.monitor import DEFAULT_DRIFT_ALPHA, promise_of
+    from stage_b.stats.drift import drift
     from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
     years = float((monitor or {}).get("false_alarm_years") or DEFAULT_FALSE_ALARM_YEARS)
     alpha = float((monitor or {}).get("drift_alpha") or DEFAULT_DRIFT_ALPHA)

@@ -16,28 +16,8 @@ escape_rate: its upper bound at the promise's confidence C is the promised rate 
 (stage_b.rules.routes: each automatically decided group drawn with probability a) are a simple random sample of the
 auto-passed work, so the audited auto-passed groups a reviewer labelled are Bernoulli draws of the live escape rate.
 
-The live bound: a confidence sequence, valid however often it is looked at (Robbins 1970, "Statistical methods
-related to the law of the iterated logarithm", Ann. Math. Statist. 41(5); Howard, Ramdas, McAuliffe & Sekhon 2021,
-"Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2)). For k escapes in n audited
-auto-passed groups, the beta-binomial mixture martingale against a rate p is
-
-    M_n(p) = B(α + k, β + n - k) / B(α, β) / (p^k (1 - p)^(n - k)),
-
-a nonnegative martingale with mean 1 when p is the true rate, so by Ville's inequality P(some day M_n(p) >= 2/δ)
-<= δ/2 with δ = 1 - C. The set {p : M_n(p) < 2/δ} is an interval [lower, upper] that covers the true rate on every
-day at once with probability >= 1 - δ/2; each day's bounds are intersected with the previous days' (still valid). The
-prior Beta(α = 1, β = (1 - r) / r) has mean r, fixed by the promise before any audit.
-
-A cumulative bound is slow to see a change after many good days (a new camera on day 40), so each day's audits are
-also tested alone: the exact Clopper-Pearson lower bound of that day's escape rate at confidence 1 - δ_d, with
-δ_d = (δ/2) 6 / (π² d²) on the d-th day. These sum to δ/2 over all days (a union bound), so the cumulative sequence
-and every day's test together wrongly exceed a true rate at most with probability δ. tests/test_monitor.py checks this
-by simulation (many 60-day runs at the promised rate: the share of runs ever withdrawn stays <= δ).
-
-Drift, per mission and day against the validation groups the promise was certified on (the operating point's
-`profile`): the two-sample Kolmogorov-Smirnov test of the p_fail values (scipy.stats.ks_2samp) and Fisher's exact
-test of the share of groups with a summary that shows a defect (scipy.stats.fisher_exact), each two-sided at
---drift_alpha (default 0.001), so a day's false alarm rate is at most 2 x 0.001 per mission.
+The live bound is a confidence sequence (stage_b.stats.confidence_sequence, which cites and states it), and drift
+is tested per mission and day (stage_b.stats.drift).
 
 Status per mission, after each day:
 - `withdrawn`: the live lower bound is above the promised rate r (at confidence C, the escape rate is worse than
@@ -55,7 +35,6 @@ back with every status recomputed from its own counts (load_monitor), so a file 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import sys
@@ -77,126 +56,17 @@ from stage_b.contract.numbers import pct
 from stage_b.rules.operating_point import MissionPoint, OperatingPoint, family_text, load_operating_point
 from stage_b.rules.routes import AUDIT, REVIEW, route_of_record
 from stage_b.contract.verdict import FAIL, PASS
+from stage_b.stats.confidence_sequence import audits_needed, cs_bounds, prior_for
+from stage_b.stats.drift import drift
 
 MONITOR_FORMAT = 1
 DEFAULT_DRIFT_ALPHA = 0.001
 MAX_DRIFT_ALPHA = 0.1   # a drift test that fires on one honest day in ten tightens too often to mean anything
 VERDICTS_SUFFIX = "_verdicts.jsonl"
-_MAX_AUDITS_NEEDED = 100_000
 
 
 class MonitorError(UserError):
     """Days, labels or a monitor.json that cannot be used (names the file, day or mission and what to do)."""
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The confidence sequence
-# --------------------------------------------------------------------------------------------------------------
-def prior_for(promise: float) -> tuple[float, float]:
-    """Beta(1, (1 - r) / r): mean r, the promised rate (module doc)."""
-    r = min(max(promise, 1e-6), 1 - 1e-6)
-    return 1.0, max((1 - r) / r, 1e-6)
-
-
-def log_mixture(k: int, n: int, p: float, prior: tuple[float, float]) -> float:
-    """log M_n(p), the beta-binomial mixture martingale against rate p after k escapes in n draws."""
-    betaln = _betaln()
-    a, b = prior
-    if p <= 0.0:
-        return math.inf if k > 0 else betaln(a, b + n) - betaln(a, b)
-    if p >= 1.0:
-        return math.inf if k < n else betaln(a + n, b) - betaln(a, b)
-    return betaln(a + k, b + n - k) - betaln(a, b) - k * math.log(p) - (n - k) * math.log1p(-p)
-
-
-@functools.cache
-def _betaln():
-    from scipy.special import betaln   # imported on first use: the command's start stays light
-    return betaln
-
-
-def excludes(k: int, n: int, p: float, prior: tuple[float, float], delta: float) -> bool:
-    """Whether the confidence sequence after (k, n) leaves rate p out: M_n(p) >= 2/δ (its share δ/2 of δ)."""
-    return log_mixture(k, n, p, prior) >= -math.log(delta / 2)
-
-
-@functools.lru_cache(maxsize=65536)   # the planner and the bench ask for the same counts again and again
-def cs_bounds(k: int, n: int, prior: tuple[float, float], delta: float) -> tuple[float, float]:
-    """[lower, upper] = {p : M_n(p) < 2/δ} (an interval around k / n), by bisection to 1e-12."""
-    if n == 0:
-        return 0.0, 1.0
-    centre = k / n
-
-    def edge(inside: float, outside: float) -> float:
-        if not excludes(k, n, outside, prior, delta):
-            return outside
-        for _ in range(40):   # to 2^-40 of [0, 1]
-            mid = (inside + outside) / 2
-            if excludes(k, n, mid, prior, delta):
-                outside = mid
-            else:
-                inside = mid
-        return inside
-    return edge(centre, 0.0), edge(centre, 1.0)
-
-
-@functools.lru_cache(maxsize=65536)
-def audits_needed(k: int, n: int, promise: float, prior: tuple[float, float], delta: float) -> int | None:
-    """How many more audited auto-passed groups without an escape bring the upper bound to the promise (None: no
-    number does within _MAX_AUDITS_NEEDED)."""
-    if cs_bounds(k, n, prior, delta)[1] <= promise:
-        return 0
-
-    def confirms(more: int) -> bool:
-        # log M(p) is convex in p with its minimum at the centre k / n: above the centre the set ends below the
-        # promise exactly when the promise itself is excluded (one evaluation instead of a bisection)
-        return k / (n + more) <= promise and excludes(k, n + more, promise, prior, delta)
-    low, high = 0, 1
-    while not confirms(high):
-        low, high = high, high * 2
-        if high > _MAX_AUDITS_NEEDED:
-            return None
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if confirms(mid) else (mid, high)
-    return high
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Drift
-# --------------------------------------------------------------------------------------------------------------
-def drift(p_fails: list[float] | None, defect_groups: int, profile: dict | None, alpha: float,
-          groups: int | None = None, against: str = "validation") -> dict:
-    """Today's p_fail values and defect share against the reference the promise was certified on (the operating
-    point's validation profile; after a clean tightened run, those days: stage_b.monitoring.inspection). `p_fails`
-    None: only the
-    defect share is tested, over `groups` groups (the audit planner's and the bench's simulated days)."""
-    n = len(p_fails) if p_fails is not None else int(groups or 0)
-    if not profile or not profile.get("groups") or not n:
-        return {"ks_p": None, "defect_p": None, "defect_share": (defect_groups / n) if n else None,
-                "validation_defect_share": None, "fired": False,
-                "why": None if n else "no group judged", "tests": 0}
-    from scipy.stats import ks_2samp
-    ks_p = float(ks_2samp(p_fails, profile["p_fail"]).pvalue) if p_fails and profile.get("p_fail") else None
-    v_n, v_k = profile["groups"], profile["defect_groups"]
-    defect_p = fisher_p(defect_groups, n, v_k, v_n)
-    reasons = []
-    if ks_p is not None and ks_p < alpha:
-        reasons.append(f"p_fail values differ from {against}'s (Kolmogorov-Smirnov p = {ks_p:.2g} < {alpha:g})")
-    if defect_p < alpha:
-        reasons.append(f"{defect_groups} of {n} groups have a summary showing a defect against {v_k} of {v_n} on "
-                       f"{against} (Fisher's exact p = {defect_p:.2g} < {alpha:g})")
-    return {"ks_p": ks_p, "defect_p": defect_p, "defect_share": defect_groups / n, "validation_defect_share": v_k / v_n,
-            "fired": bool(reasons), "why": "; ".join(reasons) or None, "tests": 2 if ks_p is not None else 1,
-            "against": against}
-
-
-@functools.lru_cache(maxsize=65536)
-def fisher_p(k: int, n: int, ref_k: int, ref_n: int) -> float:
-    """Fisher's exact two-sided p of k of n against ref_k of ref_n (cached: simulated days repeat their counts)."""
-    from scipy.stats import fisher_exact
-    return float(fisher_exact([[k, n - k], [ref_k, ref_n - ref_k]])[1])
-
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -98,7 +98,8 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
                  false_alarm_years: float, seconds_per_decision: float, delta: float,
                  drift_alpha: float = 0.001, quantile: float = DEFAULT_QUANTILE) -> Plan:
     """The plan of one mission (module doc)."""
-    from stage_b.monitoring.monitor import audits_needed, bounds_for, promise_of
+    from stage_b.monitoring.monitor import bounds_for, promise_of
+    from stage_b.stats.confidence_sequence import audits_needed
     if not entry.certified:
         raise PlanError(f"{mission} is not certified: every group goes to review and nothing is audited")
     promise = promise_of(entry, false_alarm_years)

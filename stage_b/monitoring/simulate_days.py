@@ -1,7 +1,7 @@
 """Simulated days of one mission's work, judged, audited and labelled, fed through the live guard's real code: the
 judge's audit share (stage_b.rules.routes.share_for_day), the monitor's replay
 (stage_b.monitoring.monitor_replay.MissionReplay) and
-its drift test (stage_b.monitoring.monitor.drift). Used by the audit planner (stage_b.monitoring.plan_audits) and the
+its drift test (stage_b.stats.drift). Used by the audit planner (stage_b.monitoring.plan_audits) and the
 bench
 (group_qc_dev.bench_monitor). Pure (numpy, scipy).
 
@@ -112,7 +112,8 @@ def run_mission(mixes, groups: int, normal_share: float, promise: Promise, refer
     """Days of one mission, each judged at the share the day before asked for (stage_b.rules.routes.share_for_day), fed
     to
     the monitor's replay; `mixes` gives each day's WorkMix. Returns the replayed day rows."""
-    from stage_b.monitoring.monitor import bounds_for, drift
+    from stage_b.monitoring.monitor import bounds_for
+    from stage_b.stats.drift import drift
     replay = MissionReplay(promise, bounds_for(promise.escape_rate, delta))
     summaries: list[int] = []
     for number, mix in enumerate(mixes, start=1):
