@@ -81,3 +81,11 @@ def test_the_monitor_bench_runs_the_guard_and_reports_each_cell(tmp_path):
     assert cells["nothing"]["withdrawals"] == 0 and cells["nothing"]["runs"] == 3
     assert cells["stage_a"]["withdrawn_after_change"] == 3 and cells["stage_a"]["withdrawn_before_change"] == 0
     assert cells["stage_a"]["delay_days_median"] <= 3
+
+
+def test_the_parallel_sft_bench_names_what_it_needs_before_it_runs(tmp_path):
+    """group_qc_dev.bench_parallel_sft times the demo's two SFT runs three ways (minutes: not run here); without a
+    demo folder it says what to run first."""
+    result = subprocess.run([sys.executable, "-m", "group_qc_dev.bench_parallel_sft", "--out", str(tmp_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "tiny-qwen2_5_vl" in result.stderr and "make demo" in result.stderr
