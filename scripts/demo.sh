@@ -103,9 +103,10 @@ step "2/10 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/phot
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml. The Stage-B start point (step 5) needs nothing from steps 3-4, so its SFT runs
-# beside them, each process on one of the two cores: 25% less wall time than one after the other on both cores
-# (python -m group_qc_dev.bench_parallel_sft: 66 s against 89 s for 30 steps of each; both on both cores at once:
-# 252 s, the threads fighting).
+# beside them, each process on one of the two cores (python -m group_qc_dev.bench_parallel_sft, 30 steps of each:
+# 66 s side by side against 89 s one after the other on both cores; both on both cores at once 252 s, the threads
+# fighting). The demo's two runs are unequal (the Stage-A one goes on alone on one core), so steps 1-5 gain less:
+# 447 s against 466 s, fresh, near idle.
 step "3/10 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
 "$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
 "$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
