@@ -103,25 +103,29 @@ step "2/10 synthetic photo groups: $OUT/photos/workshop (teaching) and $OUT/phot
 
 # Defect photos appear twice so each step sees enough of them (95% vs 90%, measured); the frozen tower is
 # explained in configs/demo/sft.yaml. The Stage-B start point (step 5) needs nothing from steps 3-4, so its SFT runs
-# beside them, each process on one of the two cores (python -m group_qc_dev.bench_parallel_sft, 30 steps of each:
-# 66 s side by side against 89 s one after the other on both cores; both on both cores at once 252 s, the threads
-# fighting). The demo's two runs are unequal (the Stage-A one goes on alone on one core), so steps 1-5 gain less:
-# 447 s against 466 s, fresh, near idle.
+# beside the Stage-A SFT, each process on one of the two cores (python -m group_qc_dev.bench_parallel_sft, 30 steps of
+# each: 66 s side by side against 89 s one after the other on both cores; both on both cores at once 252 s, the
+# threads fighting). The start point finishes first; from then on the Stage-A SFT takes both cores (the file
+# $OUT/sft/threads, read before each step by group_qc_dev/threads_plugin.py), and Stage-A runs on both.
 step "3/10 swift sft: Stage-A summary model on workshop photos ($STAGE_A_SFT_STEPS steps of $STAGE_A_SFT_ROWS_PER_STEP rows, aligner + LLM)"
 "$PY" -m group_qc_dev.sft_data stage_a --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_a.jsonl" --defect_repeats 2
 "$PY" -m group_qc_dev.sft_data stage_b --photos "$OUT/photos/workshop" --out "$OUT/sft/stage_b_start.jsonl" \
   --verdicts both --reading
-echo "  (the Stage-B start point's SFT, step 5, runs beside steps 3-4: $OUT/sft/stage_b_start.log)"
+echo "  (the Stage-B start point's SFT, step 5, runs beside it: $OUT/sft/stage_b_start.log)"
+THREADS_FILE="$OUT/sft/threads"
+rm -f "$THREADS_FILE"
 ( export OMP_NUM_THREADS=1; sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_b_start.jsonl" "$OUT/sft/stage_b_start" \
-  "$STAGE_B_SFT_STEPS" "$STAGE_B_SFT_ROWS_PER_STEP" ) > "$OUT/sft/start_point.txt" 2>&1 &
+  "$STAGE_B_SFT_STEPS" "$STAGE_B_SFT_ROWS_PER_STEP" && echo 2 > "$THREADS_FILE" ) > "$OUT/sft/start_point.txt" 2>&1 &
 START_SFT=$!
-STAGE_A_MODEL=$(export OMP_NUM_THREADS=1; sft "$OUT/models/tiny-qwen2_5_vl" "$OUT/sft/stage_a.jsonl" \
-  "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" "$STAGE_A_SFT_ROWS_PER_STEP") \
+STAGE_A_MODEL=$(export OMP_NUM_THREADS=1 GROUP_QC_THREADS_FILE="$THREADS_FILE"; sft "$OUT/models/tiny-qwen2_5_vl" \
+  "$OUT/sft/stage_a.jsonl" "$OUT/sft/stage_a" "$STAGE_A_SFT_STEPS" "$STAGE_A_SFT_ROWS_PER_STEP" \
+  --external_plugins group_qc_dev/threads_plugin.py --callbacks threads_from_file) \
   || { echo "$STAGE_A_MODEL"; kill "$START_SFT" 2> /dev/null; exit 1; }
 echo "  summary model: $STAGE_A_MODEL"
+wait "$START_SFT" || { cat "$OUT/sft/start_point.txt"; exit 1; }
 
 step "4/10 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
-OMP_NUM_THREADS=1 "$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" \
+"$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" \
   --model "$STAGE_A_MODEL" --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --overwrite \
   --no_progress --log_level WARNING
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
@@ -134,9 +138,8 @@ echo "  Stage-A summaries vs the field photos' ground truth:"
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
   || echo "  WARNING: below the ${MIN_STAGE_A_ACCURACY} target: summaries that miss a defect make those fail groups unlearnable for Stage-B; the demo goes on"
 
-step "5/10 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task)"
-wait "$START_SFT" || { cat "$OUT/sft/start_point.txt"; exit 1; }
-START_MODEL=$(tail -1 "$OUT/sft/start_point.txt")
+step "5/10 swift sft: Stage-B start point on workshop groups (both verdicts per group + reading task; trained beside step 3)"
+START_MODEL=$(grep -v "^$" "$OUT/sft/start_point.txt" | tail -1)
 echo "  start point: $START_MODEL"
 
 step "6/10 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"

@@ -90,12 +90,15 @@ COMMANDS = ("stage_a.cli", "stage_a.merge", "stage_b.evaluate", "stage_b.judge",
 
 def _recording_python(tmp_path: Path) -> Path:
     """PYTHON for the launchers: runs the real Python for their own helpers (key_values, the mission lookup) and,
-    for the package's commands, prints the folder it was started in and each argument as [arg] instead of running."""
+    for the package's commands, prints the folder it was started in and each argument as [arg] instead of running.
+    `stage_b.judging.day` (Stage-A, then the judge, in one process) is recorded as the two commands it runs, the
+    judge only when Stage-A did not fail (tests/test_judging_day.py runs the real one)."""
     wrapper = tmp_path / "bin" / "python"
     wrapper.parent.mkdir()
     wrapper.write_text(f"""#!/usr/bin/env bash
-case "$2" in {'|'.join(COMMANDS)})
-  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$2"; cmd=$2; shift 2; prev=""; fail=0
+record() {{  # record <command> <args…>: prints them; fails (exit 3) where FAIL_MISSION and FAIL_COMMAND say
+  local cmd=$1 prev="" fail=0 a; shift
+  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$cmd"
   for a in "$@"; do
     printf '[%s]\\n' "$a"
     # FAIL_MISSION (and FAIL_COMMAND): fail the commands whose --mission names that mission
@@ -103,8 +106,14 @@ case "$2" in {'|'.join(COMMANDS)})
        && [[ "$cmd" == "${{FAIL_COMMAND:-$cmd}}" ]]; then fail=1; fi
     prev=$a
   done
-  [ "$fail" = 0 ] || {{ echo "planted failure of $cmd" >&2; exit 3; }}
-  exit 0 ;;
+  [ "$fail" = 0 ] || {{ echo "planted failure of $cmd" >&2; return 3; }}
+}}
+case "$2" in
+  {'|'.join(COMMANDS)}) cmd=$2; shift 2; record "$cmd" "$@"; exit $? ;;
+  stage_b.judging.day) shift 2; first=()
+    while [ "$1" != -- ]; do first+=("$1"); shift; done; shift
+    record stage_a.cli "${{first[@]}}" || exit $?
+    record stage_b.judge "$@"; exit $? ;;
 esac
 exec {sys.executable} "$@"
 """)
@@ -278,12 +287,13 @@ def _missions_per_run(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("fail_mission, fail_command, stage_a_runs, judge_runs, error", [
-    # every mission in one run of each step: one model load each, not one per mission
+    # every mission in one run of each step (the two in one process): one model load each, not one per mission
     (None, None, [f"{A},{B},{C}"], [f"{A},{B},{C}"], None),
-    # Stage-A fails for B: again mission by mission; A and C are judged, B named, exit non-zero
-    (B, "stage_a.cli", [f"{A},{B},{C}", A, B, C], [f"{A},{C}"], f"error: Stage-A for {B} failed (exit 3)"),
-    # the judge fails for B: again mission by mission, A and C judged
-    (B, "stage_b.judge", [f"{A},{B},{C}"], [f"{A},{B},{C}", A, B, C], f"error: judging {B} failed (exit 3)"),
+    # Stage-A fails for B: the judge does not start; again mission by mission; A and C are judged, B named, exit
+    # non-zero
+    (B, "stage_a.cli", [f"{A},{B},{C}", A, B, C], [A, C], f"error: Stage-A for {B} failed (exit 3)"),
+    # the judge fails for B: again mission by mission (Stage-A resumes: nothing left to do), A and C judged
+    (B, "stage_b.judge", [f"{A},{B},{C}", A, B, C], [f"{A},{B},{C}", A, B, C], f"error: judging {B} failed (exit 3)"),
 ])
 def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_stops_no_other(
         tmp_path, fail_mission, fail_command, stage_a_runs, judge_runs, error):
@@ -298,7 +308,7 @@ def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_st
         assert result.returncode == 0, result.stderr
     else:
         assert result.returncode == 3 and error in result.stderr
-        assert f"not finished: {B} (" in result.stderr and "again mission by mission" in result.stderr
+        assert f"not finished: {B} (" in result.stderr and "in one process: again mission by mission" in result.stderr
 
 
 def test_judge_stops_the_day_when_the_monitor_cannot_check_the_promises(tmp_path):
