@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
 
 # installed on every page before its scripts: times each keydown's handlers (capture on window: before the page's
 # listener on document; bubble on window: after it) and the next animation frame, into sessionStorage
@@ -51,7 +53,6 @@ def day(tmp: Path, groups: int):
     """(the judge's output folder, the truth by (mission, group id)) for a day of `groups` unreviewed groups."""
     from group_qc_dev import synthetic
     from qc_core.jsonl import write_jsonl_atomic
-    from stage_b.judging import judge
     from stage_b.rules.operating_point import manual_point
     per_label = max(1, groups // 8)
     truth = synthetic.groups_of(synthetic.generate(tmp / "photos", seed=11, groups_per_label=per_label,
@@ -67,11 +68,11 @@ def day(tmp: Path, groups: int):
         if k % 10 == 0:   # the model is wrong on a tenth
             p = 1 - p
         verdict = "不通过" if p >= 0.5 else "通过"
-        verdicts.setdefault(g["mission"], []).append(judge.verdict_record(
+        verdicts.setdefault(g["mission"], []).append(verdict_file.verdict_record(
             record, p, manual_point(0.5), f"{verdict}\n理由: 图片_1 依据", {"audit_share": 0.0, "audit_seed": 1}))
     for mission, lines in verdicts.items():
-        write_jsonl_atomic(judge.verdicts_path(out, mission), lines)
-    judge.write_day_review(out, sorted(verdicts), [tmp / "photos"])
+        write_jsonl_atomic(verdict_file.verdicts_path(out, mission), lines)
+    day_review.write_day_review(out, sorted(verdicts), [tmp / "photos"])
     return out, {(g["mission"], g["group_id"]): g["label"] for g in truth}
 
 

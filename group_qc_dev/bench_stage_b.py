@@ -43,6 +43,7 @@ from qc_core.records import make_record  # noqa: E402
 from stage_b.data.dataset import build_rows  # noqa: E402 - HF_HUB_OFFLINE is set first
 from stage_b.data.settings import Selection  # noqa: E402
 from stage_b.train.rewards import REWARDS  # noqa: E402
+from stage_b.judging import scoring  # noqa: E402
 
 M = "BBU接地线检查"
 SUMMARIES = ["机柜侧接地螺丝×1，接地线×1/未捆扎 备注：接地线散乱未捆扎",
@@ -93,7 +94,8 @@ def bench_grpo(model: str, stage_a_dir: Path, out: Path, steps: int, reward_func
     from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
     from swift_plugins import qc_plugin  # noqa: F401 - registers the datasets and rewards
     from swift.rewards import ORM, orms
-    from stage_b.train.launch import LaunchSettings, build_command
+    from stage_b.train.launch import build_command
+    from stage_b.train.launch_settings import LaunchSettings
 
     class Constant(ORM):
         def __call__(self, completions, **kwargs):
@@ -182,7 +184,6 @@ def write_photo_groups(folder: Path, photos: Path, n: int = 32) -> None:
 
 def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path, repeats: int,
                   batch_size: int = 16, max_new_tokens: int = 32) -> dict:
-    from stage_b.judging import judge
     from stage_b.data.dataset import load_records
     from stage_b.evaluate import verdict_probabilities
     from stage_b.model.generate import VerdictEngine
@@ -190,8 +191,8 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
     registry = load_registry()
     selection = Selection(stage_a_dir=str(stage_a_dir))
     records = load_records(selection, registry, require_label=False)
-    prompts, unjudgeable = judge.prompt_rows(records, selection, registry)
-    rows = [prompts[judge.group_key(r)] for r in records if judge.group_key(r) in prompts]
+    prompts, unjudgeable = scoring.prompt_rows(records, selection, registry)
+    rows = [prompts[scoring.group_key(r)] for r in records if scoring.group_key(r) in prompts]
     engine = VerdictEngine(model, adapters=adapters, batch_size=batch_size, max_new_tokens=max_new_tokens)
     engine.generate(rows[:batch_size])               # warm-up: first calls pay one-off costs
     engine.verdict_logprobs(rows[:batch_size])
@@ -209,7 +210,7 @@ def bench_judging(model: str, adapters: list[str], stage_a_dir: Path, out: Path,
         for rec in records:
             by_mission[rec["mission"]].append(rec)
         for mission, todo in by_mission.items():
-            judge._score_and_write(engine, prompts, unjudgeable, todo, point, {"model": model},
+            scoring.score_and_write(engine, prompts, unjudgeable, todo, point, {"model": model},
                                  out / f"{r}-{mission}.jsonl", out / f"{r}-{mission}.errors.jsonl", batch_size)
         times["judge"].append(time.perf_counter() - t)
     best = {k: min(v) for k, v in times.items()}

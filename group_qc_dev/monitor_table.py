@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from stage_b.monitoring.monitor import load_monitor
+from stage_b.monitoring.monitor_file import load_monitor
 
 
 def table(monitor: dict) -> str:

@@ -27,8 +27,8 @@ from group_qc_dev.synthetic import groups_of, read_truth
 from qc_core.stable_hash import unit_draw
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
-from stage_b.labels.decisions import decision_line
-from stage_b.judging.judge import verdicts_path
+from stage_b.labels.decision_lines import decision_line
+from stage_b.judging.verdict_file import verdicts_path
 from stage_b.contract.verdict import FAIL, PASS
 
 

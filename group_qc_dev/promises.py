@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from stage_b.rules.operating_point import NO_AUTOMATION, automates_nothing
+from stage_b.rules.promise_texts import NO_AUTOMATION, automates_nothing
 
 
 def rows(before: dict, after: dict) -> list[tuple]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from group_qc_dev.synthetic import groups_of, read_truth
 from qc_core.jsonl import iter_jsonl
-from stage_b.judging.judge import verdicts_path
+from stage_b.judging.verdict_file import verdicts_path
 from stage_b.contract.verdict import FAIL, PASS
 
 

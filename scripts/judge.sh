@@ -65,10 +65,10 @@ def check():
     if seed and not seed.lstrip("-").isdigit():
         raise ValueError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
     if monitor and monitor != "none":
-        from stage_b.monitoring.monitor import load_monitor
+        from stage_b.monitoring.monitor_file import load_monitor
         load_monitor(monitor)
     if monitor == "none" or monitor_why:
-        from stage_b.judging.judge import check_no_monitor
+        from stage_b.judging.settings import check_no_monitor
         if monitor != "none":
             raise ValueError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
         if not monitor_why:
@@ -103,7 +103,7 @@ if [ -n "$operating_point" ]; then
 import sys
 from pathlib import Path
 from qc_core.jsonl import file_sha256
-from stage_b.monitoring.monitor import operating_points_of, verdict_files
+from stage_b.monitoring.days import operating_points_of, verdict_files
 parent, today, digest = Path(sys.argv[1]), Path(sys.argv[2]).resolve(), file_sha256(sys.argv[3])
 print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir() and p.resolve() != today
           and verdict_files(p) and digest in operating_points_of(p)))

@@ -160,18 +160,39 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
 
 # `make test` runs two pytest-xdist workers that take whole files in collection order (--dist loadfile
 # --no-loadscope-reorder: xdist's default order, most tests first, left the slowest file, one 430 s test, to the end
-# of a 28-minute run). So the slowest files go first, slowest first (seconds measured in one process, 2026-11-27):
-# the learning test builds the shared start point at once, and the run-record tests that reuse it follow on the same
-# worker while the other takes the next slowest.
-SLOWEST_FIRST = ["test_learning", "test_stage_b_grpo", "test_run_record", "test_judge", "test_stage_a_faults",
-                 "test_gpu_check", "test_evaluate", "test_daily_loop_as_documented", "test_entry_points", "test_sft",
-                 "test_stage_a_e2e", "test_benchmarks", "test_swift_infer"]
+# of a 28-minute run). So the slowest files go first: a file states its measured time with a module-level marker,
+# `pytestmark = [pytest.mark.slow, pytest.mark.file_seconds(N)]` (N: the file's seconds in `make test`, from
+# `--durations=0`), and the files run longest first; files without one keep their order after them. The learning
+# test builds the shared start point at once, and the run-record tests that reuse it follow on the same worker while
+# the other takes the next slowest.
+def file_seconds(item) -> float:
+    mark = item.get_closest_marker("file_seconds")
+    return float(mark.args[0]) if mark else 0.0
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    # a stable sort: the other files keep their order
-    items.sort(key=lambda item: rank.get(item.module.__name__.rpartition(".")[2], len(rank)))
+    seconds = {}
+    for item in items:
+        seconds[item.path] = max(seconds.get(item.path, 0.0), file_seconds(item))
+    items.sort(key=lambda item: -seconds[item.path])   # a stable sort: files keep their order among equals
+
+
+FILE_TIMES: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's setup, call and teardown seconds, per file (on the xdist controller: every worker's reports)."""
+    name = report.nodeid.split("::")[0]
+    FILE_TIMES[name] = FILE_TIMES.get(name, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The slowest files, so that their file_seconds markers can be kept true (measured in this run)."""
+    slowest = sorted(FILE_TIMES.items(), key=lambda kv: -kv[1])[:15]
+    if slowest and slowest[0][1] >= 30:
+        terminalreporter.write_sep("-", "slowest files (seconds, setup + call + teardown; file_seconds markers)")
+        for name, seconds in slowest:
+            terminalreporter.write_line(f"{seconds:8.1f}  {name}")
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

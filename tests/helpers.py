@@ -13,6 +13,9 @@ from pathlib import Path
 from qc_core.missions import load_registry
 from stage_b.rules.operating_point import MissionPoint
 from stage_b.contract.verdict import FAIL, PASS
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
+from stage_b.monitoring import days as monitor_days
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -129,11 +132,10 @@ AUDITED_POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.
 
 def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoint | None = None, p_of=None,
             reply_of=None, provenance: dict | None = None) -> tuple[Path, list[dict]]:
-    """Verdict files as the judge writes them (stage_b.judging.judge.verdict_record) over synthetic photos, then the
-    judge's
+    """Verdict files as the judge writes them (stage_b.judging.verdict_file.verdict_record) over synthetic photos,
+    then the judge's
     page over the folder. The k-th group's p_fail is p_of(k) and its reply reply_of(k, verdict), at `point`."""
     from qc_core.jsonl import write_jsonl_atomic
-    from stage_b.judging import judge
     from stage_b.rules.operating_point import manual_point
     point = point or manual_point(0.5)
     p_of = p_of or (lambda k: 0.9 if k % 2 else 0.1)
@@ -150,10 +152,10 @@ def judged_day(tmp_path: Path, synthetic, per_label: int = 2, point: MissionPoin
                   "input_dir": str(photos), "model": "/models/stage-a"}
         p = p_of(k)
         verdict = "不通过" if p >= point.threshold else "通过"
-        verdicts.append(judge.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
+        verdicts.append(verdict_file.verdict_record(record, p, point, reply_of(k, verdict), provenance or {}))
     for mission in MISSIONS:
-        write_jsonl_atomic(judge.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
-    judge.write_day_review(out, list(MISSIONS), [photos])
+        write_jsonl_atomic(verdict_file.verdicts_path(out, mission), [v for v in verdicts if v["mission"] == mission])
+    day_review.write_day_review(out, list(MISSIONS), [photos])
     return out, verdicts
 
 
@@ -339,9 +341,8 @@ def write_decision_file(tmp_path, out, verdict, decision="不通过", name="d.js
     """tmp_path/<name>: `reviewer`'s decision on `verdict`, whose verdict file is in `out`, as a review page exports
     it."""
     from qc_core.jsonl import file_sha256, write_jsonl_atomic
-    from stage_b.judging import judge
-    from stage_b.labels.decisions import decision_line
-    path = judge.verdicts_path(out, verdict["mission"])
+    from stage_b.labels.decision_lines import decision_line
+    path = verdict_file.verdicts_path(out, verdict["mission"])
     line = decision_line(verdict, decision, reviewer, {"file": str(path.resolve()), "sha256": file_sha256(path)})
     write_jsonl_atomic(tmp_path / name, [line])
     return tmp_path / name
@@ -373,8 +374,9 @@ def write_labels(folder, decided: dict, confirmed: bool = True):
 
 def run_monitor(tmp_path, op, op_path, digest, folders, labels):
     from stage_b.monitoring import monitor as mon
-    days = mon.read_days(folders, digest, load_registry())
-    return mon.build_monitor(op, op_path, digest, days, mon.read_labels(labels, load_registry()), 0.001, labels)
+    days = monitor_days.read_days(folders, digest, load_registry())
+    read = monitor_days.read_labels(labels, load_registry())
+    return mon.build_monitor(op, op_path, digest, days, read, 0.001, labels)
 
 
 # The recorded GRPO run (tests/conftest.py: recorded_run): its split and LoRA settings

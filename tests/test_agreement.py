@@ -12,7 +12,7 @@ import pytest
 
 from stage_b.labels.agreement import MIN_PAIRED, kappa, pairwise, quality
 from stage_b.labels.assign import AssignError, assignees, check_overlap_share, check_reviewers
-from stage_b.labels.decisions import review_of
+from stage_b.labels.resolve import review_of
 from stage_b.rules.routes import evidence_weight, why_not_fair
 
 P, F = "通过", "不通过"
@@ -128,7 +128,8 @@ def test_the_import_reports_kappa_and_keeps_a_weak_reviewers_lone_labels_out_of_
 
     from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
     from qc_core.missions import load_registry
-    from stage_b.labels.decisions import decision_line, main
+    from stage_b.labels.decisions import main
+    from stage_b.labels.decision_lines import decision_line
     mission = load_registry().select("all")[0].name
     records = [{"group_id": f"QC-{k}", "mission": mission, "label": None, "images": ["1.jpg"],
                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00"}

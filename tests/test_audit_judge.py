@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from stage_b.judging import judge
 from stage_b.rules.routes import AUDIT, AUTO, REVIEW, audit_draw
 from tests.helpers import SEED, M, certified_op, judge_args, read_lines, run_judge, stage_a_folder
+from stage_b.judging import verdict_file
 
 
 
@@ -26,7 +26,7 @@ def judged(tmp_path_factory, tiny_qwen2_5_vl):
     result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, root / "v", "--audit_share", "0.5", "--audit_seed",
                                 str(SEED)))
     assert result.returncode == 0, result.stderr[-3000:]
-    return root, stage_a, op, read_lines(judge.verdicts_path(root / "v", M)), result.stdout
+    return root, stage_a, op, read_lines(verdict_file.verdicts_path(root / "v", M)), result.stdout
 
 
 @pytest.mark.slow
@@ -50,7 +50,7 @@ def test_a_resume_without_the_seed_draws_the_same_groups(judged, tiny_qwen2_5_vl
     root, stage_a, op, lines, _ = judged
     out = tmp_path / "v"
     out.mkdir()
-    path = judge.verdicts_path(out, M)
+    path = verdict_file.verdicts_path(out, M)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines[:5]), encoding="utf-8")
     result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"))   # no --audit_seed
     assert result.returncode == 0, result.stderr[-3000:]
@@ -67,7 +67,7 @@ def test_a_verdict_line_edited_by_hand_is_refused_on_resume(judged, tiny_qwen2_5
     out.mkdir()
     target = next(i for i, r in enumerate(lines) if r["route"] != AUTO)
     edited = [dict(r, **edit) if i == target else r for i, r in enumerate(lines)]
-    judge.verdicts_path(out, M).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edited),
+    verdict_file.verdicts_path(out, M).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edited),
                                            encoding="utf-8")
     result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, out, "--audit_share", "0.5"), timeout=300)
     assert result.returncode == 2 and f":{target + 1}: its " in result.stderr
@@ -117,7 +117,7 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
     assert result.returncode == 0, result.stderr[-3000:]
     page = (tmp_path / "v" / "review" / "index.html").read_text(encoding="utf-8")
     assert f"PROMISE WITHDRAWN for {M}" in page   # never silent: the page's header names it
-    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(verdict_file.verdicts_path(tmp_path / "v", M))
     assert all(r["route"] == REVIEW and r["review_scope"] == "mission" and r["review_why"][0].startswith(why)
                for r in lines), lines[0]["review_why"]
     assert "PROMISE WITHDRAWN" in result.stdout and f"{M}: promise withdrawn" in result.stdout
@@ -150,7 +150,7 @@ def test_named_reviewers_split_the_groups_sent_to_people_and_each_page_queue_is_
     result = run_judge(*judge_args(tiny_qwen2_5_vl, stage_a, op, tmp_path / "v", "--audit_share", "0.5", "--audit_seed",
                                 str(SEED), "--reviewers", "王工,李工", "--overlap_share", "0.5", review=True))
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(verdict_file.verdicts_path(tmp_path / "v", M))
     for r in lines:
         expected = assignees(["王工", "李工"], 0.5, SEED, M, r["group_id"]) if r["route"] != AUTO else []
         assert r["assigned_to"] == expected and r["reviewers"] == ["王工", "李工"] and r["overlap_share"] == 0.5

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from qc_core.jsonl import record_digest, write_jsonl_atomic
-from stage_b.judging import judge
 from stage_b.data.dataset import load_records
-from stage_b.labels.decisions import decision_line, import_decisions
+from stage_b.labels.decisions import import_decisions
+from stage_b.labels.decision_lines import decision_line
 from stage_b.contract.numbers import fmt_p
 from stage_b.data.settings import Selection
 from tests.helpers import audited_day, export_decisions, fresh_page, send_keys
+from stage_b.judging import verdict_file
 
 
 
@@ -49,9 +50,10 @@ def test_an_audit_card_hides_the_models_answer_until_decided_and_the_route_reach
     exported = export_decisions(browser, tmp_path / "downloads")
     (line,) = [json.loads(x) for x in exported.read_text(encoding="utf-8").splitlines()]
     assert line["route"] == "audit" and line["verdict"] is None and line["p_fail"] is None
-    source = {"file": str(judge.verdicts_path(out, first["mission"]).resolve()), "sha256": line["source"]["sha256"]}
+    path = verdict_file.verdicts_path(out, first["mission"])
+    source = {"file": str(path.resolve()), "sha256": line["source"]["sha256"]}
     assert line["page"] == (out / "review" / "index.html").as_uri() and line["history"][0]["to"] == "不通过"
-    source["relative"] = f"../{judge.verdicts_path(out, first['mission']).name}"
+    source["relative"] = f"../{verdict_file.verdicts_path(out, first['mission']).name}"
     assert line == {**decision_line(first, "不通过", "审核员", source, decided_at=line["decided_at"],
                                     seen=record_digest(first), history=line["history"]), "page": line["page"]}
     labels = tmp_path / "labels"
@@ -65,7 +67,7 @@ def test_an_edited_export_cannot_change_the_route_or_the_models_answer(tmp_path,
     """The import reads the route and the model's verdict from the verdict file it verified, never from the export."""
     out, verdicts = audited_day(tmp_path, synthetic)
     review = next(v for v in verdicts if v["route"] == "review")
-    path = judge.verdicts_path(out, review["mission"])
+    path = verdict_file.verdicts_path(out, review["mission"])
     from qc_core.jsonl import file_sha256
     line = decision_line(review, "不通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
     forged = {**line, "route": "audit", "verdict": "通过" if review["verdict"] == "不通过" else "不通过"}

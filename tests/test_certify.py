@@ -7,8 +7,9 @@ import pytest
 from scipy.stats import binomtest
 
 from stage_b.stats.certify import CertificationError, check_confidence, groups_needed, upper_bound
-from stage_b.rules.operating_point import (P_FAIL_TIE, MissionPoint, automation, build_operating_point,
-                                           certified_fail_threshold, certified_threshold, mission_point)
+from stage_b.rules.operating_point import MissionPoint
+from stage_b.rules.calibrate import automation, build_operating_point, mission_point
+from stage_b.stats.thresholds import P_FAIL_TIE, certified_fail_threshold, certified_threshold
 
 F, P = "不通过", "通过"
 

@@ -12,7 +12,9 @@ import pytest
 from qc_core.records import summaries_of
 from stage_b.data.dataset import load_records
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
-from stage_b.labels.decisions import DecisionsError, LOG, import_decisions, resolve
+from stage_b.labels.decisions import LOG, import_decisions
+from stage_b.labels.resolve import resolve
+from stage_b.labels.decision_lines import DecisionsError
 from stage_b.data.settings import Selection
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,7 +168,7 @@ CORRECTED = [FIRST, _change("不通过", "2026-11-27T10:01:00+00:00", "通过")]
      "fail", 1),
 ])
 def test_which_decision_labels_a_group(what, log, status, record_id):
-    from stage_b.labels.decisions import resolve
+    from stage_b.labels.resolve import resolve
     g = resolve(log)[("m", "g")]
     assert (g["status"], g["record"]["id"]) == (status, record_id), what
 
@@ -174,9 +176,9 @@ def test_which_decision_labels_a_group(what, log, status, record_id):
 def test_a_decision_time_is_kept_in_utc_so_that_times_compare_as_text():
     """evidence_through and a withdrawal's date are compared as ISO text: a time kept in the reviewer's zone would
     sort a decision made after a withdrawal before it."""
-    from stage_b.labels.decisions import _when
-    assert _when("2026-11-27T18:00:00+08:00").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
-    assert _when("2026-11-27T10:00:00Z").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
+    from stage_b.labels.decision_lines import decided_at_time
+    assert decided_at_time("2026-11-27T18:00:00+08:00").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
+    assert decided_at_time("2026-11-27T10:00:00Z").isoformat(timespec="seconds") == "2026-11-27T10:00:00+00:00"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -249,7 +251,7 @@ def test_a_label_keeps_only_the_stage_a_records_own_fields_and_refuses_lines_of_
     """A decisions file may name any JSONL with its sha256 as its source: only a Stage-A record or a verdict line
     becomes a label, and a Stage-A record gives only its own fields."""
     from qc_core.jsonl import file_sha256
-    from stage_b.labels.decisions import decision_line
+    from stage_b.labels.decision_lines import decision_line
     good = {"group_id": "g", "mission": M, "label": None, "images": ["a.jpg"],
             "per_image": {"图片_1": "接地线×1/已捆扎"},
             "model": "/sa", "created_at": "2026-11-27T00:00:00+00:00", "admin": True, "input_dir": "/photos"}
@@ -295,7 +297,7 @@ def _one_group_source(tmp_path):
     ("王工", "李工", "", "conflict"),
 ])
 def test_decisions_without_a_name_are_refused_not_merged(tmp_path, first, second, unnamed, outcome):
-    from stage_b.labels.decisions import decision_line
+    from stage_b.labels.decision_lines import decision_line
     record, source = _one_group_source(tmp_path)
     for name, reviewer, decision, at in [("a", first, "通过", "2026-11-27T09:00:00+00:00"),
                                          ("b", second, "不通过", "2026-11-27T10:00:00+00:00")]:
@@ -332,7 +334,7 @@ def decision(reviewer, decision_, at, gid="g1", mission=M):
      "conflict"),
 ])
 def test_each_reviewers_newest_decision_counts_and_unsure_takes_no_side(log, status):
-    from stage_b.labels.decisions import resolve
+    from stage_b.labels.resolve import resolve
     assert resolve(log)[(M, "g1")]["status"] == status
 
 

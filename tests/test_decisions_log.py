@@ -79,8 +79,9 @@ def test_a_log_from_before_the_chain_is_read_and_sealed_by_the_next_append(tmp_p
 
 def test_an_edited_log_stops_the_import_and_the_monitor_and_neither_writes(tmp_path, synthetic):
     from qc_core.missions import load_registry
-    from stage_b.labels.decisions import DecisionsError, import_decisions
-    from stage_b.monitoring.monitor import MonitorError, read_labels
+    from stage_b.labels.decisions import import_decisions
+    from stage_b.labels.decision_lines import DecisionsError
+    from stage_b.monitoring.days import MonitorError, read_labels
     from tests.helpers import judged_day, write_decision_file
     out, verdicts = judged_day(tmp_path, synthetic)
     labels = tmp_path / "labels"

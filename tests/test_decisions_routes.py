@@ -7,9 +7,10 @@ import json
 import pytest
 
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
-from stage_b.judging import judge
-from stage_b.labels.decisions import DecisionsError, decision_line, import_decisions, main
+from stage_b.labels.decisions import import_decisions, main
+from stage_b.labels.decision_lines import DecisionsError, decision_line
 from tests.helpers import audited_day, write_decision_file
+from stage_b.judging import verdict_file
 
 
 def test_a_decision_from_a_verdict_file_without_routes_is_labelled_and_said_once_to_be_chosen_by_score(
@@ -18,10 +19,10 @@ def test_a_decision_from_a_verdict_file_without_routes_is_labelled_and_said_once
     mission = verdicts[0]["mission"]
     older = [{k: v for k, v in r.items() if k not in ("route", "review_scope", "audit_probability")}
              for r in verdicts if r["mission"] == mission]
-    write_jsonl_atomic(judge.verdicts_path(out, mission), older)
+    write_jsonl_atomic(verdict_file.verdicts_path(out, mission), older)
     lines = []
     for r in older[:3]:
-        path = judge.verdicts_path(out, mission)
+        path = verdict_file.verdicts_path(out, mission)
         lines.append(decision_line(r, "通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)}))
     write_jsonl_atomic(tmp_path / "old.jsonl", lines)
     assert main(["--decisions", str(tmp_path / "old.jsonl"), "--output_dir", str(tmp_path / "labels")]) == 0
@@ -39,7 +40,7 @@ def test_an_audit_decision_whose_source_changed_is_refused_and_the_same_audit_tw
     first = import_decisions([decisions], tmp_path / "labels")
     again = import_decisions([decisions], tmp_path / "labels")
     assert (first["added"], again["added"], again["already"]) == (1, 0, 1)
-    path = judge.verdicts_path(out, audit["mission"])
+    path = verdict_file.verdicts_path(out, audit["mission"])
     path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")   # the day's file grew since
     with pytest.raises(DecisionsError, match="has changed since the review page was made"):
         import_decisions([decisions], tmp_path / "labels2")
@@ -78,7 +79,7 @@ def test_a_review_band_decided_whole_counts_and_one_decided_in_part_does_not(tmp
     out, verdicts = audited_day(tmp_path, synthetic)
     mission = next(v["mission"] for v in verdicts if v["route"] == "review" and v["review_scope"] == "group")
     band = [v for v in verdicts if v["mission"] == mission and v["route"] == "review" and v["review_scope"] == "group"]
-    path = judge.verdicts_path(out, mission)
+    path = verdict_file.verdicts_path(out, mission)
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
 
     def labels_after(decided):
@@ -100,7 +101,7 @@ def test_the_route_is_read_from_the_verified_verdict_file_never_from_the_export(
     """An export edited to call a reviewed group an audit: the label keeps the route its verdict line holds."""
     out, verdicts = audited_day(tmp_path, synthetic)
     review = next(v for v in verdicts if v["route"] == "review")
-    path = judge.verdicts_path(out, review["mission"])
+    path = verdict_file.verdicts_path(out, review["mission"])
     line = decision_line(review, "不通过", "r", {"file": str(path.resolve()), "sha256": file_sha256(path)})
     line.update(route="audit", audit_probability=1.0, review_scope=None)
     write_jsonl_atomic(tmp_path / "d.jsonl", [line])

@@ -86,7 +86,8 @@ def test_the_unknown_architecture_message_names_flags_each_command_has(command, 
 
 
 def test_run_grpo_takes_model_type_and_template(tmp_path):
-    from stage_b.train.launch import LaunchSettings, build_command
+    from stage_b.train.launch import build_command
+    from stage_b.train.launch_settings import LaunchSettings
     model = _checkpoint(tmp_path, RENAMED_VL)
     settings = LaunchSettings.from_tokens([f"model={model}", "model_type=qwen2_5_vl", "template=qwen2_5_vl",
                                            "cuda=cpu"])

@@ -365,8 +365,8 @@ def test_an_evaluation_computes_each_rule_once_and_carries_it_to_the_report_and_
     for module in (outputs, stage_b.pages.cards, stage_b.stats.metrics):
         counted(module, "ground")
     counted(outputs, "points_of")
-    import stage_b.rules.operating_point
-    counted(stage_b.rules.operating_point, "pick_threshold")
+    import stage_b.stats.thresholds
+    counted(stage_b.stats.thresholds, "pick_threshold")
     preds = predictions_from_rows(ROWS, COMPLETIONS, p_fails=[0.9, 0.2, 0.6])
     outputs.write_outputs(tmp_path, preds, [M], "once", review={"records": {}, "input_dirs": [], "all": True})
     assert calls["ground"] == len(preds) and calls["points_of"] == 1

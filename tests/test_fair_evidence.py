@@ -1,4 +1,4 @@
-"""Certification only on fair evidence (stage_b.rules.routes, stage_b.rules.operating_point.fair_points_of): groups
+"""Certification only on fair evidence (stage_b.rules.routes, stage_b.rules.calibrate.fair_points_of): groups
 reviewed
 because of their own score never count in a bound as if random; audits count with weight 1 / their probability, and
 the weighted bound (stage_b.stats.certify.upper_bound_weighted, Korn-Graubard effective counts) keeps its confidence."""
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from stage_b.stats.certify import upper_bound, upper_bound_weighted
-from stage_b.rules.operating_point import build_operating_point, fair_points_of
+from stage_b.rules.calibrate import build_operating_point, fair_points_of
 from stage_b.rules.routes import AUDIT, GROUP, MISSION, REVIEW, evidence_weight, why_not_fair
 
 M = "BBU接地线检查"
@@ -104,7 +104,7 @@ def test_family_wise_certifies_each_claim_at_the_bonferroni_level():
 def test_the_operating_point_states_the_escape_rate_of_auto_passed_groups():
     """Of the groups the rule passes without review (p_fail below the threshold and outside the margin), the defective
     share and its bound; an audited one weighs 1 / its probability."""
-    from stage_b.rules.operating_point import escape_rate
+    from stage_b.rules.calibrate import escape_rate
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.1}
     points = ([(0.1, "通过")] * 40 + [(0.2, "不通过")] * 2   # passed without review: 2 escapes in 42
               + [(0.45, "不通过")] * 5                       # within the margin: reviewed, not escapes

@@ -13,12 +13,14 @@ import pytest
 
 from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
 from qc_core.missions import load_registry
-from stage_b.judging import judge
-from stage_b.labels.decisions import decision_line, import_decisions
+from stage_b.labels.decisions import import_decisions
+from stage_b.labels.decision_lines import decision_line
 from stage_b.labels.gold import GoldError, check_gold_share, load_gold, mix_in
 from stage_b.rules.routes import AUDIT
 from tests.helpers import SEED, certified_op, judge_args
 from tests.helpers import M, read_lines, run_judge, stage_a_folder
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
 
 
 def _record(k: int, label=None, mission=M) -> dict:
@@ -57,10 +59,11 @@ def _day_with_gold(tmp_path, audit_share=0.5):
     today = [_record(200 + k) for k in range(12)]
     gold = [{**_record(k), "label": None, "gold_label": "fail" if k % 2 else "pass", "gold_from": "/g.jsonl"}
             for k in range(4)]
-    lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance) for r in today + gold]
+    lines = [verdict_file.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance)
+             for r in today + gold]
     out = tmp_path / "day"
     out.mkdir()
-    write_jsonl_atomic(judge.verdicts_path(out, M), lines)
+    write_jsonl_atomic(verdict_file.verdicts_path(out, M), lines)
     return out, lines
 
 
@@ -69,7 +72,7 @@ def test_a_gold_card_cannot_be_told_from_a_blind_audit_on_the_page(tmp_path):
     gold = [v for v in lines if v.get("gold")]
     audits = [v for v in lines if v["route"] == AUDIT and not v.get("gold")]
     assert len(gold) == 4 and audits and all(v["route"] == AUDIT and v["label"] is None for v in gold)
-    judge.write_day_review(out, [M], [tmp_path])
+    day_review.write_day_review(out, [M], [tmp_path])
     html = (out / "review" / "index.html").read_text(encoding="utf-8")
     index = (out / "review" / "groups.js").read_text(encoding="utf-8")
     bare = (html + index).replace(str(tmp_path), "TMP").lower()   # the test's own folder is named after it
@@ -96,7 +99,7 @@ def test_a_gold_card_cannot_be_told_from_a_blind_audit_on_the_page(tmp_path):
 def test_the_import_scores_gold_and_labels_nothing_from_it(tmp_path, capsys):
     from stage_b.labels.decisions import main
     out, lines = _day_with_gold(tmp_path)
-    path = judge.verdicts_path(out, M)
+    path = verdict_file.verdicts_path(out, M)
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
     gold = [v for v in lines if v.get("gold")]
     wrong = {"pass": "不通过", "fail": "通过"}
@@ -133,9 +136,9 @@ def test_a_reviewer_wrong_on_gold_certifies_nothing_alone(tmp_path):
 
 
 def test_gold_lines_are_not_the_days_work(tmp_path):
-    from stage_b.monitoring.monitor import read_days
+    from stage_b.monitoring.days import read_days
     out, lines = _day_with_gold(tmp_path)
-    automation = judge.automation_of(out, [M])["per_mission"][M]
+    automation = day_review.automation_of(out, [M])["per_mission"][M]
     assert automation["judged"] == 12
     (day,) = read_days([out], None, load_registry())   # the monitor's audits are the day's own
     assert len(day.verdicts[M]) == 12 and not any(v.get("gold") for v in day.verdicts[M])
@@ -152,7 +155,7 @@ def test_the_judge_mixes_gold_in_and_a_resume_keeps_them(tiny_qwen2_5_vl, tmp_pa
                       "--gold", str(tmp_path / "gold.jsonl"), "--gold_share", "0.25")
     result = run_judge(*args)
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = read_lines(judge.verdicts_path(tmp_path / "v", M))
+    lines = read_lines(verdict_file.verdicts_path(tmp_path / "v", M))
     gold = [v for v in lines if v.get("gold")]
     assert len(gold) == 2 and all(v["label"] is None and v["gold"]["label"] in ("pass", "fail") for v in gold)
     assert f"{M}: " in result.stdout and "of 8 groups" in result.stdout   # the day's figures leave gold out
@@ -176,11 +179,11 @@ def test_a_gold_check_never_replaces_or_hides_the_label_it_was_drawn_from(tmp_pa
     only score the reviewer."""
     from stage_b.rules.operating_point import manual_point
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
-    earlier = [judge.verdict_record(_record(k), 0.9, point, "不通过\n理由: 图片_1 接地线未捆扎",
+    earlier = [verdict_file.verdict_record(_record(k), 0.9, point, "不通过\n理由: 图片_1 接地线未捆扎",
                                     {"audit_share": 0.0, "audit_seed": SEED}) for k in range(4)]
     (tmp_path / "earlier").mkdir()
-    write_jsonl_atomic(judge.verdicts_path(tmp_path / "earlier", M), earlier)
-    path = judge.verdicts_path(tmp_path / "earlier", M)
+    write_jsonl_atomic(verdict_file.verdicts_path(tmp_path / "earlier", M), earlier)
+    path = verdict_file.verdicts_path(tmp_path / "earlier", M)
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
     truth = {f"QC-OLD-{k}": ("不通过" if k % 2 else "通过") for k in range(4)}
     write_jsonl_atomic(tmp_path / "first.jsonl", [decision_line(v, truth[v["group_id"]], "王工", source,
@@ -194,7 +197,7 @@ def test_a_gold_check_never_replaces_or_hides_the_label_it_was_drawn_from(tmp_pa
     before = labels()
     assert len(before) == 4
     out, lines = _day_with_gold(tmp_path)
-    day_path = judge.verdicts_path(out, M)
+    day_path = verdict_file.verdicts_path(out, M)
     day_source = {"file": str(day_path.resolve()), "sha256": file_sha256(day_path)}
     flipped = {"通过": "不通过", "不通过": "通过"}
     write_jsonl_atomic(tmp_path / "gold.jsonl", [

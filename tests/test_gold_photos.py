@@ -16,6 +16,8 @@ from stage_b.labels.gold import PHOTOS_DIR, photo_problem, with_photo_copies
 from stage_b.rules.operating_point import manual_point
 from tests.helpers import SEED, M
 from qc_core.jsonl import write_jsonl_atomic
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
 
 
 def gold_record(folder, gid="QC-OLD-1", images=("1.jpg", "2.jpg"), make=True, label="fail"):
@@ -96,9 +98,10 @@ def test_a_gold_card_shows_its_photos_like_an_audit_card(tmp_path):
     gold, _ = with_photo_copies([gold_record(tmp_path / "day2", gid=f"QC-OLD-{k}", images=("1.jpg",))
                                  for k in range(2)], out / PHOTOS_DIR)
     gold = [{**g, "label": None, "gold_label": "fail", "gold_from": "g.jsonl"} for g in gold]
-    lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance) for r in today + gold]
-    write_jsonl_atomic(judge.verdicts_path(out, M), lines)
-    judge.write_day_review(out, [M], judge.page_photo_dirs(out, str(today_dir)))
+    lines = [verdict_file.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎", provenance)
+             for r in today + gold]
+    write_jsonl_atomic(verdict_file.verdicts_path(out, M), lines)
+    day_review.write_day_review(out, [M], day_review.page_photo_dirs(out, str(today_dir)))
     html = (out / "review" / "index.html").read_text(encoding="utf-8")
     assert 'data-missing="1"' not in html
     thumbs = re.findall(r'data-group-id="(QC-(?:NEW|OLD)-\d)".*?<img[^>]+src="thumbs/', html, re.S)
@@ -122,7 +125,7 @@ def test_the_judge_copies_the_drawn_gold_photos_into_the_day(tiny_qwen2_5_vl, tm
                                    "--gold", str(tmp_path / "gold.jsonl"), "--gold_share", "0.25", review=True))
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"gold group QC-GONE of {M} not mixed in: its photo folder" in result.stderr
-    gold = [v for v in read_lines(judge.verdicts_path(out, M)) if v.get("gold")]
+    gold = [v for v in read_lines(verdict_file.verdicts_path(out, M)) if v.get("gold")]
     assert len(gold) == 2 and all(v["input_dir"] == str(out / PHOTOS_DIR) for v in gold)
     assert all((out / PHOTOS_DIR / rel).is_file() for v in gold for rel in v["images"])
     html = (out / "review" / "index.html").read_text(encoding="utf-8")

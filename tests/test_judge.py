@@ -23,6 +23,10 @@ from stage_b.contract.grounding import guided_reply
 from stage_b.rules.operating_point import MissionPoint, p_fail
 from tests.helpers import (A, B, M, jsonl_records, random_adapter, read_lines, run_judge, stage_a_folder,
                            write_stage_a_groups)
+from stage_b.judging import settings as judge_settings
+from stage_b.judging import day_review
+from stage_b.judging import scoring
+from stage_b.judging import verdict_file
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -178,7 +182,7 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
             "--output_dir", str(tmp_path / "v"), "--threshold", "0.5", "--max_new_tokens", "8"]
     first = run_judge(*args)
     assert first.returncode == 0, first.stderr[-3000:]
-    verdicts = {m: read_lines(judge.verdicts_path(tmp_path / "v", m)) for m in MISSIONS.split(",")}
+    verdicts = {m: read_lines(verdict_file.verdicts_path(tmp_path / "v", m)) for m in MISSIONS.split(",")}
     got = [r for rs in verdicts.values() for r in rs]
     assert sorted(r["group_id"] for r in got) == sorted(groups)
     for r in got:
@@ -195,7 +199,7 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
     again = run_judge(*args)
     assert again.returncode == 0 and again.stdout.count("0 to judge") == 2
     assert "Loading" not in again.stderr   # nothing left to judge: the model is not even loaded
-    assert {m: read_lines(judge.verdicts_path(tmp_path / "v", m)) for m in verdicts} == verdicts
+    assert {m: read_lines(verdict_file.verdicts_path(tmp_path / "v", m)) for m in verdicts} == verdicts
     other = run_judge(*args[:-4], "--threshold", "0.7")   # another threshold into the same files: refused
     assert other.returncode == 2 and "judged with another threshold" in other.stderr and "--overwrite" in other.stderr
 
@@ -265,7 +269,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
                 "--operating_point", str(tmp_path / "ev" / "operating_point.json"),
                 "--output_dir", str(tmp_path / "j"), "--max_new_tokens", "4")
     assert ok.returncode == 0, ok.stderr[-3000:]
-    judged = read_lines(judge.verdicts_path(tmp_path / "j", M))
+    judged = read_lines(verdict_file.verdicts_path(tmp_path / "j", M))
     assert len(judged) == 16 and {r["threshold"] for r in judged} == {entry["threshold"]}
     assert all(r["label"] in ("pass", "fail") for r in judged)   # labelled records may be judged (a dry run)
     page = (tmp_path / "j" / "review" / "index.html").read_text(encoding="utf-8")
@@ -321,7 +325,7 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
     result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--operating_point", str(op),
                     "--output_dir", str(tmp_path / "o"), "--max_new_tokens", "4", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    judged = read_lines(judge.verdicts_path(tmp_path / "o", M))
+    judged = read_lines(verdict_file.verdicts_path(tmp_path / "o", M))
     assert len(judged) == 3 and all(r["needs_review"] and r["certified"] is False for r in judged)
     assert all("has no entry for it" in r["review_why"][0] for r in judged)
     assert all(r["verdict"] == ("不通过" if r["p_fail"] >= 0.5 else "通过") for r in judged)   # the model's own choice
@@ -337,7 +341,7 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
 def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path):
     stage_a = stage_a_folder(tmp_path / "sa", n=2)
     (tmp_path / "o").mkdir()
-    with output_lock(judge.verdicts_path(tmp_path / "o", M)):
+    with output_lock(verdict_file.verdicts_path(tmp_path / "o", M)):
         result = run_judge("--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
                         "--output_dir", str(tmp_path / "o"), timeout=120)
     assert result.returncode == 3 and "being written by another process" in result.stderr
@@ -351,7 +355,7 @@ def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5
             "--output_dir", str(out), "--batch_size", "2", "--max_new_tokens", "24"]
     proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    path = judge.verdicts_path(out, M)
+    path = verdict_file.verdicts_path(out, M)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (not path.exists() or len(path.read_bytes().splitlines()) < 2):
         time.sleep(0.05)
@@ -375,7 +379,7 @@ def test_one_work_order_in_two_missions_is_asked_about_twice_each_with_its_missi
     registry = load_registry()
     records = [{"group_id": "QC-SAME-20250101-1", "mission": m, "label": None, "images": ["a.jpg"],
                 "per_image": {"图片_1": "接地线×1/已捆扎"}} for m in ("BBU接地线检查", "挡风板安装检查")]
-    rows, failed = judge.prompt_rows(records, judge.selection_from({}, environ={}), registry)
+    rows, failed = scoring.prompt_rows(records, judge.selection_from({}, environ={}), registry)
     assert not failed and len(rows) == 2
     for (mission, _), row in rows.items():
         assert row["mission"] == mission and f"检查任务：{mission}" in row["messages"][1]["content"]
@@ -395,7 +399,7 @@ def test_a_day_mixing_the_certified_stage_a_model_with_another_is_withdrawn():
 
 def test_audited_groups_are_decided_without_review_in_the_automation_share():
     verdicts = [{"mission": "M", "verdict": "通过", "route": r} for r in ("auto", "audit", "audit", "review")]
-    counts = judge.automation_of(None, ["M"], verdicts)["per_mission"]["M"]
+    counts = day_review.automation_of(None, ["M"], verdicts)["per_mission"]["M"]
     assert (counts["judged"], counts["auto_decided"], counts["audited"]) == (4, 3, 2)
     assert counts["automation_share"] == 0.75
 
@@ -405,7 +409,7 @@ def test_a_withdrawn_missions_groups_go_to_review_with_mission_scope():
     fair evidence, stage_b.rules.routes), the withdrawal named first."""
     from tests.helpers import AUDITED_POINT
     record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"], "per_image": {"图片_1": "接地线松动"}}
-    line = judge.verdict_record(record, 0.1, AUDITED_POINT, "通过\n理由: 图片_1 接地线已捆扎",
+    line = verdict_file.verdict_record(record, 0.1, AUDITED_POINT, "通过\n理由: 图片_1 接地线已捆扎",
                                 {"audit_share": 1.0, "audit_seed": 1, "withdrawn": "the miss rate broke"})
     assert (line["route"], line["review_scope"]) == ("review", "mission")
     assert line["review_why"][0] == "promise withdrawn: the miss rate broke"
@@ -424,12 +428,12 @@ def test_a_group_sent_to_two_reviewers_is_in_both_queues():
 ])
 def test_no_monitor_takes_a_reason_in_words(words, refusal):
     if refusal is None:
-        assert judge.check_no_monitor(words, None) == (None if words is None else words)
+        assert judge_settings.check_no_monitor(words, None) == (None if words is None else words)
     else:
         with pytest.raises(ValueError, match=refusal):
-            judge.check_no_monitor(words, None)
-    with pytest.raises(judge.JudgeError, match="give one"):
-        judge.check_no_monitor("first day at this operating point", "monitor.json")
+            judge_settings.check_no_monitor(words, None)
+    with pytest.raises(judge_settings.JudgeError, match="give one"):
+        judge_settings.check_no_monitor("first day at this operating point", "monitor.json")
 
 
 def test_a_certified_mission_without_a_monitors_state_sends_its_groups_to_review():
@@ -438,11 +442,11 @@ def test_a_certified_mission_without_a_monitors_state_sends_its_groups_to_review
     from tests.helpers import AUDITED_POINT
     record = {"group_id": "g", "mission": "BBU接地线检查", "images": ["1.jpg"],
               "per_image": {"图片_1": "接地线连接牢固"}}
-    line = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
-                                {"audit_share": 0.0, "audit_seed": 1, "unmonitored": judge.NO_MONITOR})
+    line = verdict_file.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
+                                {"audit_share": 0.0, "audit_seed": 1, "unmonitored": judge_settings.NO_MONITOR})
     assert (line["route"], line["review_scope"]) == ("review", "mission")
     assert line["review_why"][0].startswith("promise not monitored: no monitor state for this operating point")
-    told = judge.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
+    told = verdict_file.verdict_record(record, 0.01, AUDITED_POINT, "通过\n理由: 图片_1 接地线连接牢固",
                                 {"audit_share": 0.0, "audit_seed": 1, "no_monitor": "first day at this point"})
     assert told["route"] == "auto" and told["no_monitor"] == "first day at this point"
 
@@ -470,13 +474,14 @@ def test_the_judge_resumes_by_group_identity_not_by_position(tmp_path, engine, m
     args = ["--model", str(model), "--stage_a_dir", str(stage_a), "--mission", "all", "--threshold", "0.5",
             "--no_review", "--batch_size", "2"]
     assert judge.main([*args, "--output_dir", str(tmp_path / "full")]) == 0
-    full = {m: {r["group_id"]: r for r in jsonl_records(judge.verdicts_path(tmp_path / "full", m))} for m in (A, B)}
+    full = {m: {r["group_id"]: r for r in jsonl_records(verdict_file.verdicts_path(tmp_path / "full", m))}
+            for m in (A, B)}
     assert all(list(full[m]) == IDS for m in (A, B))
 
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     for m, gids in already.items():   # what an earlier run, of the same command, left behind
-        judge.verdicts_path(resumed, m).write_text(
+        verdict_file.verdicts_path(resumed, m).write_text(
             "".join(json.dumps(full[m][g], ensure_ascii=False) + "\n" for g in gids), encoding="utf-8")
     engine.asked.clear()
     assert judge.main([*args, "--output_dir", str(resumed)]) == 0
@@ -485,7 +490,7 @@ def test_the_judge_resumes_by_group_identity_not_by_position(tmp_path, engine, m
         missing = [g for g in IDS if g not in already[m]]
         asked = [g for method, mission, g in engine.asked if method == "verdict_logprobs" and mission == m]
         assert asked == missing, (m, asked)
-        after = jsonl_records(judge.verdicts_path(resumed, m))
+        after = jsonl_records(verdict_file.verdicts_path(resumed, m))
         assert after[:len(already[m])] == [full[m][g] for g in already[m]]     # kept as they were
         assert sorted(r["group_id"] for r in after) == sorted(IDS)           # every group, exactly once
         for r in after:                                                       # each with its own p_fail
@@ -501,13 +506,13 @@ RECORD = {"group_id": "g1", "mission": M, "label": None, "images": ["a.jpg", "b.
 
 
 def test_what_a_verdict_rests_on_includes_the_photo_list():
-    from stage_b.judging.judge import rests_on
+    from stage_b.judging.verdict_file import rests_on
     moved = {**RECORD, "images": ["a.jpg", "c.jpg"]}
     assert rests_on(moved)["sha256"] != rests_on(RECORD)["sha256"]
 
 
 def test_a_kept_line_is_checked_at_its_own_threshold():
-    from stage_b.judging.judge import _line_problem
+    from stage_b.judging.verdict_file import _line_problem
     line = {"group_id": "g1", "mission": M, "p_fail": 0.4, "threshold": 0.3, "verdict": "不通过"}
     assert _line_problem(line, M, {"g1": RECORD}, {}) is None
     assert "does not follow" in _line_problem({**line, "verdict": "通过"}, M, {"g1": RECORD}, {})
@@ -516,7 +521,8 @@ def test_a_kept_line_is_checked_at_its_own_threshold():
 @pytest.mark.parametrize("key, value", [("allow_uncertified", True), ("audit_share", 0.5), ("audit_seed", 7),
                                         ("withdrawn", "drift"), ("reason_citations", "guided")])
 def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
-    from stage_b.judging.judge import PROVENANCE, JudgeError, check_resumable
+    from stage_b.judging.verdict_file import PROVENANCE, check_resumable
+    from stage_b.judging.settings import JudgeError
     path = tmp_path / "v.jsonl"
     line = {"group_id": "g1", "mission": M, "p_fail": 0.1, "threshold": 0.5, "verdict": "通过",
             "rests_on": {"sha256": "x"}, **PROVENANCE}
@@ -526,7 +532,7 @@ def test_a_resume_under_another_decision_rule_is_refused(tmp_path, key, value):
 
 
 def test_the_reason_is_written_after_the_verdict_the_missions_threshold_gives():
-    from stage_b.judging.judge import reply_starts
+    from stage_b.model.model_replies import reply_starts
     point = MissionPoint(threshold=0.3, threshold_fail=0.3, review_margin=0.0, certified=True, promise="")
     starts = reply_starts({0: {"summaries": ["接地线×1/散乱 备注：接地线散乱未捆扎"], "mission": M}}, {0: 0.4}, point,
                           guided=True)

@@ -10,6 +10,7 @@ import pytest
 from stage_b.judging import day, judge
 from tests.helpers import read_lines, run_judge
 from tests.test_judge import ENV, MISSIONS, REPO, unreviewed  # noqa: F401 (a fixture)
+from stage_b.judging import verdict_file
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -63,9 +64,9 @@ def test_one_process_writes_the_verdicts_the_two_commands_write(unreviewed, tiny
                      for f in (root / "stage_a" / name, tmp_path / "sa" / name))
         assert next(summaries) == next(summaries)
         kept = ("group_id", "summaries", "verdict", "reply", "needs_review", "review_why")
-        one, two = (sorted(read_lines(judge.verdicts_path(tmp_path / d, mission)), key=lambda r: r["group_id"])
+        one, two = (sorted(read_lines(verdict_file.verdicts_path(tmp_path / d, mission)), key=lambda r: r["group_id"])
                     for d in ("apart", "together"))
         assert [{k: r[k] for k in kept} for r in one] == [{k: r[k] for k in kept} for r in two]
         assert max(abs(a["p_fail"] - b["p_fail"]) for a, b in zip(one, two)) < 1e-6
     assert {r["group_id"] for m in MISSIONS.split(",")
-            for r in read_lines(judge.verdicts_path(tmp_path / "together", m))} == groups
+            for r in read_lines(verdict_file.verdicts_path(tmp_path / "together", m))} == groups

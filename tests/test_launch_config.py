@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stage_b.train.launch import read_config
+from stage_b.train.launch_settings import read_config
 
 
 @pytest.mark.parametrize("text, refusal", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -394,3 +395,21 @@ def test_judge_sh_takes_a_labels_folder_that_the_first_day_has_not_made_yet(tmp_
     if returncode == 0:
         judge = calls["stage_b.judge"]
         assert "first day at this operating point" in judge[judge.index("--no_monitor") + 1]
+
+
+def _imports_in_scripts() -> list[tuple[str, str, str]]:
+    """(script, module, name) of every `from module import name` in the Python the launchers run inline."""
+    found = []
+    for script in sorted((REPO / "scripts").glob("*.sh")):
+        for module, names in re.findall(r"^\s*from ((?:qc_core|stage_a|stage_b|review)[\w.]*) import ([\w, ]+)$",
+                                        script.read_text(encoding="utf-8"), flags=re.M):
+            found += [(script.name, module, name.strip()) for name in names.split(",") if name.strip()]
+    return found
+
+
+@pytest.mark.parametrize("script, module, name", _imports_in_scripts())
+def test_every_name_a_launcher_imports_is_where_it_looks(script, module, name):
+    """A module split that moves a name breaks the launcher's inline Python only when that line runs (judge.sh's
+    monitor lookup runs from the second day on): each import is resolved here instead."""
+    import importlib
+    assert hasattr(importlib.import_module(module), name), f"{script}: from {module} import {name}"

@@ -15,8 +15,11 @@ from qc_core.missions import load_registry
 from stage_b.monitoring import monitor as mon
 from stage_b.stats import confidence_sequence as cs
 from stage_b.stats import drift as dr
-from stage_b.rules.operating_point import MissionPoint, OperatingPoint, build_operating_point
+from stage_b.rules.operating_point import MissionPoint, OperatingPoint
+from stage_b.rules.calibrate import build_operating_point
 from tests.helpers import run_monitor, write_day, write_labels
+from stage_b.monitoring import days as monitor_days
+from stage_b.monitoring import monitor_file
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -133,11 +136,11 @@ def test_an_escape_moves_a_bound_only_when_a_second_person_or_a_measured_reviewe
         assert [w["group_id"] for w in day2["unconfirmed"]] == [f"bf{i}" for i in (1, 3, 5, 7, 9)]
         assert {w["reviewer"] for w in day2["unconfirmed"]} == {"r"} and "wait for a second person" in m["why"]
     # the check replays the waiting count: the file reads back, and an edit of it is refused
-    mon.check_monitor(json.loads(json.dumps(result)), "m.json")
+    monitor_file.check_monitor(json.loads(json.dumps(result)), "m.json")
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][1]["escapes_unconfirmed"] = 0 if not counted else 3
-    with pytest.raises(mon.MonitorError, match="the number of escapes it lists as waiting"):
-        mon.check_monitor(edited, "m.json")
+    with pytest.raises(monitor_days.MonitorError, match="the number of escapes it lists as waiting"):
+        monitor_file.check_monitor(edited, "m.json")
 
 
 def test_a_day_with_an_escape_waiting_is_not_a_clean_tightened_day():
@@ -167,9 +170,11 @@ def test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_
     assert [d["status"] for d in m["days"]][0] != mon.WITHDRAWN and m["status"] == mon.WITHDRAWN
     assert m["days"][1]["escapes"] == 5 and m["days"][1]["withdrawn_here"]
     assert n["status"] != mon.WITHDRAWN
-    assert mon.check_monitor(json.loads(json.dumps(result)), "m.json")["missions"][M]["status"] == mon.WITHDRAWN
+    checked = monitor_file.check_monitor(json.loads(json.dumps(result)), "m.json")
+    assert checked["missions"][M]["status"] == mon.WITHDRAWN
     # the judge reads the withdrawal back
-    assert M in mon.withdrawals(result, "m.json", op, digest) and N not in mon.withdrawals(result, "m.json", op, digest)
+    withdrawn = monitor_file.withdrawals(result, "m.json", op, digest)
+    assert M in withdrawn and N not in withdrawn
 
 
 def test_a_status_edited_by_hand_is_refused_naming_the_mission_and_day(tmp_path):
@@ -182,15 +187,15 @@ def test_a_status_edited_by_hand_is_refused_naming_the_mission_and_day(tmp_path)
     assert result["missions"][M]["status"] == mon.WITHDRAWN
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][0]["status"] = edited["missions"][M]["status"] = mon.HOLDS
-    with pytest.raises(mon.MonitorError,
+    with pytest.raises(monitor_days.MonitorError,
                        match=f"{M}, day folder 'day1': status 'holds' does not follow from the day's counts"):
-        mon.check_monitor(edited, "monitor.json")
+        monitor_file.check_monitor(edited, "monitor.json")
     edited = json.loads(json.dumps(result))
     edited["missions"][M]["days"][0]["escapes"] = 0
-    with pytest.raises(mon.MonitorError, match="cum_escapes 12 does not follow"):
-        mon.check_monitor(edited, "monitor.json")
-    with pytest.raises(mon.MonitorError, match="not a monitor.json of format"):
-        mon.check_monitor({"format": 99}, "monitor.json")
+    with pytest.raises(monitor_days.MonitorError, match="cum_escapes 12 does not follow"):
+        monitor_file.check_monitor(edited, "monitor.json")
+    with pytest.raises(monitor_days.MonitorError, match="not a monitor.json of format"):
+        monitor_file.check_monitor({"format": 99}, "monitor.json")
 
 
 def test_days_judged_at_another_operating_point_are_refused_never_mixed(tmp_path):
@@ -198,15 +203,15 @@ def test_days_judged_at_another_operating_point_are_refused_never_mixed(tmp_path
     write_day(tmp_path / "day1", digest, normal_day("a"))
     write_day(tmp_path / "day2", "another", normal_day("b"))
     write_labels(tmp_path / "labels", {})
-    with pytest.raises(mon.MonitorError, match="day .*day2 was judged at another operating point"):
+    with pytest.raises(monitor_days.MonitorError, match="day .*day2 was judged at another operating point"):
         run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
-    assert mon.days_under(tmp_path, digest) == [tmp_path / "day1"]   # --days_under takes only this one's
+    assert monitor_days.days_under(tmp_path, digest) == [tmp_path / "day1"]   # --days_under takes only this one's
 
 
 def test_a_missing_day_folder_is_named(tmp_path):
     op, op_path, digest = make_op(tmp_path)
     write_labels(tmp_path / "labels", {})
-    with pytest.raises(mon.MonitorError, match="day folder .*nowhere does not exist"):
+    with pytest.raises(monitor_days.MonitorError, match="day folder .*nowhere does not exist"):
         run_monitor(tmp_path, op, op_path, digest, [tmp_path / "nowhere"], tmp_path / "labels")
 
 
@@ -243,16 +248,16 @@ def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(t
                              stage_a={"evidence_through": through})
         return OperatingPoint(model={}, adapters=[], missions={M: point})
     op = certified_through("2026-11-27T11:00:00+00:00")
-    assert M in mon.withdrawals(monitor, "m.json", op, "new")   # recertified, but on labels from before
+    assert M in monitor_file.withdrawals(monitor, "m.json", op, "new")   # recertified, but on labels from before
     op = certified_through("2026-11-28T09:00:00+00:00")
-    assert mon.withdrawals(monitor, "m.json", op, "new") == {}
-    assert M in mon.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
+    assert monitor_file.withdrawals(monitor, "m.json", op, "new") == {}
+    assert M in monitor_file.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
 
 
 @pytest.mark.parametrize("value, message", [("0", "out of range"), ("0.7", "out of range"), ("0.4999", "out of range"),
                                             ("0.11", "out of range"), ("nan", "out of range"), ("x", "not a number")])
 def test_a_drift_level_out_of_range_is_refused(value, message):
-    with pytest.raises(mon.MonitorError, match=message):
+    with pytest.raises(monitor_days.MonitorError, match=message):
         mon.check_alpha(value)
 
 
@@ -266,7 +271,7 @@ def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
                      str(tmp_path / "labels"), "--output_dir", str(tmp_path / "m")]) == 0
     captured = capsys.readouterr()
     assert "old was judged at another operating point" in captured.err
-    result = mon.load_monitor(tmp_path / "m" / "monitor.json")
+    result = monitor_file.load_monitor(tmp_path / "m" / "monitor.json")
     assert result["days"] == ["2026-11-27", "2026-11-28"] and result["missions"][M]["status"] == mon.WITHDRAWN
     page = (tmp_path / "m" / "index.html").read_text(encoding="utf-8")
     assert f"{M}: withdrawn" in page and "monitor.png" in page
@@ -287,8 +292,8 @@ def test_a_day_folder_mixing_two_operating_points_is_refused_not_skipped(tmp_pat
     op, op_path, digest = make_op(tmp_path)
     write_day(tmp_path / "days" / "day1", digest, normal_day("a"))
     write_day(tmp_path / "days" / "day1", "another", [("x", "通过", 0.05, "auto", False)], mission=N)
-    with pytest.raises(mon.MonitorError, match="day1 holds verdicts of this operating point and of another"):
-        mon.days_under(tmp_path / "days", digest)
+    with pytest.raises(monitor_days.MonitorError, match="day1 holds verdicts of this operating point and of another"):
+        monitor_days.days_under(tmp_path / "days", digest)
 
 
 @pytest.mark.parametrize("edit, problem", [
@@ -306,11 +311,11 @@ def test_a_monitor_that_does_not_account_for_a_certified_promise_sends_it_to_rev
     write_labels(tmp_path / "labels", {})
     result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
                                                tmp_path / "labels")))
-    assert mon.withdrawals(result, "m.json", op, digest) == {}
+    assert monitor_file.withdrawals(result, "m.json", op, digest) == {}
     edit(result)
     if result["missions"].get(M, {}).get("days") == []:
         result["missions"][M].update(status=mon.UNVERIFIED)
-    why = mon.withdrawals(result, "m.json", op, digest)
+    why = monitor_file.withdrawals(result, "m.json", op, digest)
     assert M in why and problem in why[M] and "fails closed" in why[M]
 
 
@@ -323,13 +328,13 @@ def test_a_day_edited_to_nan_or_another_state_is_refused(tmp_path, key, value):
     result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
                                                tmp_path / "labels")))
     result["missions"][M]["days"][0][key] = value
-    with pytest.raises(mon.MonitorError, match=f"{M}, day folder 'day1': {key}"):
-        mon.check_monitor(result, "monitor.json")
+    with pytest.raises(monitor_days.MonitorError, match=f"{M}, day folder 'day1': {key}"):
+        monitor_file.check_monitor(result, "monitor.json")
 
 
 @pytest.mark.parametrize("value, message", [("0", "out of range"), ("61", "out of range"), ("x", "not a whole")])
 def test_a_clean_run_out_of_range_is_refused(value, message):
-    with pytest.raises(mon.MonitorError, match=f"--tightened_clean_days '{value}' .*{message}"):
+    with pytest.raises(monitor_days.MonitorError, match=f"--tightened_clean_days '{value}' .*{message}"):
         mon.check_clean_days(value)
 
 
@@ -346,7 +351,7 @@ def test_a_verdict_line_the_guard_cannot_read_stops_it_naming_the_line(tmp_path,
     edit(lines[2])
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     write_labels(tmp_path / "labels", {})
-    with pytest.raises(mon.MonitorError, match=f"_verdicts.jsonl:3: {message}"):
+    with pytest.raises(monitor_days.MonitorError, match=f"_verdicts.jsonl:3: {message}"):
         run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")
 
 
@@ -358,8 +363,8 @@ def test_a_decisions_log_line_without_what_a_label_needs_is_named(tmp_path, key)
     lines[1].pop(key)
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     from qc_core.missions import load_registry
-    with pytest.raises(mon.MonitorError, match=f"decisions.jsonl:2: a decision without {key}"):
-        mon.read_labels(tmp_path / "labels", load_registry())
+    with pytest.raises(monitor_days.MonitorError, match=f"decisions.jsonl:2: a decision without {key}"):
+        monitor_days.read_labels(tmp_path / "labels", load_registry())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -381,7 +386,7 @@ def test_an_audited_auto_fail_a_person_failed_is_a_caught_defect_not_an_escape()
                 {"group_id": "c", "verdict": "通过", "p_fail": 0.1, "route": "review", "review_scope": "group"},
                 {"group_id": "d", "verdict": "通过", "p_fail": 0.1, "route": "auto", "audit_probability": 0.5}]
     labels = {(M, "a"): "fail", (M, "b"): "fail", (M, "c"): "fail"}
-    row = mon.day_counts("d1", verdicts, labels, M)
+    row = monitor_days.day_counts("d1", verdicts, labels, M)
     assert (row["escapes"], row["audited_auto_passed"], row["audited_auto_failed_defects"],
             row["reviewed_defects"], row["auto_passed"], row["audit_share"]) == (1, 1, 1, 1, 2, 0.5)
 
@@ -406,8 +411,8 @@ def test_an_edited_lower_bound_is_refused(tmp_path):
     result = json.loads(json.dumps(run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"],
                                                tmp_path / "labels")))
     result["missions"][M]["days"][0]["escape_lower"] = 0.0
-    with pytest.raises(mon.MonitorError, match="escape_lower"):
-        mon.check_monitor(result, "monitor.json")
+    with pytest.raises(monitor_days.MonitorError, match="escape_lower"):
+        monitor_file.check_monitor(result, "monitor.json")
 
 
 def test_the_same_day_given_twice_or_through_a_link_is_refused(tmp_path):
@@ -416,7 +421,7 @@ def test_the_same_day_given_twice_or_through_a_link_is_refused(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / "day1")
     write_labels(tmp_path / "labels", {})
     for second in (tmp_path / "day1", tmp_path / "link"):
-        with pytest.raises(mon.MonitorError, match="given again"):
+        with pytest.raises(monitor_days.MonitorError, match="given again"):
             run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", second], tmp_path / "labels")
 
 
@@ -429,7 +434,8 @@ def test_days_out_of_order_are_refused_naming_both(tmp_path):
         path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     write_labels(tmp_path / "labels", {})
     run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
-    with pytest.raises(mon.MonitorError, match="days out of order: .*day1 was first judged at 2026-11-27.*day2"):
+    with pytest.raises(monitor_days.MonitorError,
+                       match="days out of order: .*day1 was first judged at 2026-11-27.*day2"):
         run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day2", tmp_path / "day1"], tmp_path / "labels")
 
 
@@ -440,8 +446,9 @@ def test_a_day_judged_below_the_share_the_tightened_state_asked_for_is_named_and
     write_day(tmp_path / "day1", digest, [(f"a{i}", "不通过", 0.9, "auto", True) for i in range(40)])
     write_day(tmp_path / "day2", digest, normal_day("b"))
     write_labels(tmp_path / "labels", {(M, f"bp{i}"): "通过" for i in range(10)})
-    days = mon.read_days([tmp_path / "day1", tmp_path / "day2"], digest, load_registry())
-    result = mon.build_monitor(op, op_path, digest, days, mon.read_labels(tmp_path / "labels", load_registry()),
+    days = monitor_days.read_days([tmp_path / "day1", tmp_path / "day2"], digest, load_registry())
+    labels = monitor_days.read_labels(tmp_path / "labels", load_registry())
+    result = mon.build_monitor(op, op_path, digest, days, labels,
                                0.001, tmp_path / "labels", clean_days=1)
     d1, d2 = result["missions"][M]["days"]
     assert d1["state"] == "tightened" and d1["next_audit_share"] > 0.5
@@ -457,8 +464,8 @@ def test_a_day_folder_not_named_in_utf8_is_refused_naming_it(tmp_path):
     gbk = Path(os.fsdecode(os.fsencode(tmp_path / "days") + b"/" + "第1天".encode("gbk")))
     write_day(gbk, digest, normal_day("a"))
     write_labels(tmp_path / "labels", {})
-    with pytest.raises(mon.MonitorError, match=r"days/\\xb5\\xda1\\xcc\\xec is not named in UTF-8"):
-        mon.read_days(mon.days_under(tmp_path / "days", digest), digest, load_registry())
+    with pytest.raises(monitor_days.MonitorError, match=r"days/\\xb5\\xda1\\xcc\\xec is not named in UTF-8"):
+        monitor_days.read_days(monitor_days.days_under(tmp_path / "days", digest), digest, load_registry())
 
 
 def test_a_full_disk_leaves_the_last_runs_files_whole_and_names_the_file(tmp_path, capsys, monkeypatch):

@@ -76,7 +76,8 @@ def test_a_name_the_rule_refuses_takes_no_decision_on_the_page_and_says_why(brow
 
 
 def test_the_import_keeps_the_name_as_the_rule_writes_it_and_names_a_line_it_refuses(tmp_path, synthetic):
-    from stage_b.labels.decisions import DecisionsError, import_decisions
+    from stage_b.labels.decisions import import_decisions
+    from stage_b.labels.decision_lines import DecisionsError
     from tests.helpers import judged_day, write_decision_file
     out, verdicts = judged_day(tmp_path, synthetic)
     typed = write_decision_file(tmp_path, out, verdicts[0], name="typed.jsonl")

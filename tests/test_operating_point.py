@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from stage_b import evaluate
-from stage_b.judging.judge import verdict_record
+from stage_b.judging.verdict_file import verdict_record
 from stage_b.contract.numbers import fmt_p
-from stage_b.rules.operating_point import (P_FAIL_TIE, MissionPoint, OperatingPoint, OperatingPointError,
-                                           build_operating_point, certified_fail_threshold, check_rate, curve,
-                                           load_operating_point, manual_point, mission_point, p_fail, parse_targets,
-                                           pick_threshold, rates_at, review_margin, thresholds_for, verdict_at)
+from stage_b.rules.operating_point import (load_operating_point, manual_point, MissionPoint, OperatingPoint, p_fail,
+                                           thresholds_for)
+from stage_b.rules.calibrate import build_operating_point, mission_point, parse_targets
+from stage_b.rules.point_check import OperatingPointError, check_rate
+from stage_b.stats.thresholds import (certified_fail_threshold, curve, P_FAIL_TIE, pick_threshold, rates_at,
+                                      review_margin, verdict_at)
 from stage_b.contract.verdict import FAIL, PASS
 
 F, P = "不通过", "通过"
@@ -236,7 +238,7 @@ def test_probabilities_print_with_enough_digits_to_show_the_decision(x, other, t
 
 def _written_op(tmp_path):
     """An operating point file as stage_b.evaluate writes it (build_operating_point), both sides certified."""
-    from stage_b.rules.operating_point import build_operating_point
+    from stage_b.rules.calibrate import build_operating_point
     preds = ([{"group_id": f"f{i}", "mission": "BBU接地线检查", "p_fail": 0.9, "expected": F} for i in range(12)]
              + [{"group_id": f"p{i}", "mission": "BBU接地线检查", "p_fail": 0.1, "expected": P} for i in range(12)]
              + [{"group_id": f"q{i}", "mission": "挡风板安装检查", "p_fail": 0.2, "expected": P} for i in range(5)])
@@ -280,7 +282,8 @@ def test_a_mission_entry_without_a_key_the_rule_reads_is_refused_naming_file_mis
 ])
 def test_fields_the_live_guard_reads_are_checked_at_load(field, value):
     """A NaN escape bound would be a promise that never breaks: refused at load, naming the mission and field."""
-    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint
+    from stage_b.rules.point_check import OperatingPointError
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
              field: value}
     with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
@@ -291,7 +294,7 @@ def test_the_escape_bound_weighs_audits():
     """Auto-passed points, 10 validation groups (weight 1) and 4 audits (weight 4), 2 of the audits escapes: the
     escape rate is the weighted share (8 of 26) and its bound the weighted one, not the unweighted 2 of 14."""
     from stage_b.stats.certify import upper_bound, upper_bound_weighted
-    from stage_b.rules.operating_point import escape_rate
+    from stage_b.rules.calibrate import escape_rate
     points = [(0.1, "通过", 1.0)] * 10 + [(0.1, "通过", 4.0)] * 2 + [(0.1, "不通过", 4.0)] * 2
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0}
     e = escape_rate(points, entry, 0.9)
@@ -301,7 +304,8 @@ def test_the_escape_bound_weighs_audits():
 
 
 def test_an_auto_fail_threshold_below_the_auto_pass_one_is_refused_certified_or_not():
-    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint
+    from stage_b.rules.point_check import OperatingPointError
     for certified in (True, False):
         entry = {"threshold": 0.5, "threshold_fail": 0.3, "review_margin": 0.0, "certified": certified,
                  "promise": ""}
@@ -314,16 +318,17 @@ def test_the_weighted_overkill_bound_counts_the_groups_at_or_above_the_auto_fail
     """Good groups (weight 2): ten at p_fail 0.1, one at 0.9; at an auto-fail threshold of 0.8 the overkill counts the
     one at or above it (2 of 22), the miss side counts those below (20 of 22)."""
     from stage_b.stats.certify import upper_bound_weighted
-    from stage_b.rules.operating_point import _bound_below, _weighted_below
-    values, weights, running = _weighted_below([(0.1, "通过", 2.0)] * 10 + [(0.9, "通过", 2.0)], "通过")
-    assert _bound_below(values, weights, running, 0.8, 0.9, above=above) == \
+    from stage_b.stats.thresholds import bound_below, weighted_below
+    values, weights, running = weighted_below([(0.1, "通过", 2.0)] * 10 + [(0.9, "通过", 2.0)], "通过")
+    assert bound_below(values, weights, running, 0.8, 0.9, above=above) == \
         pytest.approx(upper_bound_weighted([errors], weights, 0.9))
 
 
 @pytest.mark.parametrize("field, value", [("stage_a", ["x"]), ("stage_a", {"models": [1]}),
                                           ("stage_a", {"models": ["m"], "evidence_through": 5})])
 def test_a_missions_stage_a_basis_is_checked_at_load(field, value):
-    from stage_b.rules.operating_point import MissionPoint, OperatingPointError
+    from stage_b.rules.operating_point import MissionPoint
+    from stage_b.rules.point_check import OperatingPointError
     entry = {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": False, "promise": "",
              field: value}
     with pytest.raises(OperatingPointError, match=f"F: M: {field}"):
@@ -336,7 +341,8 @@ def test_a_missions_stage_a_basis_is_checked_at_load(field, value):
                                                "family.per_claim_confidence"),
                                               ("family", "x", "family")])
 def test_the_confidences_the_guard_holds_promises_at_are_checked_at_load(key, value, what):
-    from stage_b.rules.operating_point import OperatingPoint, OperatingPointError
+    from stage_b.rules.operating_point import OperatingPoint
+    from stage_b.rules.point_check import OperatingPointError
     op = {"format": 2, "model": {}, "adapters": [], "missions": {}, key: value}
     with pytest.raises(OperatingPointError, match=f"F: {what}"):
         OperatingPoint.from_json(op, "F")
@@ -417,7 +423,8 @@ def test_the_promise_is_one_sentence_with_both_numbers(entry, sentence):
     (4, 0.8, False, 0, "no promise is certified"),
 ])
 def test_the_family_line_is_a_joint_statement_only_when_it_is_one(claims, confidence, family_wise, certified, says):
-    from stage_b.rules.operating_point import family, family_text
+    from stage_b.rules.promise_texts import family_text
+    from stage_b.stats.thresholds import family
     fam = family([f"m{k}" for k in range(claims)], 1, confidence, family_wise)
     fam.update(certified_claims=certified,
                certified_claims_hold_together=max(0.0, 1 - certified * (1 - fam["per_claim_confidence"])))
@@ -480,7 +487,9 @@ def test_the_same_summaries_scored_twice_give_the_same_promise_and_the_same_verd
     thresholds' sides and every verdict are the same both times."""
     import random
 
-    from stage_b.rules.operating_point import P_FAIL_TIE, MissionPoint, mission_point
+    from stage_b.rules.operating_point import MissionPoint
+    from stage_b.rules.calibrate import mission_point
+    from stage_b.stats.thresholds import P_FAIL_TIE
     rng = random.Random(7)
     F, P = "不通过", "通过"
     first = ([(0.0280751986, F)] + [(rng.uniform(0.03, 1.0), F) for _ in range(30)]

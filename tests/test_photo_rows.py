@@ -13,7 +13,8 @@ from qc_core.jsonl import JsonlAppender
 from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b.data.dataset import DatasetError, build_rows, row_mode
-from stage_b.judging.judge import JudgeError, JudgeSettings, build_parser, judging_selection
+from stage_b.judging.judge import judging_selection
+from stage_b.judging.settings import JudgeError, JudgeSettings, build_parser
 from stage_b.rules.operating_point import OperatingPoint
 from stage_b.data.settings import Selection, SettingError, selection_from
 from group_qc_dev.photos import broken, jpeg
@@ -200,7 +201,8 @@ def test_judging_keeps_the_mode_its_operating_point_was_calibrated_in(monkeypatc
 
 
 def test_launcher_carries_the_mode_into_the_run_environment(tmp_path, tiny_qwen2_5_vl):
-    from stage_b.train.launch import LaunchSettings, build_command
+    from stage_b.train.launch import build_command
+    from stage_b.train.launch_settings import LaunchSettings
     env, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), stage_a_dir=str(tmp_path), images="1",
                                                 max_pixels="50176", input_dir=str(tmp_path / "p")), environ={})
     assert (env["GROUP_QC_STAGE_B_IMAGES"], env["GROUP_QC_STAGE_B_MAX_PIXELS"]) == ("1", "50176")

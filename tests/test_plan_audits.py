@@ -13,7 +13,8 @@ import pytest
 
 from stage_b.monitoring import plan_audits as plan
 from stage_b.monitoring.day_shares import PLAN, check_share_setting, day_shares
-from stage_b.rules.operating_point import OperatingPoint, build_operating_point
+from stage_b.rules.operating_point import OperatingPoint
+from stage_b.rules.calibrate import build_operating_point
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 

@@ -15,8 +15,11 @@ from stage_b import evaluate
 from stage_b.judging import judge
 from qc_core.paths import resolved
 from stage_b.rules.operating_point import load_operating_point, thresholds_for
-from stage_b.rules.replacement import ReplacementError, inherit_targets, numbers_of, weaker_because, weaker_missions
+from stage_b.rules.replacement import (ReplacementError, check_words, inherit_targets, numbers_of, weaker_because,
+                                      weaker_missions)
 from stage_b.contract.verdict import FAIL, PASS
+from stage_b.judging import settings as judge_settings
+from stage_b.judging import verdict_file
 
 A = "BBU接地线检查"
 MODEL = {"path": "/models/qc", "fingerprint": "f" * 32}
@@ -97,7 +100,7 @@ def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_ac
     unaccepted, accepted = judge.unaccepted_weaker(settings, point, points, [A], {})
     assert list(unaccepted) == [A] and accepted == () and "promises less than the one it replaces" in unaccepted[A]
     record = {"group_id": "g", "mission": A, "images": ["1.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"}}
-    line = judge.verdict_record(record, 0.0, points[A], "通过\n理由: 图片_1 接地线已捆扎",
+    line = verdict_file.verdict_record(record, 0.0, points[A], "通过\n理由: 图片_1 接地线已捆扎",
                                 {"audit_share": 0.0, "audit_seed": 1, "unaccepted": unaccepted[A]})
     assert (line["route"], line["review_scope"]) == ("review", "mission")
     assert line["review_why"][0].startswith("weaker promise not accepted: this operating point promises less")
@@ -116,7 +119,7 @@ def test_accepting_when_nothing_is_weaker_is_refused(tmp_path, old_point):
     assert judge.unaccepted_weaker(plain, point, points, [A], {}) == ({}, ())
     assert judge.unaccepted_weaker(plain, None, {}, [A], {}) == ({}, ())
     signed = SimpleNamespace(accept_weaker="accepted by the owner", operating_point=str(old_point))
-    with pytest.raises(judge.JudgeError, match="promises nothing weaker"):
+    with pytest.raises(judge_settings.JudgeError, match="promises nothing weaker"):
         judge.unaccepted_weaker(signed, point, points, [A], {})
 
 
@@ -159,4 +162,4 @@ def test_a_replaced_point_without_targets_is_refused():
 @pytest.mark.parametrize("words", ["ok", "--------", "        "])
 def test_acceptance_takes_words(words):
     with pytest.raises(ValueError, match="say in words"):
-        judge.check_words(words, "--accept_weaker", "signed")
+        check_words(words, "--accept_weaker", "signed")

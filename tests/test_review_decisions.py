@@ -187,8 +187,8 @@ def test_two_thousand_groups_keep_the_keyboard_responsive(browser, tmp_path):
 
 
 def test_the_demos_reviewer_writes_what_the_page_exports_and_the_import_labels_the_truth(tmp_path, synthetic):
-    """group_qc_dev.play_reviewer writes decisions through stage_b.labels.decisions.decision_line, the line the page's
-    export mirrors: imported, every flagged group gets the generator's label."""
+    """group_qc_dev.play_reviewer writes decisions through stage_b.labels.decision_lines.decision_line, the line the
+    page's export mirrors: imported, every flagged group gets the generator's label."""
     from group_qc_dev.play_reviewer import decide
     out, verdicts = judged_day(tmp_path, synthetic)
     lines = decide(tmp_path / "photos", out)

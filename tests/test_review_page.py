@@ -18,13 +18,14 @@ from group_qc_dev.photos import jpeg
 from qc_core.jsonl import JsonlAppender, write_jsonl_atomic
 from review.page import render_review
 from stage_b import evaluate
-from stage_b.judging import judge
 from stage_b.evaluate import predictions_from_rows
 from stage_b.contract.grounding import defect_photos
 from stage_b.pages.cards import EVALUATION_OUTCOMES, JUDGE_OUTCOMES, evaluation_cards, judge_cards
 from stage_b.rules.operating_point import manual_point
 from stage_b.contract.verdict import FAIL, PASS
 from tests.helpers import centre, nearest
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
 
 
 
@@ -263,18 +264,18 @@ def _evaluation_page(tmp_path: Path, photos: Path, images: dict) -> Path:
 
 def _judge_page(tmp_path: Path, photos: Path, images: dict) -> Path:
     """stage_b.judging.judge's review page over a verdicts file of records the judge writes
-    (stage_b.judging.judge.verdict_record)."""
+    (stage_b.judging.verdict_file.verdict_record)."""
     (g1, g2) = GROUPS
     out = tmp_path / "judged"
     out.mkdir()
     point = manual_point(0.5)
-    with JsonlAppender(judge.verdicts_path(out, A)) as f:
+    with JsonlAppender(verdict_file.verdicts_path(out, A)) as f:
         for gid, p, reply, summaries in [(g1, 0.9, f"{FAIL}\n理由: {MARKUP_REASON}", [MARKUP_SUMMARY, "接地排×1"]),
                                          (g2, 0.1, MARKUP_REPLY, ["接地线×1/已捆扎", "接地排×1"])]:
             record = {"group_id": gid, "mission": A, "label": GROUPS[gid][1], "images": images[gid],
                       "per_image": {f"图片_{i}": s for i, s in enumerate(summaries, start=1)}, "input_dir": str(photos)}
-            f.write(judge.verdict_record(record, p, point, reply, provenance={}))
-    judge.write_day_review(out, [A], [photos])
+            f.write(verdict_file.verdict_record(record, p, point, reply, provenance={}))
+    day_review.write_day_review(out, [A], [photos])
     return out / "review" / "index.html"
 
 
@@ -419,14 +420,13 @@ def _judge_review(tmp_path, record, *flags):
     import contextlib
     import io
 
-    from stage_b.judging import judge
     from stage_b.rules.operating_point import manual_point
     (tmp_path / "page").mkdir(exist_ok=True)
-    write_jsonl_atomic(judge.verdicts_path(tmp_path / "page", M),
-                       [judge.verdict_record(record, 0.9, manual_point(0.5), "不通过\n理由: 图片_1", {})])
+    write_jsonl_atomic(verdict_file.verdicts_path(tmp_path / "page", M),
+                       [verdict_file.verdict_record(record, 0.9, manual_point(0.5), "不通过\n理由: 图片_1", {})])
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        judge.write_day_review(tmp_path / "page", [M], [flags[1]] if flags else None)
+        day_review.write_day_review(tmp_path / "page", [M], [flags[1]] if flags else None)
     return err.getvalue()
 
 

@@ -9,9 +9,11 @@ import shutil
 import pytest
 
 from qc_core.jsonl import JsonlAppender, file_sha256, iter_jsonl, record_digest, write_jsonl_atomic
-from stage_b.judging import judge
-from stage_b.labels.decisions import DecisionsError, decision_line, import_decisions
+from stage_b.labels.decisions import import_decisions
+from stage_b.labels.decision_lines import DecisionsError, decision_line
 from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_page
+from stage_b.judging import day_review
+from stage_b.judging import verdict_file
 
 
 def _paged(tmp_path, synthetic, per_page: int = 3):
@@ -19,7 +21,7 @@ def _paged(tmp_path, synthetic, per_page: int = 3):
     from review.page import render_review
     from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
     out, verdicts = judged_day(tmp_path, synthetic)
-    files = [judge.verdicts_path(out, m) for m in MISSIONS]
+    files = [verdict_file.verdicts_path(out, m) for m in MISSIONS]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]
     result = render_review(out, title="day", cards=judge_cards(verdicts, {m: k for k, m in enumerate(MISSIONS)}),
                            outcomes=JUDGE_OUTCOMES, input_dirs=[tmp_path / "photos"], sources=sources,
@@ -111,20 +113,20 @@ def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused
     send_keys(browser, "ff")
     morning = browser.execute_script("return window.groupQcDecisionsJsonl()")
     mission = MISSIONS[0]
-    path = judge.verdicts_path(out, mission)
+    path = verdict_file.verdicts_path(out, mission)
     new = {**next(v for v in verdicts if v["mission"] == mission), "group_id": "QC-AFTERNOON-1"}
     with JsonlAppender(path) as f:   # the afternoon's work orders appended to the day's file
         f.write(new)
-    judge.write_day_review(out, list(MISSIONS), [tmp_path / "photos"])
+    day_review.write_day_review(out, list(MISSIONS), [tmp_path / "photos"])
     browser.refresh()                # the re-rendered page keeps the morning's decisions
     assert browser.find_element("id", "decided-count").text == "2"
     (tmp_path / "m.jsonl").write_text(morning, encoding="utf-8")
     assert import_decisions([tmp_path / "m.jsonl"], tmp_path / "labels")["added"] == 2   # the old export imports
     # one decided group re-judged since: its decision is refused by name, not applied to what it did not see
     decided = json.loads(morning.splitlines()[0])
-    rows = [r for _, r in iter_jsonl(judge.verdicts_path(out, decided["mission"]))]
+    rows = [r for _, r in iter_jsonl(verdict_file.verdicts_path(out, decided["mission"]))]
     rows = [{**r, "p_fail": 0.77} if r["group_id"] == decided["group_id"] else r for r in rows]
-    write_jsonl_atomic(judge.verdicts_path(out, decided["mission"]), rows)
+    write_jsonl_atomic(verdict_file.verdicts_path(out, decided["mission"]), rows)
     with pytest.raises(DecisionsError, match=f"group {decided['group_id']} of .* has changed in") as err:
         import_decisions([tmp_path / "m.jsonl"], tmp_path / "labels2")
     assert "m.jsonl:1" in str(err.value) and "render the page again" in str(err.value)
@@ -133,7 +135,7 @@ def test_decisions_survive_the_days_file_growing_and_a_rejudged_group_is_refused
 def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, synthetic):
     out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
-    path = judge.verdicts_path(out, v["mission"])
+    path = verdict_file.verdicts_path(out, v["mission"])
     source = {"file": str(path.resolve()), "sha256": file_sha256(path), "relative": f"../{path.name}"}
     moved = tmp_path / "archive" / "day1"
     shutil.copytree(out, moved)
@@ -161,7 +163,7 @@ def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, s
 def test_a_history_that_is_not_the_pages_is_refused_naming_the_line(tmp_path, synthetic, history, problem):
     out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
-    path = judge.verdicts_path(out, v["mission"])
+    path = verdict_file.verdicts_path(out, v["mission"])
     line = decision_line(v, "通过", "王工", {"file": str(path.resolve()), "sha256": file_sha256(path)},
                          seen=record_digest(v), history=history)
     write_jsonl_atomic(tmp_path / "d.jsonl", [line])
@@ -190,7 +192,7 @@ def test_two_exports_of_one_reviewer_with_a_decision_changed_between_them(tmp_pa
     one labels the group, and importing the morning's again changes nothing."""
     out, verdicts = judged_day(tmp_path, synthetic)
     v = verdicts[0]
-    path = judge.verdicts_path(out, v["mission"])
+    path = verdict_file.verdicts_path(out, v["mission"])
     source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
     for name, decision, at in [("am", "通过", "2026-11-27T09:00:00+00:00"),
                                ("pm", "不通过", "2026-11-27T15:00:00+00:00")]:

@@ -18,6 +18,7 @@ from qc_core.missions import load_registry
 from stage_b.stats.certify import groups_needed, upper_bound
 from stage_b.labels.reviewer_quality import (BELOW, FILE, MEETS, UNDECIDED, bar_of, confirmers, gold_to_decide,
                                              lower_bound, pool, reviewer_table, verdict)
+from stage_b.judging import verdict_file
 
 P, F = "通过", "不通过"
 FLIP = {P: F, F: P}
@@ -123,7 +124,7 @@ def test_what_no_number_of_gold_answers_decides():
 
 
 def simulated_log(rng, errors, missions=4, days=2, gold=(4, 5), shared=(3, 6)):
-    """(gold groups as stage_b.labels.decisions.resolve(log, gold=True) gives them, the day's decisions log) for
+    """(gold groups as stage_b.labels.resolve.resolve(log, gold=True) gives them, the day's decisions log) for
     reviewers
     wrong with the given probabilities, independently: per mission and day each reviewer answers gold[0] to gold[1]
     gold groups and each pair decides shared[0] to shared[1] groups blind to each other."""
@@ -189,12 +190,11 @@ def _record(gid, mission, **extra):
 
 
 def _two_days(tmp_path, seed):
-    """Four missions over two days of real verdict files (stage_b.judging.judge.verdict_record): per mission and day
-    each
+    """Four missions over two days of real verdict files (stage_b.judging.verdict_file.verdict_record): per mission and
+    day each
     reviewer answers 4-5 gold groups, each pair decides 3-6 groups blind to each other, each reviewer 2 alone.
     粗心 is wrong on 30% of their decisions (rounded up; which ones drawn by the seed), 王工 and 李工 on one gold answer
     each. Returns ({day: {reviewer: export path}}, what each reviewer decided)."""
-    from stage_b.judging import judge
     from stage_b.rules.operating_point import manual_point
     rng = random.Random(seed)
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
@@ -220,10 +220,10 @@ def _two_days(tmp_path, seed):
                 for _ in range(2):
                     k += 1
                     plan.append((_record(f"D{day}-{k}", mission), [who], rng.choice([P, F])))
-            lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎",
+            lines = [verdict_file.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎",
                                           {"audit_share": 0.5, "audit_seed": seed, "gold_share": 0.3})
                      for r, _, _ in plan]
-            path = judge.verdicts_path(folder, mission)
+            path = verdict_file.verdicts_path(folder, mission)
             write_jsonl_atomic(path, lines)
             source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
             items += [(day, line, source, who, truth, "gold_label" in r)
@@ -253,7 +253,7 @@ def _two_days(tmp_path, seed):
 
 
 def decision_line(*args, **kwargs):
-    from stage_b.labels.decisions import decision_line as line
+    from stage_b.labels.decision_lines import decision_line as line
     return line(*args, **kwargs)
 
 
@@ -295,7 +295,6 @@ def test_the_import_pools_two_days_and_four_missions_into_one_table_that_names_t
 def test_the_conflicts_counted_are_the_conflicts_listed_and_a_gold_disagreement_is_neither(tmp_path, capsys):
     """A gold group two reviewers decided both ways is scored against its answer (one gold answer wrong), never a
     conflict: it labels nothing either way. Each mission's printed count is the number of groups listed under it."""
-    from stage_b.judging import judge
     from stage_b.labels.decisions import main
     from stage_b.rules.operating_point import manual_point
     point = replace(manual_point(0.5), certified=True, promise="a test's", threshold_fail=0.5, review_margin=0)
@@ -304,10 +303,10 @@ def test_the_conflicts_counted_are_the_conflicts_listed_and_a_gold_disagreement_
     for mission in missions:
         records = [_record("QC-1", mission), _record("QC-2", mission),
                    _record("QC-G", mission, gold_label="fail", gold_from="/g.jsonl")]
-        lines = [judge.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎",
+        lines = [verdict_file.verdict_record(r, 0.2, point, "通过\n理由: 图片_1 接地线已捆扎",
                                       {"audit_share": 0.5, "audit_seed": 1}) for r in records]
         (tmp_path / mission).mkdir()
-        path = judge.verdicts_path(tmp_path / mission, mission)
+        path = verdict_file.verdicts_path(tmp_path / mission, mission)
         write_jsonl_atomic(path, lines)
         source = {"file": str(path.resolve()), "sha256": file_sha256(path)}
         # QC-1: a conflict in the first mission only; QC-2: agreed; QC-G (gold, answer fail): decided both ways

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["stage_b/judging/judge.py", "stage_b/evaluate/cli.py", "stage_b/train/preflight.py"]
+COMMANDS = ["stage_b/judging/settings.py", "stage_b/evaluate/cli.py", "stage_b/train/preflight.py"]
 
 
 @pytest.mark.parametrize("command, argv", [

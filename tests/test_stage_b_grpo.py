@@ -16,7 +16,8 @@ import pytest
 
 from stage_b.data.dataset import build_rows
 from stage_b.data.settings import Selection
-from stage_b.train.launch import LaunchSettings, build_command, importable
+from stage_b.train.launch import build_command
+from stage_b.train.launch_settings import LaunchSettings, importable
 from stage_b.train.lora import layer_of
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,6 +12,7 @@ from qc_core.missions import load_registry
 from qc_core.records import make_record
 from stage_b.judging import judge
 from tests.helpers import A, B, jsonl_records, write_stage_a_groups
+from stage_b.judging import verdict_file
 
 pytestmark = pytest.mark.usefixtures("no_group_qc_environment")
 
@@ -30,7 +31,7 @@ def _setup(tmp_path, engine):
 def test_a_group_whose_stage_a_record_changed_is_judged_again_and_the_others_kept(tmp_path, engine, model, capsys):
     stage_a, args = _setup(tmp_path, engine)
     assert judge.main(args) == 0
-    path = judge.verdicts_path(tmp_path / "out", A)
+    path = verdict_file.verdicts_path(tmp_path / "out", A)
     before = {r["group_id"]: r for r in jsonl_records(path)}
     # Stage-A redone for two groups: new summaries (and a new Stage-A model for one)
     file = stage_a / f"{load_registry().resolve(A).stage_a_stem}.jsonl"
@@ -62,7 +63,7 @@ def test_a_group_whose_stage_a_record_changed_is_judged_again_and_the_others_kep
 def test_a_verdicts_file_edited_by_hand_is_refused_naming_the_line(tmp_path, engine, model, capsys, edit, message):
     _, args = _setup(tmp_path, engine)
     assert judge.main(args) == 0
-    path = judge.verdicts_path(tmp_path / "out", A)
+    path = verdict_file.verdicts_path(tmp_path / "out", A)
     write_jsonl_atomic(path, edit(jsonl_records(path)))
     edited = path.read_bytes()
     capsys.readouterr()

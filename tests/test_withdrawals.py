@@ -12,6 +12,7 @@ from stage_b.judging.judge import mission_withdrawals
 from stage_b.rules.withdrawals import WithdrawalsError, record, recorded, withdrawals_path
 from tests.helpers import M, write_day, write_labels
 from tests.test_monitor import N, make_op, normal_day
+from stage_b.monitoring import monitor_file
 
 
 def withdrawn_by_the_monitor(tmp_path):
@@ -39,7 +40,7 @@ def test_a_judge_without_the_monitor_still_finds_the_withdrawal(tmp_path, capsys
 
 def test_the_monitor_run_again_records_nothing_twice_and_another_digest_is_another_file_version(tmp_path):
     op, op_path, digest = withdrawn_by_the_monitor(tmp_path)
-    monitor = mon.load_monitor(tmp_path / "days" / "monitor" / "monitor.json")
+    monitor = monitor_file.load_monitor(tmp_path / "days" / "monitor" / "monitor.json")
     assert record(op_path, digest, monitor, "m.json") == []
     assert len(withdrawals_path(op_path).read_text(encoding="utf-8").splitlines()) == 1
     assert recorded(op_path, "another digest") == {}

@@ -41,7 +41,7 @@ ENV_BARE_ENGINE = "GROUP_QC_BARE_ENGINE"
 ENV_PREFIX = "GROUP_QC_"
 # Photo-aware mode's per-photo budget: 256 x 28 x 28 pixels = 256 visual tokens per photo on Qwen2.5-VL (one token
 # per 28x28 patch after the 2x2 merge; 196 on Qwen3-VL's 32-px merged patches). A 6-photo group then costs ~1.5k
-# visual tokens next to ~0.4k of text: the README ("Stage-B that can look") works out why a 7B model's GRPO with
+# visual tokens next to ~0.4k of text: docs/training.md ("Stage-B that can look") works out why a 7B model's GRPO with
 # 8 generations fits one 80 GB GPU at this budget.
 DEFAULT_MAX_PIXELS = 256 * 28 * 28
 MIN_MAX_PIXELS, MAX_MAX_PIXELS = 56 * 56, 16384 * 28 * 28

@@ -16,7 +16,9 @@ from stage_b.data.dataset import load_records, stage_a_files
 from stage_b.model.engine_settings import EngineSettings, add_engine_args
 from stage_b.model.model_replies import guide_citations, verdict_probabilities
 from stage_b.contract.numbers import fmt_p, pct1
-from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, OperatingPointError, check_rate, parse_targets
+from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE
+from stage_b.rules.calibrate import parse_targets
+from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.rules.replacement import inherit_targets
 from stage_b.train.run_record import selection_for, stage_a_changes
 from stage_b.data.settings import add_selection_args, selection_flags
@@ -274,7 +276,7 @@ def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list
 def no_automation(op: dict, mission: str) -> bool:
     """A certified rule that decides none of its groups without review is not called certified (it automates
     nothing)."""
-    from stage_b.rules.operating_point import automates_nothing
+    from stage_b.rules.promise_texts import automates_nothing
     return automates_nothing(op["missions"].get(mission, {}))
 
 

@@ -18,7 +18,9 @@ from stage_b.data.dataset import group_files
 from stage_b.contract.numbers import pct1
 from stage_b.contract.grounding import ground
 from stage_b.stats.metrics import compute_metrics
-from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, build_operating_point, curve, points_of
+from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE
+from stage_b.rules.calibrate import build_operating_point, points_of
+from stage_b.stats.thresholds import curve
 from stage_b.rules.replacement import compare
 from stage_b.train.run_record import portable_selection, resolved_selection
 from stage_b.evaluate.predictions import EvaluationError

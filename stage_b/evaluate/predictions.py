@@ -9,7 +9,7 @@ from qc_core.jsonl import JsonlError, iter_jsonl
 
 from stage_b.data.dataset import row_mode
 from stage_b.contract.grounding import ground
-from stage_b.rules.operating_point import OperatingPointError, check_rate
+from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.train.rewards import REWARDS
 from stage_b.contract.verdict import FAIL, PASS, parse
 

@@ -7,7 +7,8 @@ import html
 from qc_core.records import image_key
 
 from stage_b.contract.numbers import fmt_distinct, fmt_p, pct1
-from stage_b.rules.operating_point import family_text, picks_at
+from stage_b.rules.promise_texts import family_text
+from stage_b.stats.thresholds import picks_at
 from stage_b.rules.replacement import side_by_side_lines
 from stage_b.contract.verdict import FAIL, parse
 
@@ -66,27 +67,33 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
         lines += ["", f"**{len(not_judged)} group(s) could not be put to the model** (counted wrong, as invalid):", ""]
         lines += [f"- {_md(p['error'])}" for p in not_judged]
     for name, m in metrics["per_mission"].items():
-        c = m["confusion"]
-        lines += ["", f"## {_md(name)}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
-                  "| expected \\ predicted | 通过 | 不通过 | invalid |", "|---|---|---|---|",
-                  f"| 通过 | {c['通过->通过']} | {c['通过->不通过']} | {c['通过->invalid']} |",
-                  f"| 不通过 | {c['不通过->通过']} | {c['不通过->不通过']} | {c['不通过->invalid']} |"]
-        misses = [p for p in predictions if p["mission"] == name and p["expected"] == FAIL and p["predicted"] != FAIL]
-        misses.sort(key=lambda p: (p["predicted"] is None, p["rewards"]["qc_consistency"]))
-        if misses:
-            unparseable = sum(p["predicted"] is None for p in misses)
-            lines += ["", f"Misses to review ({len(misses)}" + (f", {unparseable} of them unparseable replies"
-                                                                 if unparseable else "")
-                      + f", showing up to {max_cases}):"]
-        for p in misses[:max_cases]:
-            parsed = parse(p["completion"])
-            reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
-            lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; "
-                          f"reason: {_md(reason)}"]
-            lines += [f"  - {image_key(i)}: {_md(s)}" for i, s in enumerate(p["summaries"], start=1)]
+        lines += render_mission(name, m, predictions, max_cases)
     lines += render_operating(metrics, picks or {})
     lines += render_calibration(metrics)
     return "\n".join(lines) + "\n"
+
+def render_mission(name: str, m: dict, predictions: list[dict], max_cases: int) -> list[str]:
+    """A mission's section: its confusion table and up to `max_cases` misses to review, each with its summaries."""
+    c = m["confusion"]
+    lines = ["", f"## {_md(name)}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",
+             "| expected \\ predicted | 通过 | 不通过 | invalid |", "|---|---|---|---|",
+             f"| 通过 | {c['通过->通过']} | {c['通过->不通过']} | {c['通过->invalid']} |",
+             f"| 不通过 | {c['不通过->通过']} | {c['不通过->不通过']} | {c['不通过->invalid']} |"]
+    misses = [p for p in predictions if p["mission"] == name and p["expected"] == FAIL and p["predicted"] != FAIL]
+    misses.sort(key=lambda p: (p["predicted"] is None, p["rewards"]["qc_consistency"]))
+    if misses:
+        unparseable = sum(p["predicted"] is None for p in misses)
+        lines += ["", f"Misses to review ({len(misses)}" + (f", {unparseable} of them unparseable replies"
+                                                             if unparseable else "")
+                  + f", showing up to {max_cases}):"]
+    for p in misses[:max_cases]:
+        parsed = parse(p["completion"])
+        reason = parsed.reason or (p["completion"] or "").strip().replace("\n", " ⏎ ")[:200]
+        lines += ["", f"- **{_md(p['group_id'])}**: judged {p['predicted'] or 'unparseable'}; "
+                      f"reason: {_md(reason)}"]
+        lines += [f"  - {image_key(i)}: {_md(s)}" for i, s in enumerate(p["summaries"], start=1)]
+    return lines
+
 
 def render_promises(metrics: dict) -> list[str]:
     """report.md's first section with an operating point: each mission's promise in one sentence."""

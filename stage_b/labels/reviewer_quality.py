@@ -36,7 +36,7 @@ The bar is an error rate of 1 - --min_gold_accuracy (default 0.2). A reviewer is
 bound is above it (at confidence C the evidence says they are worse than the bar; a reviewer exactly at the bar is
 named at most 1 - C of the time), `meets the bar` when their upper bound is below it, else `not enough evidence yet`,
 with how many more gold answers at their rate so far would decide it. A named reviewer's labels train but certify
-nothing, in every mission, until a second reviewer confirms them (stage_b.labels.decisions.review_of).
+nothing, in every mission, until a second reviewer confirms them (stage_b.labels.resolve.review_of).
 
 How often the bound names a reviewer is a property of the evidence, measured (tests/test_reviewer_quality.py, seeded):
 a reviewer wrong on 30% of decisions, with 4-5 gold answers per mission and day over 4 missions and 2 days (32-40
@@ -70,7 +70,7 @@ def bar_of(min_gold_accuracy: float) -> float:
 
 def pool(gold_groups: dict[tuple, dict], log: list[dict]) -> dict[str, dict]:
     """{reviewer: counts} over every mission and day (module doc): `gold_groups` is
-    stage_b.labels.decisions.resolve(log,
+    stage_b.labels.resolve.resolve(log,
     gold=True) (each reviewer's latest decision on each known-answer group), `log` the decisions log in order."""
     out: dict[str, dict] = {}
 
@@ -211,7 +211,7 @@ def confirmers(rows: list[dict]) -> list[str]:
 def unconfirmed_fails(groups: dict[tuple, dict], trusted) -> dict[tuple, str]:
     """{(mission, group id): the one reviewer behind it} for each 不通过 label that nobody confirms (issue 45 item 4):
     a label confirms itself when two reviewers decided 不通过 on the group, or one of them is `trusted`
-    (confirmers: their measured error rate meets the bar). `groups`: stage_b.labels.decisions.resolve(log). The monitor
+    (confirmers: their measured error rate meets the bar). `groups`: stage_b.labels.resolve.resolve(log). The monitor
     counts an escape only when it is confirmed: one careless reviewer's slip must not move a live bound."""
     out = {}
     for key, g in groups.items():

@@ -71,7 +71,7 @@ MIX_DAYS = 7           # the escape rate's null follows the mix of the last 7 da
 
 @dataclass(frozen=True)
 class DayEvidence:
-    """One mission's judged day, as counts: what the rules read (stage_b.monitoring.monitor.day_counts makes it)."""
+    """One mission's judged day, as counts: what the rules read (stage_b.monitoring.days.day_counts makes it)."""
     day: str
     judged: int
     auto_passed: int                 # groups passed without review (audited or not)

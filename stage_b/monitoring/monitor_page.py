@@ -53,31 +53,8 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         if promise is not None and not legend_shown:   # the first panel that has every element explains them
             ax.legend(fontsize=6, loc="upper right")
             legend_shown = True
-        ax = axes[2][c]
-        for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"),
-                                   ("defect_p", "defect share (Fisher)", "#d35400")):
-            ax.plot(x, [max(d["drift"][key], 1e-300) if d["drift"][key] is not None else float("nan") for d in days],
-                    marker="o", label=label, color=colour)
-        ax.axhline(alpha, color="black", linestyle=":", label=f"alpha {alpha:g}")
-        ax.set_yscale("log")
-        lowest = min([d["drift"][k] for d in days for k in ("ks_p", "defect_p") if d["drift"][k]] or [1.0])
-        ax.set_ylim(min(alpha / 10, lowest / 3), 1.5)
-        if c == 0:
-            ax.set_ylabel("drift p-value")
-            ax.legend(fontsize=6, loc="lower left")
-        ax = axes[3][c]
-        for key, label, colour in (("miss_detector", "miss-rate detector", "#c0392b"),
-                                   ("escape_detector", "escape detector (mix-adjusted)", "#1f618d")):
-            ax.plot(x, [max(d.get(key) or 1.0, 1e-3) for d in days], marker="o", label=label, color=colour)
-        level = m["promise"].get("alarm_level")
-        if level:
-            ax.axhline(level, color="black", linestyle=":", label=f"withdraws at {level:g}")
-        ax.set_yscale("log")
-        ax.set_xticks(x)
-        ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
-        if c == 0:
-            ax.set_ylabel("detector (label evidence)")
-            ax.legend(fontsize=6, loc="upper left")
+        _drift_panel(axes[2][c], days, x, alpha, first=c == 0)
+        _detector_panel(axes[3][c], days, x, m["promise"].get("alarm_level"), text, first=c == 0)
         for r in range(4):
             axes[r][c].grid(alpha=0.3)
     fig.suptitle(text("promises on live work, day by day"), fontsize=10)
@@ -87,41 +64,80 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
     return names
 
 
+def day_cells(mission: str, m: dict, d: dict) -> tuple:
+    """One row of the page's day table (its columns: DAY_COLUMNS)."""
+    waiting = (f" (+{d['escapes_unconfirmed']} waiting for a second person: "
+               + ", ".join(w["group_id"] for w in d["unconfirmed"]) + ")" if d.get("escapes_unconfirmed") else "")
+    return (mission, d["day"], d["judged"], pct(d["automation_share"]), d.get("state", ""),
+            pct(d["audit_share"]) + (f" (asked {pct(d['share_asked'])})" if d.get("share_note") else ""),
+            d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}" + waiting,
+            f"{d['cum_escapes']} / {d['cum_audited']}",
+            f"[{pct(d['escape_lower'])}, {pct(d['escape_upper'])}]", pct(m["promise"]["escape_rate"]),
+            pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),
+            f"{_num(d.get('escape_detector'))} vs {pct(d.get('escape_null'))}",
+            "n/a" if d["agreement"] is None else f"{pct(d['agreement'])} of {d['reviewed_labelled']}",
+            d["drift"]["why"] or "no", d["status"], pct(d.get("next_audit_share")))
+
+
+DAY_COLUMNS = ["mission", "day", "judged", "automation", "inspection", "audit share", "audited",
+               "escapes / audited auto-passed (day)", "cumulative", "live escape bound", "promised escape rate",
+               "live miss rate (weighted)", "miss-rate detector", "escape detector vs the rate the mix allows",
+               "reviewer agreement with the model", "drift", "status", "next audit share"]
+
+
+def work_table(monitor: dict) -> str:
+    """The days' work and its price (stage_b.rules.workload), or nothing when the file has none."""
+    e = html.escape
+    work = monitor.get("workload") or {}
+    if not work:
+        return ""
+    rows = "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (day, *row)) + "</tr>"
+                   for day, w in work.items() for row in table(w)[1])
+    columns = table(next(iter(work.values())))[0]
+    pace = next(iter(work.values()))["pace_source"]
+    return (f"<h2>The days' work, priced at {e(pace)}</h2><table><tr>"
+            + "".join(f"<th>{e(c)}</th>" for c in ["day", *columns]) + f"</tr>{rows}</table>")
+
+
+def _drift_panel(ax, days: list[dict], x: list[int], alpha: float, first: bool) -> None:
+    """The two drift tests' p-values per day against their level (label-free: they tighten, never withdraw)."""
+    for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"), ("defect_p", "defect share (Fisher)", "#d35400")):
+        ax.plot(x, [max(d["drift"][key], 1e-300) if d["drift"][key] is not None else float("nan") for d in days],
+                marker="o", label=label, color=colour)
+    ax.axhline(alpha, color="black", linestyle=":", label=f"alpha {alpha:g}")
+    ax.set_yscale("log")
+    lowest = min([d["drift"][k] for d in days for k in ("ks_p", "defect_p") if d["drift"][k]] or [1.0])
+    ax.set_ylim(min(alpha / 10, lowest / 3), 1.5)
+    if first:
+        ax.set_ylabel("drift p-value")
+        ax.legend(fontsize=6, loc="lower left")
+
+
+def _detector_panel(ax, days: list[dict], x: list[int], level: float | None, text, first: bool) -> None:
+    """The two detectors on label evidence per day against the level at which they withdraw; the days' names."""
+    for key, label, colour in (("miss_detector", "miss-rate detector", "#c0392b"),
+                               ("escape_detector", "escape detector (mix-adjusted)", "#1f618d")):
+        ax.plot(x, [max(d.get(key) or 1.0, 1e-3) for d in days], marker="o", label=label, color=colour)
+    if level:
+        ax.axhline(level, color="black", linestyle=":", label=f"withdraws at {level:g}")
+    ax.set_yscale("log")
+    ax.set_xticks(x)
+    ax.set_xticklabels([text(d["day"]) for d in days], rotation=30, fontsize=7)
+    if first:
+        ax.set_ylabel("detector (label evidence)")
+        ax.legend(fontsize=6, loc="upper left")
+
+
 def render(monitor: dict, png_name: str) -> str:
     e = html.escape
-    rows = []
-    for mission, m in monitor["missions"].items():
-        for d in m["days"]:
-            rows.append("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
-                mission, d["day"], d["judged"], pct(d["automation_share"]), d.get("state", ""),
-                pct(d["audit_share"]) + (f" (asked {pct(d['share_asked'])})" if d.get("share_note") else ""),
-                d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}" + (
-                    f" (+{d['escapes_unconfirmed']} waiting for a second person: "
-                    + ", ".join(w["group_id"] for w in d["unconfirmed"]) + ")" if d.get("escapes_unconfirmed") else ""),
-                f"{d['cum_escapes']} / {d['cum_audited']}",
-                f"[{pct(d['escape_lower'])}, {pct(d['escape_upper'])}]", pct(m["promise"]["escape_rate"]),
-                pct(d.get("miss_rate_estimate")), _num(d.get("miss_detector")),
-                f"{_num(d.get('escape_detector'))} vs {pct(d.get('escape_null'))}",
-                "n/a" if d["agreement"] is None else f"{pct(d['agreement'])} of {d['reviewed_labelled']}",
-                d["drift"]["why"] or "no", d["status"], pct(d.get("next_audit_share")))) + "</tr>")
+    rows = ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in day_cells(mission, m, d)) + "</tr>"
+            for mission, m in monitor["missions"].items() for d in m["days"]]
     status = "".join(
         f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>: "
         f"{e(m['why'])}<br>inspection <b>{e(str(m.get('state')))}</b>: {e(str(m.get('state_why')))}; next day's audit "
         f"share {pct(m.get('next_audit_share'))}</li>" for mission, m in monitor["missions"].items())
     family = monitor["family"].get("text")
     years = monitor.get("false_alarm_years")
-    columns = ["mission", "day", "judged", "automation", "inspection", "audit share", "audited",
-               "escapes / audited auto-passed (day)", "cumulative", "live escape bound", "promised escape rate",
-               "live miss rate (weighted)", "miss-rate detector", "escape detector vs the rate the mix allows",
-               "reviewer agreement with the model", "drift", "status", "next audit share"]
-    work = monitor.get("workload") or {}
-    work_rows = "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (day, *row)) + "</tr>"
-                        for day, w in work.items() for row in table(w)[1])
-    columns_of_work = table(next(iter(work.values())))[0] if work else []
-    pace = next(iter(work.values()))["pace_source"] if work else ""
-    work_table = (f"<h2>The days' work, priced at {e(pace)}</h2><table><tr>"
-                  + "".join(f"<th>{e(c)}</th>" for c in ["day", *columns_of_work]) + f"</tr>{work_rows}</table>"
-                  if work else "")
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
 <style>body {{ font-family: "WenQuanYi Micro Hei", "Noto Sans CJK SC", sans-serif; margin: 1.5em; }}
@@ -146,10 +162,10 @@ whose audits bring no evidence against the promise. The live escape bound (a con
 at once) says when a promise holds.</p>
 <ul>{status}</ul>
 <img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
-<table><tr>{''.join(f'<th>{e(c)}</th>' for c in columns)}</tr>
+<table><tr>{''.join(f'<th>{e(c)}</th>' for c in DAY_COLUMNS)}</tr>
 {''.join(rows)}
 </table>
-{work_table}</body></html>
+{work_table(monitor)}</body></html>
 """
 
 

@@ -2,7 +2,7 @@
 (stage_b.monitoring.monitor).
 Pure (math, scipy through the bounds).
 
-For each day, from its counts (stage_b.monitoring.monitor.day_counts): the escape rate's confidence sequence
+For each day, from its counts (stage_b.monitoring.days.day_counts): the escape rate's confidence sequence
 (cumulative,
 intersected), the inspection state and why (stage_b.monitoring.inspection: normal, tightened, withdrawn), the two
 detectors'

@@ -87,7 +87,7 @@ def promise_for(mix: WorkMix, confidence: float, false_alarm_years: float, miss_
 
 
 def simulate_day(mix: WorkMix, groups: int, share: float, rng) -> dict:
-    """One judged, audited and labelled day, as stage_b.monitoring.monitor.day_counts counts it."""
+    """One judged, audited and labelled day, as stage_b.monitoring.days.day_counts counts it."""
     seen = int(rng.binomial(groups, mix.seen_defective))
     looking_clean = groups - seen
     d_ap, d_af, d_rv = rng.multinomial(seen, [*mix.defective_routes, 1 - sum(mix.defective_routes)])

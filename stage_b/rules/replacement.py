@@ -33,7 +33,7 @@ class ReplacementError(UserError):
 
 def promises_anything(entry: dict | None) -> bool:
     """Whether a mission entry decides any group without review (certified, and a threshold that passes some)."""
-    from stage_b.rules.operating_point import automates_nothing
+    from stage_b.rules.promise_texts import automates_nothing
     return bool(entry and entry.get("certified") and entry.get("threshold") is not None
                 and not automates_nothing(entry))
 
