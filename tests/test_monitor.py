@@ -273,6 +273,8 @@ def test_the_command_writes_the_json_the_plot_and_the_page(tmp_path, capsys):
     assert "old was judged at another operating point" in captured.err
     result = monitor_file.load_monitor(tmp_path / "m" / "monitor.json")
     assert result["days"] == ["2026-11-27", "2026-11-28"] and result["missions"][M]["status"] == mon.WITHDRAWN
+    from stage_b.monitoring.monitor_format import MonitorFile
+    assert set(result) == _keys(MonitorFile)   # the file the command writes, as declared
     page = (tmp_path / "m" / "index.html").read_text(encoding="utf-8")
     assert f"{M}: withdrawn" in page and "monitor.png" in page
     # the days' work, priced (stage_b.rules.workload): day 2's 12 audits are 12 decisions, 0.1 h at the stated 30 s
@@ -505,3 +507,24 @@ def test_a_withdrawal_is_dated_by_its_evidence_not_by_when_the_monitor_ran(tmp_p
     m = result["missions"][M]
     assert m["status"] == mon.WITHDRAWN and m["withdrawn_at"] == "2026-11-27T10:00:00+00:00"
     assert result["created_at"] > m["withdrawn_at"]
+
+
+def _keys(record_type) -> set[str]:
+    return set(record_type.__required_keys__) | set(record_type.__optional_keys__)
+
+
+def test_a_built_monitor_has_the_declared_records_and_no_other_key(tmp_path):
+    """monitor.json as declared (stage_b.monitoring.monitor_format): the file, each mission and each day hold exactly
+    the declared keys, withdrawn or not (a field the builder adds and the declaration, so the readers, do not know
+    fails here)."""
+    from stage_b.monitoring.monitor_format import DayDrift, MonitorDay, MonitorFile, MonitorMission
+    test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_path)   # M withdrawn, N not
+    op, op_path, digest = make_op(tmp_path)
+    result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
+    assert set(result) == _keys(MonitorFile) - {"workload"}   # the command adds the day's work (next test)
+    assert {m["status"] for m in result["missions"].values()} >= {mon.WITHDRAWN}
+    for mission in result["missions"].values():
+        withdrawn = {"withdrawn_at"} if mission["status"] == mon.WITHDRAWN else set()
+        assert set(mission) == set(MonitorMission.__required_keys__) | withdrawn
+        for day in mission["days"]:
+            assert set(day) == _keys(MonitorDay) and set(day["drift"]) == _keys(DayDrift)

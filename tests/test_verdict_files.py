@@ -13,6 +13,7 @@ from qc_core.records import make_record
 from stage_b.judging import judge
 from tests.helpers import A, B, jsonl_records, write_stage_a_groups
 from stage_b.judging import verdict_file
+from stage_b.judging.verdict_file import VerdictLine
 
 pytestmark = pytest.mark.usefixtures("no_group_qc_environment")
 
@@ -71,3 +72,35 @@ def test_a_verdicts_file_edited_by_hand_is_refused_naming_the_line(tmp_path, eng
     err = capsys.readouterr().err
     assert f"{path}:" in err and message in err and "--overwrite" in err, err
     assert path.read_bytes() == edited   # nothing rewritten, nothing appended
+
+
+def _provenance_keys_the_judge_writes() -> set[str]:
+    """The keys of the dict stage_b.judging.judge.provenance_of returns, read from its source (it needs a whole judging
+    day to call)."""
+    import ast
+    import inspect
+    tree = ast.parse(inspect.getsource(judge.provenance_of))
+    returned = next(node.value for node in ast.walk(tree) if isinstance(node, ast.Return))
+    return {key.value for key in returned.keys}
+
+
+@pytest.mark.parametrize("gold", [False, True])
+def test_a_written_line_has_the_declared_fields_and_no_other(gold):
+    """VerdictLine declares the line; the writer (verdict_record with the judge's provenance) writes exactly its keys,
+    so a field added on one side only (a writer and a reader disagreeing on the format) fails here."""
+    from stage_b.rules.operating_point import manual_point
+    declared = VerdictLine.__required_keys__ | VerdictLine.__optional_keys__
+    provenance = {key: None for key in _provenance_keys_the_judge_writes()}
+    record = make_record(Group(IDS[0], A, None, ("1.jpg",)), ["接地线×1/已捆扎"], model="m")
+    if gold:
+        record |= {"gold_label": "fail", "gold_from": "labels"}
+    line = verdict_file.verdict_record(record, 0.2, manual_point(0.5), "通过\n理由: 图片_1 接地线已捆扎", provenance)
+    assert set(line) <= declared, set(line) - declared
+    assert VerdictLine.__required_keys__ <= set(line)
+    assert ("gold" in line) == gold
+
+
+def test_what_a_resume_compares_is_declared():
+    declared = VerdictLine.__required_keys__ | VerdictLine.__optional_keys__
+    assert set(verdict_file.PROVENANCE) <= declared and set(verdict_file.RECOMPUTED_FIELDS) <= declared
+    assert _provenance_keys_the_judge_writes() <= declared

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import TypedDict
 
 from qc_core.jsonl import OUTPUT_REMEDY, iter_jsonl, write_jsonl_atomic
 from qc_core.records import summaries_of, utc_now
@@ -19,6 +20,67 @@ from stage_b.labels.assign import assignees
 from stage_b.rules.operating_point import UNCALIBRATED_THRESHOLD, MissionPoint
 from stage_b.rules.routes import AUDIT, REVIEW, route_of
 from stage_b.stats.thresholds import verdict_at
+
+# the known-answer group's expected label, where the line is a gold group (stage_b.labels.gold)
+Gold = TypedDict("Gold", {"label": str, "from": str | None})
+
+
+class Inspection(TypedDict):
+    state: str   # normal, tightened, withdrawn, unmonitored (stage_b.monitoring.inspection)
+    why: str
+
+
+class VerdictFields(TypedDict):
+    """What every verdict line holds (VerdictLine adds what some lines hold)."""
+    group_id: str
+    mission: str
+    verdict: str                     # 通过 or 不通过, from p_fail at the mission's thresholds (MissionPoint.decide)
+    p_fail: float
+    threshold: float | None
+    threshold_fail: float | None
+    review_margin: float
+    certified: bool
+    promise: str
+    reason: str
+    needs_review: bool
+    review_why: list[str]
+    route: str                       # auto, audit or review (stage_b.rules.routes)
+    review_scope: str | None
+    audit_probability: float | None
+    assigned_to: list[str]
+    reply: str
+    label: str | None                # a reviewer label the Stage-A record carried (copied, never used)
+    summaries: list[str]
+    images: list[str]
+    input_dir: str | None
+    rests_on: dict
+    created_at: str
+
+
+class VerdictLine(VerdictFields, total=False):
+    """One line of <mission>_verdicts.jsonl, as verdict_record writes it and the review page, the import of decisions
+    and the monitor read it. The provenance keys (PROVENANCE, and model, adapters, inspection) are the judging run's,
+    the same on every line of a file; a line written before a key existed lacks it, and only a gold group has `gold`."""
+    gold: Gold
+    model: str
+    adapters: list[str]
+    fingerprints: dict | None
+    operating_point: str | None
+    mode: str
+    allow_uncertified: bool
+    reason_citations: str
+    audit_share: float
+    inspection: Inspection
+    audit_seed: int | None
+    withdrawn: str | None
+    reviewers: list[str] | None
+    overlap_share: float | None
+    gold_share: float | None
+    unmonitored: str | None
+    no_monitor: str | None
+    unaccepted: str | None
+    accepted_weaker: str | None
+
 
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
@@ -39,11 +101,11 @@ def errors_path(output_dir: Path, mission: str) -> Path:
 
 
 def verdict_record(record: dict, p: float, point: MissionPoint, completion: str, provenance: dict,
-                   allow_uncertified: bool = False) -> dict:
-    """One line of <mission>_verdicts.jsonl. Pure: everything the verdict depends on is an argument. `point` is
-    the mission's decision point (stage_b.rules.operating_point.thresholds_for or manual_point); `provenance` carries
-    the
-    audit share and seed and the mission's withdrawal, if any (stage_b.rules.routes decides the route)."""
+                   allow_uncertified: bool = False) -> VerdictLine:
+    """One line of <mission>_verdicts.jsonl (VerdictLine). Pure: everything the verdict depends on is an argument.
+    `point` is the mission's decision point (stage_b.rules.operating_point.thresholds_for or manual_point);
+    `provenance` carries the audit share and seed and the mission's withdrawal, if any (stage_b.rules.routes decides
+    the route)."""
     decision = point.decide(p, allow_uncertified)
     parsed = parse(completion)
     summaries = summaries_of(record)
@@ -66,17 +128,17 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     promise = point.promise
     if not certified and allow_uncertified and point.threshold is not None:
         promise = f"NOT CERTIFIED, decided under --allow_uncertified: {promise}"
-    return {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
+    gold = {"gold": {"label": record["gold_label"], "from": record.get("gold_from")}} if "gold_label" in record else {}
+    line = {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
             "threshold": point.threshold, "threshold_fail": point.threshold_fail,
             "review_margin": point.review_margin, "certified": certified, "promise": promise,
             "reason": reason, "needs_review": route["route"] == REVIEW, "review_why": route["why"],
             "route": route["route"], "review_scope": route["review_scope"],
             "audit_probability": route["audit_probability"], "assigned_to": assigned, "reply": completion,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
-            "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance,
-            **({"gold": {"label": record["gold_label"], "from": record.get("gold_from")}} if "gold_label" in record
-               else {}),
+            "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, **gold,
             "created_at": utc_now()}
+    return VerdictLine(**line)   # a dict: the file's line as it is written
 
 
 def rests_on(record: dict) -> dict:

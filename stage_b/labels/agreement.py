@@ -19,10 +19,12 @@ and certifies as before: a day with one reviewer and no gold has nothing to comp
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from itertools import combinations
 
 from stage_b.contract.bounds import in_range
 from stage_b.contract.verdict import FAIL, PASS
+from stage_b.labels.resolve import DecisionGroup
 from stage_b.stats.metrics import Z95
 
 DEFAULT_MIN_KAPPA = 0.6
@@ -101,7 +103,7 @@ def quality(agreement: dict[str, dict[tuple[str, str], dict]], min_kappa: float 
     return out
 
 
-def gold_scores(groups: dict[tuple[str, str], dict]) -> dict[str, dict[str, dict]]:
+def gold_scores(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict[str, dict]]:
     """{mission: {reviewer: {"n", "correct", "unsure"}}}: each reviewer's latest decision on the known-answer groups
     (stage_b.labels.gold) against the answer; an unsure is counted apart, not as right or wrong."""
     out: dict[str, dict[str, dict]] = {}

@@ -10,11 +10,9 @@ other's decision (each decides in their own browser, and the import pairs them).
 """
 from __future__ import annotations
 
-
-from qc_core.stable_hash import unit_draw
 from qc_core.errors import UserError
 from qc_core.names import ReviewerNameError, reviewer_name, shown
-
+from qc_core.stable_hash import unit_draw
 from stage_b.contract.bounds import in_range
 
 DEFAULT_OVERLAP_SHARE = 0.1

@@ -46,16 +46,31 @@ from qc_core.missions import load_registry
 from qc_core.names import ReviewerNameError, reviewer_name
 from qc_core.paths import with_input_dir_stored
 from qc_core.records import utc_now
-
 from stage_b.contract.numbers import pct1
-from stage_b.labels.agreement import (DEFAULT_MIN_GOLD_ACCURACY, DEFAULT_MIN_KAPPA, check_min_gold_accuracy,
-                                      check_min_kappa, gold_scores, pairwise, quality)
-from stage_b.labels.decisions_log import LOG, DecisionsLogError, append_log, read_log
-from stage_b.labels.reviewer_quality import (BELOW, MEETS, FILE as REVIEWERS, bar_of, confirmers, format_table, named,
-                                             reviewer_table, unconfirmed_fails)
 from stage_b.contract.verdict import PASS
+from stage_b.labels.agreement import (
+    DEFAULT_MIN_GOLD_ACCURACY,
+    DEFAULT_MIN_KAPPA,
+    check_min_gold_accuracy,
+    check_min_kappa,
+    gold_scores,
+    pairwise,
+    quality,
+)
 from stage_b.labels.decision_lines import DecisionsError, read_decisions
+from stage_b.labels.decisions_log import LOG, DecisionsLogError, append_log, read_log
 from stage_b.labels.resolve import decision_identity, resolve, review_of, stage_a_record, summary
+from stage_b.labels.reviewer_quality import (
+    BELOW,
+    MEETS,
+    bar_of,
+    confirmers,
+    format_table,
+    named,
+    reviewer_table,
+    unconfirmed_fails,
+)
+from stage_b.labels.reviewer_quality import FILE as REVIEWERS
 
 
 def check_labels_folder(output_dir: Path) -> None:

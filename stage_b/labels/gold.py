@@ -36,7 +36,6 @@ from qc_core.jsonl import JsonlError, iter_jsonl
 from qc_core.missions import MissionError
 from qc_core.paths import with_input_dir_resolved
 from qc_core.records import RecordError, validate_record
-
 from stage_b.contract.bounds import in_range
 
 DEFAULT_GOLD_SHARE = 0.05

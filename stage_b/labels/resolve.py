@@ -3,7 +3,9 @@ one only when it continues its history); definite decisions that disagree are a 
 labels nothing; a decided group becomes a Stage-A record with its label and the review that decided it."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import TypedDict
 
 from qc_core.records import image_key, utc_now
 from stage_b.contract.verdict import FAIL, PASS
@@ -98,12 +100,19 @@ def decision_identity(d: dict) -> tuple:
             d["source"].get("line_sha256") or d["source"]["sha256"])
 
 
-def resolve(log: list[dict], gold: bool = False) -> dict[tuple, dict]:
-    """Per (mission, group id): {"status": label | "unsure" | "conflict", "decisions": each reviewer's latest,
-    "record", "verdict"} (module doc). Known-answer checks (stage_b.labels.gold: a decision on a verdict line marked
-    `gold`)
-    are resolved apart (`gold=True`): a gold check measures its reviewer and never replaces or hides the group's label
-    from the day it was reviewed."""
+class DecisionGroup(TypedDict):
+    """One reviewed group, its reviewers' decisions resolved (resolve)."""
+    status: str            # "pass" or "fail" (the label), "unsure" (nothing definite) or "conflict" (definite, unequal)
+    decisions: list[dict]  # each reviewer's latest decision line of the log
+    record: dict           # the group's Stage-A record as the newest decision's source held it
+    verdict: str | None    # the model's verdict as the page showed it (None where it showed none)
+    route: str | None      # the verdict line's route (stage_b.rules.routes; None on a page without routes)
+
+
+def resolve(log: list[dict], gold: bool = False) -> dict[tuple, DecisionGroup]:
+    """Per (mission, group id): its DecisionGroup (module doc). Known-answer checks (stage_b.labels.gold: a decision
+    on a verdict line marked `gold`) are resolved apart (`gold=True`): a gold check measures its reviewer and never
+    replaces or hides the group's label from the day it was reviewed."""
     latest: dict[tuple, dict[str, dict]] = {}
     for d in log:
         if bool((d.get("record") or {}).get("gold")) != gold:
@@ -113,7 +122,7 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, dict]:
         old = mine.get(reviewer)
         if old is None or replaces(d, old):
             mine[reviewer] = d
-    out = {}
+    out: dict[tuple, DecisionGroup] = {}
     for key, by_reviewer in latest.items():
         definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in LABEL_OF}
         newest = max(by_reviewer.values(), key=_order)
@@ -123,7 +132,7 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, dict]:
     return out
 
 
-def summary(groups: dict[tuple, dict]) -> dict[str, dict]:
+def summary(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict]:
     """Per mission, over every decision in the log: decided, agreed with the model's verdict line, its misses and
     overkills on the labelled groups; and split by route, because they measure different things: `reviewed` (groups
     the rule sent to a person: chosen by their score, so their rates describe the review band, not the work decided

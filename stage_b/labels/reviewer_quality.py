@@ -46,8 +46,11 @@ gold answers would decide it.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from stage_b.contract.numbers import pct1
 from stage_b.contract.verdict import FAIL, PASS
+from stage_b.labels.resolve import DecisionGroup
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
 FILE = "reviewers.jsonl"
@@ -68,7 +71,7 @@ def bar_of(min_gold_accuracy: float) -> float:
     return round(1.0 - float(min_gold_accuracy), 12)
 
 
-def pool(gold_groups: dict[tuple, dict], log: list[dict]) -> dict[str, dict]:
+def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[str, dict]:
     """{reviewer: counts} over every mission and day (module doc): `gold_groups` is
     stage_b.labels.resolve.resolve(log,
     gold=True) (each reviewer's latest decision on each known-answer group), `log` the decisions log in order."""
@@ -190,7 +193,7 @@ def verdict(counts: dict, bar: float, confidence: float = DEFAULT_CONFIDENCE) ->
 ORDER = {BELOW: 0, UNDECIDED: 1, MEETS: 2}
 
 
-def reviewer_table(gold_groups: dict[tuple, dict], log: list[dict], bar: float,
+def reviewer_table(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict], bar: float,
                    confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
     """One row per reviewer who decided anything in the log, the reviewers below the bar first, then by name."""
     rows = [{"reviewer": who, **verdict(c, bar, confidence)} for who, c in pool(gold_groups, log).items()]
@@ -208,7 +211,7 @@ def confirmers(rows: list[dict]) -> list[str]:
     return sorted(r["reviewer"] for r in rows if r["verdict"] == MEETS)
 
 
-def unconfirmed_fails(groups: dict[tuple, dict], trusted) -> dict[tuple, str]:
+def unconfirmed_fails(groups: Mapping[tuple, DecisionGroup], trusted) -> dict[tuple, str]:
     """{(mission, group id): the one reviewer behind it} for each 不通过 label that nobody confirms (issue 45 item 4):
     a label confirms itself when two reviewers decided 不通过 on the group, or one of them is `trusted`
     (confirmers: their measured error rate meets the bar). `groups`: stage_b.labels.resolve.resolve(log). The monitor

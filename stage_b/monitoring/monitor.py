@@ -39,23 +39,32 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import cast
 
 from qc_core.exits import run_cli
 from qc_core.jsonl import file_sha256
 from qc_core.records import utc_now
-
-from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY, check_min_gold_accuracy
-from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from stage_b.contract.grounding import defect_photos
-from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
-from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
 from stage_b.contract.numbers import pct
+from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY, check_min_gold_accuracy
+from stage_b.monitoring.days import (
+    Day,
+    MonitorError,
+    day_counts,
+    days_under,
+    days_workload,
+    pooled,
+    read_days,
+    read_labels,
+)
+from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
+from stage_b.monitoring.monitor_format import MonitorFile
+from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
 from stage_b.rules.operating_point import MissionPoint, OperatingPoint, load_operating_point
 from stage_b.rules.promise_texts import family_text
 from stage_b.stats.confidence_sequence import audits_needed, cs_bounds, prior_for
+from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from stage_b.stats.drift import drift
-from stage_b.monitoring.days import (Day, day_counts, days_under, days_workload, MonitorError, pooled, read_days,
-                                     read_labels)
 
 MONITOR_FORMAT = 1
 DEFAULT_DRIFT_ALPHA = 0.001
@@ -138,8 +147,9 @@ def withdrawal_time(mission: str, withdrawn_day: str | None, days: list[Day], la
 
 def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
                   labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
-                  clean_days: int = TIGHTENED_CLEAN_DAYS) -> dict:
-    """monitor.json's content (module doc)."""
+                  clean_days: int = TIGHTENED_CLEAN_DAYS) -> MonitorFile:
+    """monitor.json's content (module doc; its records: stage_b.monitoring.monitor_format), without the days' work,
+    which the command adds."""
     confidence = (op.family or {}).get("per_claim_confidence") or op.confidence
     assert confidence is not None   # load_operating_point checks it
     delta = 1 - confidence
@@ -161,7 +171,7 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
     out["family"] = {**family, "text": family_text(family, min(targets, default=None)) if family else None,
                      "holding": [m for m in promised if out["missions"][m]["status"] == HOLDS],
                      "withdrawn": [m for m in promised if out["missions"][m]["status"] == WITHDRAWN]}
-    return out
+    return cast(MonitorFile, out)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -247,7 +257,7 @@ def _monitor(args) -> int:
     return 0
 
 
-def print_days(monitor: dict) -> None:
+def print_days(monitor: MonitorFile) -> None:
     """Per mission and day: inspection state and audit share, audits, escapes, the detectors, the live escape bound,
     status."""
     from stage_b.labels.decisions import printable

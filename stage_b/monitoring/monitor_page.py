@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from stage_b.contract.numbers import pct
+from stage_b.monitoring.monitor_format import MonitorDay, MonitorFile, MonitorMission
 from stage_b.pages.plot_training import pyplot_for, text_for
 from stage_b.rules.workload import table
 
@@ -15,7 +16,7 @@ STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c03
 
 
 
-def plot_days(monitor: dict, out: Path) -> dict[str, str]:
+def plot_days(monitor: MonitorFile, out: Path) -> dict[str, str]:
     """monitor.png: one column per mission; rows: automation share, escape bound vs promise, drift p-values."""
     missions = list(monitor["missions"])
     plt, font, names = pyplot_for(missions)
@@ -58,13 +59,15 @@ def plot_days(monitor: dict, out: Path) -> dict[str, str]:
         for r in range(4):
             axes[r][c].grid(alpha=0.3)
     fig.suptitle(text("promises on live work, day by day"), fontsize=10)
-    fig.tight_layout()
+    # margins in inches, for any number of columns (tight_layout measured every label: 1 of the monitor's 2.5 s)
+    width = fig.get_figwidth()
+    fig.subplots_adjust(left=0.75 / width, right=1 - 0.12 / width, top=0.94, bottom=0.055, hspace=0.15, wspace=0.22)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return names
 
 
-def day_cells(mission: str, m: dict, d: dict) -> tuple:
+def day_cells(mission: str, m: MonitorMission, d: MonitorDay) -> tuple:
     """One row of the page's day table (its columns: DAY_COLUMNS)."""
     waiting = (f" (+{d['escapes_unconfirmed']} waiting for a second person: "
                + ", ".join(w["group_id"] for w in d["unconfirmed"]) + ")" if d.get("escapes_unconfirmed") else "")
@@ -85,7 +88,7 @@ DAY_COLUMNS = ["mission", "day", "judged", "automation", "inspection", "audit sh
                "reviewer agreement with the model", "drift", "status", "next audit share"]
 
 
-def work_table(monitor: dict) -> str:
+def work_table(monitor: MonitorFile) -> str:
     """The days' work and its price (stage_b.rules.workload), or nothing when the file has none."""
     e = html.escape
     work = monitor.get("workload") or {}
@@ -99,7 +102,7 @@ def work_table(monitor: dict) -> str:
             + "".join(f"<th>{e(c)}</th>" for c in ["day", *columns]) + f"</tr>{rows}</table>")
 
 
-def _drift_panel(ax, days: list[dict], x: list[int], alpha: float, first: bool) -> None:
+def _drift_panel(ax, days: list, x: list[int], alpha: float, first: bool) -> None:
     """The two drift tests' p-values per day against their level (label-free: they tighten, never withdraw)."""
     for key, label, colour in (("ks_p", "p_fail (KS)", "#8e44ad"), ("defect_p", "defect share (Fisher)", "#d35400")):
         ax.plot(x, [max(d["drift"][key], 1e-300) if d["drift"][key] is not None else float("nan") for d in days],
@@ -113,7 +116,7 @@ def _drift_panel(ax, days: list[dict], x: list[int], alpha: float, first: bool) 
         ax.legend(fontsize=6, loc="lower left")
 
 
-def _detector_panel(ax, days: list[dict], x: list[int], level: float | None, text, first: bool) -> None:
+def _detector_panel(ax, days: list, x: list[int], level: float | None, text, first: bool) -> None:
     """The two detectors on label evidence per day against the level at which they withdraw; the days' names."""
     for key, label, colour in (("miss_detector", "miss-rate detector", "#c0392b"),
                                ("escape_detector", "escape detector (mix-adjusted)", "#1f618d")):
@@ -128,7 +131,7 @@ def _detector_panel(ax, days: list[dict], x: list[int], level: float | None, tex
         ax.legend(fontsize=6, loc="upper left")
 
 
-def render(monitor: dict, png_name: str) -> str:
+def render(monitor: MonitorFile, png_name: str) -> str:
     e = html.escape
     rows = ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in day_cells(mission, m, d)) + "</tr>"
             for mission, m in monitor["missions"].items() for d in m["days"]]
@@ -173,7 +176,7 @@ def _num(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def write_outputs(monitor: dict, text: str, out: Path) -> Path:
+def write_outputs(monitor: MonitorFile, text: str, out: Path) -> Path:
     """monitor.json (`text`), monitor.png and index.html in `out`, all or none: each is written to a temporary file
     first and the three are renamed into place only when all are whole (a full disk leaves the last run's files as
     they were, and says which file it could not write). Returns the page's path."""

@@ -5,6 +5,7 @@ its drift test compares with, and the family-wise statement; the targets as the 
 from __future__ import annotations
 
 import bisect
+from typing import TypedDict
 
 from stage_b.contract.verdict import FAIL, PASS
 from stage_b.rules.operating_point import EVIDENCE, OPERATING_POINT_FORMAT, RULE, decision_point
@@ -152,7 +153,13 @@ def profile_of(predictions: list[dict]) -> dict:
     return {"p_fail": p_fails, "defect_groups": defect, "groups": len(predictions)}
 
 
-def parse_targets(values: list[str] | None, flag: str = "--target_miss_rate") -> dict | None:
+class Targets(TypedDict):
+    """Target rates as the flags give them: a default and each mission's own (which always wins)."""
+    default: float | None
+    per_mission: dict[str, float]
+
+
+def parse_targets(values: list[str] | None, flag: str = "--target_miss_rate") -> Targets | None:
     """`--target_miss_rate 0.05 BBU接地线检查=0.02` -> {"default": 0.05, "per_mission": {...}}; None if not given.
     A mission's own rate always wins over the default, in whatever order they are given."""
     if not values:
@@ -170,7 +177,7 @@ def parse_targets(values: list[str] | None, flag: str = "--target_miss_rate") ->
     return {"default": default, "per_mission": per_mission}
 
 
-def _per_mission(targets: dict | None, missions: list[str], resolve, flag: str) -> dict[str, float | None]:
+def _per_mission(targets: Targets | None, missions: list[str], resolve, flag: str) -> dict[str, float | None]:
     """Each mission's target (its own, else the default; None without either); a target for a mission not scored
     here is an error, not ignored."""
     if targets is None:
@@ -185,9 +192,9 @@ def _per_mission(targets: dict | None, missions: list[str], resolve, flag: str) 
     return {m: own.get(m, targets["default"]) for m in missions}
 
 
-def build_operating_point(predictions: list[dict], missions: list[str], targets: dict, *, review_share: float,
+def build_operating_point(predictions: list[dict], missions: list[str], targets: Targets, *, review_share: float,
                           model: dict, adapters: list[dict], data: dict | None, resolve=None,
-                          confidence: float = DEFAULT_CONFIDENCE, overkill_targets: dict | None = None,
+                          confidence: float = DEFAULT_CONFIDENCE, overkill_targets: Targets | None = None,
                           stage_a: dict | None = None, family_wise: bool = False) -> dict:
     """operating_point.json's content. `resolve` maps a mission name or alias in the targets to its canonical
     name (qc_core.missions). Only fair evidence enters it (fair_points_of); `stage_a` ({mission: {"models": [Stage-A
@@ -223,7 +230,7 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
     overall = None
     if targets["default"] is not None:   # one bound over every mission's groups together: not a promise per mission
         overall = mission_point(pooled, targets["default"], review_share, claim_confidence,
-                                (overkill_targets or {}).get("default"), evidence)
+                                overkill_targets["default"] if overkill_targets else None, evidence)
         overall["missions_certified"] = [len(certified), len(missions)]
     promised = len(certified) + sum(entries[m].get("overkill_certified", False) for m in missions
                                     if overkill_targets)

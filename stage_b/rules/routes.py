@@ -33,15 +33,24 @@ Groups left out still become training labels; they never count in a bound as if 
 """
 from __future__ import annotations
 
+from typing import TypedDict
 
-from qc_core.stable_hash import unit_draw
 from qc_core.errors import UserError
+from qc_core.stable_hash import unit_draw
 from stage_b.contract.bounds import in_range
 
 AUTO, REVIEW, AUDIT = "auto", "review", "audit"
 ROUTES = (AUTO, REVIEW, AUDIT)
 MISSION, GROUP = "mission", "group"   # review_scope
 DEFAULT_AUDIT_SHARE = 0.05
+
+
+class Route(TypedDict):
+    """Where one judged group goes, as its verdict line records it."""
+    route: str                        # AUTO, AUDIT or REVIEW
+    review_scope: str | None          # MISSION or GROUP for a review: what chose the group
+    audit_probability: float | None   # the share it was drawn at (auto and audit); None when sent to review
+    why: list[str]                    # the reasons it goes to a person (empty unless reviewed)
 
 
 class RouteError(UserError):
@@ -60,7 +69,7 @@ def audit_draw(seed: int, mission: str, group_id: str) -> float:
 
 
 def route_of(mission_why: list[str], group_why: list[str], audit_share: float, seed: int, mission: str,
-             group_id: str, gold: bool = False) -> dict:
+             group_id: str, gold: bool = False) -> Route:
     """{"route", "review_scope", "audit_probability", "why"} of one judged group (module doc). `gold`: a known-answer
     check (stage_b.labels.gold), which looks like the day's blind audits unless its whole mission goes to review."""
     if mission_why or (group_why and not gold):
@@ -73,7 +82,7 @@ def route_of(mission_why: list[str], group_why: list[str], audit_share: float, s
     return {"route": AUTO, "review_scope": None, "audit_probability": audit_share, "why": []}
 
 
-def audit_route(audit_share: float) -> dict:
+def audit_route(audit_share: float) -> Route:
     """A blind audit's route, as every audited group has it (stage_b.labels.gold's checks take the same)."""
     return {"route": AUDIT, "review_scope": None, "audit_probability": audit_share,
             "why": [f"drawn for a blind audit ({100 * audit_share:.3g}% of the groups decided without review): "

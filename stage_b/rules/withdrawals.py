@@ -14,6 +14,7 @@ after the withdrawal (docs/judging_and_review.md). The file is append-only; one 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlAppender, JsonlError, iter_jsonl, output_lock
@@ -54,7 +55,7 @@ def recorded(operating_point, op_digest: str) -> dict[str, dict]:
     return out
 
 
-def record(operating_point, op_digest: str, monitor: dict, monitor_path) -> list[str]:
+def record(operating_point, op_digest: str, monitor: Mapping[str, Any], monitor_path) -> list[str]:
     """Appends a line for each mission `monitor` finds withdrawn that the file does not hold yet; returns them."""
     path = withdrawals_path(operating_point)
     try:
