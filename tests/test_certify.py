@@ -169,3 +169,13 @@ def test_an_alpha_typed_for_a_confidence_is_refused_naming_the_confidence_meant(
 @pytest.mark.parametrize("rate", [1e-300, 5e-324, 1e-12])
 def test_a_vanishing_target_needs_no_number_of_groups_and_raises_nothing(rate):
     assert groups_needed(rate, 0.9) is None
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.8, 0.9, 0.95, 0.99, 1 - 0.2 / 12])
+def test_the_bound_is_scipys_beta_quantile_exactly(confidence):
+    """certify computes Beta.ppf through scipy.special.betaincinv (a lighter import): the same floats, whole counts
+    and effective (Kish) ones alike."""
+    from scipy.stats import beta
+    from stage_b.stats.certify import beta_upper
+    counts = [(k, n) for n in range(1, 120) for k in range(n)] + [(0.5, 10.3), (2.7, 33.1), (0.0, 1.5)]
+    assert all(beta_upper(k, n, confidence) == float(beta.ppf(confidence, k + 1, n - k)) for k, n in counts)

