@@ -91,6 +91,23 @@ sft() {  # sft <model> <rows.jsonl> <out> <steps> <rows per step (a multiple of 
   ls -d "$out"/v*/checkpoint-"$steps"
 }
 
+# Stage-A summarizes a day's work orders as their photos arrive: here on one core in the background while the demo does
+# something else, with the settings judge.sh gives it, so that the day's judge.sh finds them summarized (Stage-A
+# resumes: nothing left to do, the Stage-A model is not even loaded). A run that fails here loses nothing: judge.sh
+# summarizes what is missing. (Stage-A on this CPU is not faster on two threads than on one: 853 photos in 63 s
+# either way, measured in the demo; two processes on a core each do twice the work.)
+STAGE_A_EXTRA="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING"
+summarize_ahead() {  # summarize_ahead <photos> <day output dir>: leaves the background pid in AHEAD
+  mkdir -p "$2"
+  # shellcheck disable=SC2086  # STAGE_A_EXTRA is words
+  OMP_NUM_THREADS=1 "$PY" -m stage_a.cli --input_dir "$1" --output_dir "$2/stage_a" --model "$STAGE_A_MODEL" \
+    --mission all --batch_size 16 --unlabeled --no_progress $STAGE_A_EXTRA > "$2/stage_a_ahead.log" 2>&1 &
+  AHEAD=$!
+}
+summarized() {  # summarized <pid> <day output dir>: waits for summarize_ahead
+  wait "$1" || echo "  note: Stage-A ahead of the day stopped (see $2/stage_a_ahead.log); judge.sh summarizes the rest"
+}
+
 step "1/10 tiny random-weight Qwen2.5-VL -> $OUT/models/tiny-qwen2_5_vl"
 [ -f "$OUT/models/tiny-qwen2_5_vl/config.json" ] || \
   "$PY" -m group_qc_dev.tiny_model --arch qwen2_5_vl --out "$OUT/models/tiny-qwen2_5_vl" --force
@@ -125,9 +142,12 @@ echo "  summary model: $STAGE_A_MODEL"
 wait "$START_SFT" || { cat "$OUT/sft/start_point.txt"; exit 1; }
 
 step "4/10 Stage-A on the field photos: one JSONL line per group, streamed (tail -f $OUT/stage_a/*_stage_a.jsonl)"
-"$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" \
-  --model "$STAGE_A_MODEL" --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --overwrite \
-  --no_progress --log_level WARNING
+# two shards, a core each (scripts/stage_a_infer.sh num_shards=2: each takes every second group, then the merge);
+# one process on both cores is no faster here (see summarize_ahead)
+OMP_NUM_THREADS=1 bash scripts/stage_a_infer.sh mission=all cuda=cpu num_shards=2 input_dir="$OUT/photos/field" \
+  output_dir="$OUT/stage_a" model="$STAGE_A_MODEL" batch_size=16 max_new_tokens=48 max_pixels=37632 \
+  extra="--overwrite --log_level WARNING" | sed 's/^/  /'
+grep -h "photos in" "$OUT"/stage_a/logs/stage_a.shard-*.log | sed 's/^/  a shard: /'
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
 "$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
   --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --no_progress --log_level WARNING
@@ -178,6 +198,11 @@ PY
 GRPO_ADAPTER=$("$PY" -m stage_b.run_record best "$RUN_DIR")
 
 step "7/10 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
+# today's work orders (step 8) arrive meanwhile: Stage-A summarizes them in the background
+rm -rf "$OUT/today"
+[ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
+  "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
+summarize_ahead "$OUT/photos/today" "$OUT/today"; TODAY_AHEAD=$AHEAD
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it got the same
 # ones by flag (evaluated in step 6). (The best step was picked on these groups too: a small optimism, 6 candidates.)
 tail -1 "$OUT/eval/start.log"
@@ -189,13 +214,12 @@ tail -1 "$OUT/eval/start.log"
 "$PY" -m stage_b.plot_training "$OUT/grpo"
 
 step "8/10 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
-[ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
-  "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
-rm -rf "$OUT/today"
+summarized "$TODAY_AHEAD" "$OUT/today"
+echo "  (Stage-A summarized today's photos as they arrived, during step 7: $OUT/today/stage_a_ahead.log)"
 bash scripts/judge.sh mission=all cuda=cpu input_dir="$OUT/photos/today" output_dir="$OUT/today" \
   stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" \
   operating_point="$OUT/eval/grpo/operating_point.json" audit_share="$AUDIT_SHARE" audit_seed=1 \
-  stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" 2>&1 \
+  stage_a_extra="$STAGE_A_EXTRA" judge_extra="--max_new_tokens 32" 2>&1 \
   | grep -E "^==|to judge|groups/s|wrote|decided without review" | sed 's/^/  /'
 echo "  the judge on today's groups against the generator's truth, next to what validation promised: certified (or how"
 echo "  many defective validation groups would certify it), groups, share decided without review (today, validation),"
@@ -205,7 +229,12 @@ echo "  their reason:"
   --operating_point "$OUT/eval/grpo/operating_point.json" --json "$OUT/today_scores.json"
 
 step "9/10 the reviewer closes the loop: flagged groups decided, imported as labels, the promises certified again"
-rm -rf "$OUT/labels" "$OUT/eval/recertified"
+rm -rf "$OUT/labels" "$OUT/eval/recertified" "$OUT/days" "$OUT"/photos/day{2,3,4,5}
+# the work orders of days 2 and 3 (step 10) arrive; day 2's are summarized meanwhile, in the background
+"$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day2" --seed 12 --groups_per_label "$DAY_GROUPS" --unlabeled > /dev/null
+"$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day3" --seed 13 --groups_per_label "$DAY_GROUPS" --unlabeled \
+  --fail_factor 3 > /dev/null
+summarize_ahead "$OUT/photos/day2" "$OUT/days/day2"; DAY_AHEAD_2=$AHEAD
 "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
   --out "$OUT/today/decisions.jsonl" | sed 's/^/  /'
 "$PY" -m stage_b.decisions --decisions "$OUT/today/decisions.jsonl" --output_dir "$OUT/labels" | sed 's/^/  /'
@@ -226,6 +255,7 @@ ok = sorted(((e["escape"]["auto_passed"], k) for k, e in m.items() if e["certifi
 print(" ".join(k for _, k in ok))' "$OP2")
 if [ -z "$CANDIDATES" ]; then
   echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
+  kill "$DAY_AHEAD_2" 2> /dev/null; wait "$DAY_AHEAD_2" 2> /dev/null || true
 else
   echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened where drift shows it,"
   echo "  never withdrawn; back to normal after a clean tightened day); day 4 a new cabinet look hides one certified"
@@ -235,30 +265,36 @@ else
   echo "  to normal and the detectors alarm at one false alarm a year (monitor_extra=; production: 0.001, 5 days, 10"
   echo "  years)"
   MONITOR_EXTRA="--drift_alpha 0.05 --tightened_clean_days 1 --false_alarm_years 1"
-  rm -rf "$OUT/days" "$OUT"/photos/day{2,3,4,5}
   SHIFT=""
   for day in 2 3 4 5; do
-    flags=(); missions=all; groups=$DAY_GROUPS; what="every mission"
+    missions=all; groups=$DAY_GROUPS; what="every mission"
     if [ "$day" -eq 4 ]; then   # the shift hits the first candidate the monitor did not tighten on day 3
       "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
         --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > /dev/null
       SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
 c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") != "tightened"), c[0]))' \
         "$OUT/days/monitor/monitor.json" "$CANDIDATES")
+      # the work orders of days 4 and 5 arrive; day 5's are summarized during day 4
+      "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day4" --seed 14 --groups_per_label "$DAY_GROUPS" \
+        --unlabeled --shift "$SHIFT" > /dev/null
+      "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day5" --seed 15 --groups_per_label $(( (DAY_GROUPS + 1) / 2 )) \
+        --missions "$SHIFT" --unlabeled --shift "$SHIFT" > /dev/null
+      summarize_ahead "$OUT/photos/day5" "$OUT/days/day5"; DAY_AHEAD_5=$AHEAD
     fi
     case $day in
-      3) flags=(--fail_factor 3); what="every mission, three times the defective work" ;;
-      4) flags=(--shift "$SHIFT"); what="every mission (shifted: $SHIFT)" ;;
-      5) flags=(--shift "$SHIFT"); missions=$SHIFT; groups=$(( (DAY_GROUPS + 1) / 2 )); what="$SHIFT alone (shifted)" ;;
+      2) summarized "$DAY_AHEAD_2" "$OUT/days/day2"
+         summarize_ahead "$OUT/photos/day3" "$OUT/days/day3"; DAY_AHEAD_3=$AHEAD ;;   # summarized during day 2
+      3) what="every mission, three times the defective work"; summarized "$DAY_AHEAD_3" "$OUT/days/day3" ;;
+      4) what="every mission (shifted: $SHIFT)" ;;
+      5) missions=$SHIFT; groups=$(( (DAY_GROUPS + 1) / 2 )); what="$SHIFT alone (shifted)"
+         summarized "$DAY_AHEAD_5" "$OUT/days/day5" ;;
     esac
-    "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day$day" --seed $((day + 10)) --groups_per_label "$groups" \
-      --missions "$missions" --unlabeled "${flags[@]}" > /dev/null
     echo "  -- day $day: work orders of $what, $groups per label"
     # labels=: the day starts with the monitor over the days before it; the judge reads its states and withdrawals
     bash scripts/judge.sh mission="$missions" cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
       stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
       audit_share=plan audit_seed="$day" labels="$OUT/labels" monitor_extra="$MONITOR_EXTRA" \
-      stage_a_extra="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING" judge_extra="--max_new_tokens 32" \
+      stage_a_extra="$STAGE_A_EXTRA" judge_extra="--max_new_tokens 32" \
       2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn|inspection tightened" \
       | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'
     "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
