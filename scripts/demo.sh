@@ -163,16 +163,8 @@ START_MODEL=$(grep -v "^$" "$OUT/sft/start_point.txt" | tail -1)
 echo "  start point: $START_MODEL"
 
 step "6/10 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
-# The start point's evaluation (shown in step 7) needs nothing from GRPO: it runs beside the preflight, one core each
-# (each process spends its first 12 s importing torch, transformers and ms-swift on one core anyway).
-mkdir -p "$OUT/eval"
-OMP_NUM_THREADS=1 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
-  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 \
-  > "$OUT/eval/start.log" 2>&1 &
-START_EVAL=$!
-OMP_NUM_THREADS=1 "$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
+"$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
   --num_generations 8 --max_new_tokens 32 2>&1 | quiet
-wait "$START_EVAL" || { tail -30 "$OUT/eval/start.log"; exit 1; }
 # The recipe (configs/demo/grpo.yaml): label-balanced steps of 4 groups x 8 samples, LoRA r16 on the last 4
 # of 6 blocks, lr 2e-3, rollouts cut after the verdict line, greedy validation every 5 steps.
 rm -rf "$OUT/grpo"
@@ -203,9 +195,10 @@ rm -rf "$OUT/today"
 [ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 summarize_ahead "$OUT/photos/today" "$OUT/today"; TODAY_AHEAD=$AHEAD
-# The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it got the same
-# ones by flag (evaluated in step 6). (The best step was picked on these groups too: a small optimism, 6 candidates.)
-tail -1 "$OUT/eval/start.log"
+# The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets
+# the same ones by flag. (The best step was picked on these groups too: a small optimism, 6 candidates.)
+"$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
+  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 2>&1 | tail -1
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
   --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
   --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
