@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from stage_b.contract.verdict import label_from_file
 from stage_b.judging import day_review
 from stage_b.judging import verdict_file
 
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         result = import_decisions([tmp / "decisions.jsonl"], tmp / "labels")
         import_s = time.perf_counter() - t
-        wrong = sum(g["status"] != truth[k] for k, g in result["groups"].items())
+        wrong = sum(g["status"] != label_from_file(truth[k]) for k, g in result["groups"].items())
     summary = {"groups": total, "decided": decided, "keystrokes": keys,
                "keystrokes_per_decision": keys / max(decided, 1),
                "page_loads": loads, "handler_ms_median": statistics.median(handler),

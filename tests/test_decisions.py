@@ -16,6 +16,7 @@ from stage_b.labels.decisions import LOG, import_decisions
 from stage_b.labels.resolve import resolve
 from stage_b.labels.decision_lines import DecisionsError
 from stage_b.data.settings import Selection
+from stage_b.contract.verdict import FAIL
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -75,7 +76,7 @@ def test_two_reviewers_who_disagree_are_both_kept_and_the_group_is_not_labelled(
     # the same reviewer changing their mind: the latest decision counts, no conflict
     later = _decision(verdicts, "QC-D-1", "不通过", reviewer="李工", at="2026-11-27T09:00:00.000Z")
     result = import_decisions([_jsonl(tmp_path / "c.jsonl", [later])], out)
-    assert result["groups"][(M, "QC-D-1")]["status"] == "fail"
+    assert result["groups"][(M, "QC-D-1")]["status"] == FAIL
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -147,25 +148,25 @@ CORRECTED = [FIRST, _change("不通过", "2026-11-27T10:01:00+00:00", "通过")]
 @pytest.mark.parametrize("what, log, status, record_id", [
     ("of two decisions in the same second, the later logged wins",
      [_logged("r", "通过", "2026-11-27T10:00:00+00:00", {"id": 1}),
-      _logged("r", "不通过", "2026-11-27T10:00:00+00:00", {"id": 2})], "fail", 2),
+      _logged("r", "不通过", "2026-11-27T10:00:00+00:00", {"id": 2})], FAIL, 2),
     ("the label takes the newest decision's record, whoever decided it",
      [_logged("a", "不通过", "2026-11-27T11:00:00+00:00", {"id": 2, "verdict": "不通过", "route": "audit"}),
       _logged("b", "不通过", "2026-11-27T10:00:00+00:00", {"id": 1, "verdict": "通过", "route": "review"})],
-     "fail", 2),
+     FAIL, 2),
     ("times compare in UTC: 18:00 at +08:00 is before 11:00 UTC",
      [_logged("r", "不通过", "2026-11-27T11:00:00+00:00", {"id": 1}),
-      _logged("r", "通过", "2026-11-27T18:00:00+08:00", {"id": 2})], "fail", 1),
+      _logged("r", "通过", "2026-11-27T18:00:00+08:00", {"id": 2})], FAIL, 1),
     # planted: decided_at alone -> the correction, stamped three minutes earlier, lost and the label stayed 通过
     ("a correction on the page wins whatever the clocks said (its history continues the first decision's)",
      [_logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST]),
-      _logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED)], "fail", 2),
+      _logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED)], FAIL, 2),
     ("and the first decision imported again after it does not undo it",
      [_logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED),
-      _logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST])], "fail", 2),
+      _logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST])], FAIL, 2),
     ("two pages' histories that do not continue each other: the clock decides",
      [_logged("r", "不通过", "2026-11-27T10:05:00+00:00", {"id": 1}, [_change("不通过", "2026-11-27T10:05:00+00:00")]),
       _logged("r", "通过", "2026-11-27T10:01:00+00:00", {"id": 2}, [_change("通过", "2026-11-27T10:01:00+00:00")])],
-     "fail", 1),
+     FAIL, 1),
 ])
 def test_which_decision_labels_a_group(what, log, status, record_id):
     from stage_b.labels.resolve import resolve
@@ -239,7 +240,7 @@ def test_a_logged_decision_without_a_reviewer_or_time_resolves_without_a_traceba
     log = [{"group_id": "g", "mission": M, "decision": "不通过", "record": {}, "verdict": None},
            {"group_id": "g", "mission": M, "decision": "不通过", "reviewer": "b", "decided_at": "2026-11-27T09:00:00Z",
             "record": {}, "verdict": None}]
-    assert resolve(log)[(M, "g")]["status"] == "fail"
+    assert resolve(log)[(M, "g")]["status"] == FAIL
 
 
 def test_terminal_escape_codes_in_a_reviewer_name_are_shown_not_run():
@@ -325,11 +326,11 @@ def decision(reviewer, decision_, at, gid="g1", mission=M):
 
 @pytest.mark.parametrize("log, status", [
     ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("a", "不通过", "2026-11-27T10:00:00+00:00")],
-     "fail"),
+     FAIL),
     ([decision("a", "不通过", "2026-11-27T10:00:00+00:00"), decision("a", "通过", "2026-11-27T09:00:00+00:00")],
-     "fail"),
+     FAIL),
     ([decision("a", "unsure", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
-     "fail"),
+     FAIL),
     ([decision("a", "通过", "2026-11-27T09:00:00+00:00"), decision("b", "不通过", "2026-11-27T09:30:00+00:00")],
      "conflict"),
 ])

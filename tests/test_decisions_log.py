@@ -10,6 +10,7 @@ import pytest
 
 from stage_b.labels.decisions_log import CHAIN, DecisionsLogError, append_log, read_log
 from tests.helpers import M
+from stage_b.contract.verdict import PASS
 
 
 def decision(k: int, answer: str = "通过") -> dict:
@@ -87,7 +88,7 @@ def test_an_edited_log_stops_the_import_and_the_monitor_and_neither_writes(tmp_p
     labels = tmp_path / "labels"
     for k, v in enumerate(verdicts[:2]):
         import_decisions([write_decision_file(tmp_path, out, v, decision="通过", name=f"d{k}.jsonl")], labels)
-    assert set(read_labels(labels, load_registry()).values()) == {"pass"}
+    assert set(read_labels(labels, load_registry()).values()) == {PASS}
     path = labels / "decisions.jsonl"
     path.write_text("\n".join(flip(lines_of(path))) + "\n", encoding="utf-8")
     before = {p.name: p.read_bytes() for p in labels.iterdir()}

@@ -20,6 +20,7 @@ from stage_b.rules.calibrate import build_operating_point
 from tests.helpers import run_monitor, write_day, write_labels
 from stage_b.monitoring import days as monitor_days
 from stage_b.monitoring import monitor_file
+from stage_b.contract.verdict import FAIL
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -387,7 +388,7 @@ def test_an_audited_auto_fail_a_person_failed_is_a_caught_defect_not_an_escape()
                 {"group_id": "b", "verdict": "通过", "p_fail": 0.1, "route": "audit", "audit_probability": 0.5},
                 {"group_id": "c", "verdict": "通过", "p_fail": 0.1, "route": "review", "review_scope": "group"},
                 {"group_id": "d", "verdict": "通过", "p_fail": 0.1, "route": "auto", "audit_probability": 0.5}]
-    labels = {(M, "a"): "fail", (M, "b"): "fail", (M, "c"): "fail"}
+    labels = {(M, "a"): FAIL, (M, "b"): FAIL, (M, "c"): FAIL}   # a label is the verdict it asserts
     row = monitor_days.day_counts("d1", verdicts, labels, M)
     assert (row["escapes"], row["audited_auto_passed"], row["audited_auto_failed_defects"],
             row["reviewed_defects"], row["auto_passed"], row["audit_share"]) == (1, 1, 1, 1, 2, 0.5)

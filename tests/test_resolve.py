@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stage_b.labels.resolve import DecisionGroup, resolve
+from stage_b.contract.verdict import FAIL, PASS
 
 M = "BBU接地线检查"
 
@@ -15,13 +16,13 @@ def _line(group: str, reviewer: str, decision: str, at: str) -> dict:
 
 
 @pytest.mark.parametrize("lines, status", [
-    ([("王工", "不通过", "2026-11-28T09:00:00+00:00")], "fail"),
-    ([("王工", "通过", "2026-11-28T09:00:00+00:00")], "pass"),
+    ([("王工", "不通过", "2026-11-28T09:00:00+00:00")], FAIL),
+    ([("王工", "通过", "2026-11-28T09:00:00+00:00")], PASS),
     ([("王工", "unsure", "2026-11-28T09:00:00+00:00")], "unsure"),
     ([("王工", "通过", "2026-11-28T09:00:00+00:00"), ("李工", "不通过", "2026-11-28T09:05:00+00:00")], "conflict"),
-    ([("王工", "通过", "2026-11-28T09:00:00+00:00"), ("李工", "unsure", "2026-11-28T09:05:00+00:00")], "pass"),
+    ([("王工", "通过", "2026-11-28T09:00:00+00:00"), ("李工", "unsure", "2026-11-28T09:05:00+00:00")], PASS),
     # the same reviewer later: the latest counts
-    ([("王工", "通过", "2026-11-28T09:00:00+00:00"), ("王工", "不通过", "2026-11-28T10:00:00+00:00")], "fail"),
+    ([("王工", "通过", "2026-11-28T09:00:00+00:00"), ("王工", "不通过", "2026-11-28T10:00:00+00:00")], FAIL),
 ])
 def test_a_group_resolves_to_its_status_with_exactly_the_declared_fields(lines, status):
     groups = resolve([_line("g1", *line) for line in lines])

@@ -14,6 +14,7 @@ from stage_b.labels.decision_lines import DecisionsError, decision_line
 from tests.helpers import MISSIONS, fresh_page, judged_day, send_keys, wait_for_page
 from stage_b.judging import day_review
 from stage_b.judging import verdict_file
+from stage_b.contract.verdict import FAIL
 
 
 def _paged(tmp_path, synthetic, per_page: int = 3):
@@ -146,7 +147,7 @@ def test_a_day_folder_moved_with_its_page_imports_as_it_did_in_place(tmp_path, s
         import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
     write_jsonl_atomic(tmp_path / "d.jsonl", [{**line, "page": (moved / "review" / "index.html").as_uri()}])
     result = import_decisions([tmp_path / "d.jsonl"], tmp_path / "labels")
-    assert result["added"] == 1 and result["groups"][(v["mission"], v["group_id"])]["status"] == "fail"
+    assert result["added"] == 1 and result["groups"][(v["mission"], v["group_id"])]["status"] == FAIL
 
 
 @pytest.mark.parametrize("history, problem", [
@@ -201,7 +202,7 @@ def test_two_exports_of_one_reviewer_with_a_decision_changed_between_them(tmp_pa
     import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")
     import_decisions([tmp_path / "pm.jsonl"], tmp_path / "labels")
     again = import_decisions([tmp_path / "am.jsonl"], tmp_path / "labels")
-    assert again["added"] == 0 and again["groups"][(v["mission"], v["group_id"])]["status"] == "fail"
+    assert again["added"] == 0 and again["groups"][(v["mission"], v["group_id"])]["status"] == FAIL
     log = [r for _, r in iter_jsonl(tmp_path / "labels" / "decisions.jsonl")]
     assert [r["decision"] for r in log] == ["通过", "不通过"]
 

@@ -38,10 +38,22 @@ def normalize(text) -> str | None:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+# One vocabulary: inside the code a label is the verdict it asserts, PASS or FAIL. Stage-A records (and the label
+# files the import of decisions writes, and a gold group's answer on a verdict line) spell it `pass` or `fail`: these
+# two are the only translations, at the files' edge.
+FILE_LABELS = {PASS: "pass", FAIL: "fail"}
+_FROM_FILE = {word: verdict for verdict, word in FILE_LABELS.items()}
+
+
+def label_from_file(word) -> str | None:
+    """A file's `pass`/`fail` as the verdict it asserts (PASS or FAIL); None for anything else (no label)."""
+    return _FROM_FILE.get(word) if isinstance(word, str) else None
+
+
 def normalize_verdict(value) -> str | None:
     """`通过`/`不通过` (also from `pass`/`fail` or traditional spellings), else None."""
-    if value in ("pass", "fail"):
-        return PASS if value == "pass" else FAIL
+    if label_from_file(value) is not None:
+        return label_from_file(value)
     text = normalize(value)
     text = text.strip() if text else None
     return text if text in VERDICTS else None

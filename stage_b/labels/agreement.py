@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from itertools import combinations
 
 from stage_b.contract.bounds import in_range
-from stage_b.contract.verdict import FAIL, PASS
+from stage_b.contract.verdict import FAIL, PASS, label_from_file
 from stage_b.labels.resolve import DecisionGroup
 from stage_b.stats.metrics import Z95
 
@@ -108,8 +108,8 @@ def gold_scores(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict[str, di
     (stage_b.labels.gold) against the answer; an unsure is counted apart, not as right or wrong."""
     out: dict[str, dict[str, dict]] = {}
     for (mission, _), g in groups.items():
-        answer = (g["record"].get("gold") or {}).get("label")
-        if answer not in ("pass", "fail"):
+        answer = label_from_file((g["record"].get("gold") or {}).get("label"))
+        if answer is None:
             continue
         for d in g["decisions"]:
             s = out.setdefault(mission, {}).setdefault(d["reviewer"], {"n": 0, "correct": 0, "unsure": 0})
@@ -117,7 +117,7 @@ def gold_scores(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict[str, di
                 s["unsure"] += 1
                 continue
             s["n"] += 1
-            s["correct"] += (d["decision"] == FAIL) == (answer == "fail")
+            s["correct"] += d["decision"] == answer
     return out
 
 

@@ -47,7 +47,7 @@ from qc_core.names import ReviewerNameError, reviewer_name
 from qc_core.paths import with_input_dir_stored
 from qc_core.records import utc_now
 from stage_b.contract.numbers import pct1
-from stage_b.contract.verdict import PASS
+from stage_b.contract.verdict import FAIL, PASS
 from stage_b.labels.agreement import (
     DEFAULT_MIN_GOLD_ACCURACY,
     DEFAULT_MIN_KAPPA,
@@ -156,7 +156,7 @@ def _write_labels(output_dir: Path, groups: dict, certify_bar: dict[str, dict], 
         rows = [with_input_dir_stored(stage_a_record(g["record"], g["status"], review_of(
             g["record"], g["decisions"], certify_bar.get(mission), census)), output_dir)
                 for (m, _), g in sorted(groups.items())
-                if m == mission and g["status"] in ("pass", "fail") and not g["record"].get("gold")]
+                if m == mission and g["status"] in (PASS, FAIL) and not g["record"].get("gold")]
         path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"
         write_jsonl_atomic(path, rows)
         written[mission] = (path, len(rows))
@@ -186,7 +186,7 @@ def band_census(groups: dict) -> dict[str, int]:
     """{band id: how many of its groups have a label (pass or fail)}, over every group the log resolves."""
     out: dict[str, int] = {}
     for g in groups.values():
-        if g["status"] not in ("pass", "fail") or g["record"].get("gold"):
+        if g["status"] not in (PASS, FAIL) or g["record"].get("gold"):
             continue
         bands = {d["source"]["band"]["id"] for d in g["decisions"] if isinstance(d.get("source", {}).get("band"), dict)}
         for band in bands:

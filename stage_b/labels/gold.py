@@ -37,6 +37,7 @@ from qc_core.missions import MissionError
 from qc_core.paths import with_input_dir_resolved
 from qc_core.records import RecordError, validate_record
 from stage_b.contract.bounds import in_range
+from stage_b.contract.verdict import label_from_file
 
 DEFAULT_GOLD_SHARE = 0.05
 PHOTOS_DIR = "photos"   # under the day's output folder: the gold groups' photo copies
@@ -73,7 +74,7 @@ def load_gold(files, registry) -> dict[str, list[dict]]:
                 except (RecordError, MissionError, KeyError, TypeError) as exc:
                     problems.append(f"{where}: {exc}")
                     continue
-                if rec.get("label") not in ("pass", "fail"):
+                if label_from_file(rec.get("label")) is None:
                     problems.append(f"{where}: group {rec['group_id']} has no label (pass or fail): a known-answer "
                                     f"check needs one")
                     continue

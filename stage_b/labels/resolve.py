@@ -8,11 +8,10 @@ from datetime import datetime
 from typing import TypedDict
 
 from qc_core.records import image_key, utc_now
-from stage_b.contract.verdict import FAIL, PASS
+from stage_b.contract.verdict import FAIL, FILE_LABELS, PASS
 from stage_b.labels.decision_lines import OLDEST, decided_at_time
 from stage_b.rules.routes import GROUP, REVIEW
 
-LABEL_OF = {PASS: "pass", FAIL: "fail"}
 # what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
 LABEL_RECORD_FIELDS = ("group_id", "mission", "images", "per_image", "model", "created_at", "adapters", "input_dir",
                        "model_fingerprint")
@@ -64,7 +63,7 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
               if band and route == REVIEW and source_record.get("review_scope") == GROUP else {}),
            "decided_at": max((d["decided_at"] for d in decisions), default=None),
            "reviewers": sorted({d["reviewer"] for d in decisions})}
-    definite = [d for d in decisions if d["decision"] in LABEL_OF]
+    definite = [d for d in decisions if d["decision"] in (PASS, FAIL)]
     weak = [d["reviewer"] for d in definite if (below or {}).get(d["reviewer"], {}).get("status") == "below the bar"]
     if definite and len(weak) == len(definite) and len(definite) < 2:
         out.update({"certifies": False, "quality": (below or {})[weak[0]]["why"]})
@@ -73,7 +72,8 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
 
 def stage_a_record(source_record: dict, label: str, review: dict | None = None) -> dict:
     """The group as a labelled Stage-A record, from a verdict line (summaries, images, input_dir) or a Stage-A
-    record of the source file; `review` (review_of) says how it reached a reviewer."""
+    record of the source file; `label` is PASS or FAIL, written as the file spells it (FILE_LABELS); `review`
+    (review_of) says how it reached a reviewer."""
     if "per_image" in source_record:   # a Stage-A record: its known fields only (check_line validated it)
         record = {k: v for k, v in source_record.items() if k in LABEL_RECORD_FIELDS}
     else:
@@ -87,7 +87,7 @@ def stage_a_record(source_record: dict, label: str, review: dict | None = None) 
         fingerprint = (source_record.get("rests_on") or {}).get("stage_a_fingerprint")
         if fingerprint:
             record["model_fingerprint"] = fingerprint
-    out = {**record, "label": label, "created_at": record.get("created_at") or utc_now()}
+    out = {**record, "label": FILE_LABELS[label], "created_at": record.get("created_at") or utc_now()}
     if review is not None:
         out["review"] = review
     return out
@@ -102,7 +102,7 @@ def decision_identity(d: dict) -> tuple:
 
 class DecisionGroup(TypedDict):
     """One reviewed group, its reviewers' decisions resolved (resolve)."""
-    status: str            # "pass" or "fail" (the label), "unsure" (nothing definite) or "conflict" (definite, unequal)
+    status: str            # PASS or FAIL (the label), "unsure" (nothing definite) or "conflict" (definite, unequal)
     decisions: list[dict]  # each reviewer's latest decision line of the log
     record: dict           # the group's Stage-A record as the newest decision's source held it
     verdict: str | None    # the model's verdict as the page showed it (None where it showed none)
@@ -124,9 +124,9 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, DecisionGroup]:
             mine[reviewer] = d
     out: dict[tuple, DecisionGroup] = {}
     for key, by_reviewer in latest.items():
-        definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in LABEL_OF}
+        definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in (PASS, FAIL)}
         newest = max(by_reviewer.values(), key=_order)
-        status = ("conflict" if len(definite) > 1 else LABEL_OF[definite.pop()] if definite else "unsure")
+        status = "conflict" if len(definite) > 1 else definite.pop() if definite else "unsure"
         out[key] = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
                     "verdict": newest.get("verdict"), "route": newest.get("route")}
     return out
@@ -157,7 +157,7 @@ def summary(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict]:
             s["unsure"] += 1
             continue
         s["labelled"] += 1
-        decided = PASS if g["status"] == "pass" else FAIL
+        decided = g["status"]
         s["agreed"] += g["verdict"] == decided
         if decided == FAIL:
             s["fail"] += 1

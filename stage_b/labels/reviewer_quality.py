@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from stage_b.contract.numbers import pct1
-from stage_b.contract.verdict import FAIL, PASS
+from stage_b.contract.verdict import FAIL, PASS, label_from_file
 from stage_b.labels.resolve import DecisionGroup
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
@@ -81,8 +81,8 @@ def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[st
         return out.setdefault(reviewer, {"decided": set(), "gold_answered": 0, "gold_wrong": 0, "gold_unsure": 0,
                                          "overlaps": 0, "disagreed": 0, "partners": {}})
     for (mission, gid), g in gold_groups.items():
-        answer = (g["record"].get("gold") or {}).get("label")
-        if answer not in ("pass", "fail"):
+        answer = label_from_file((g["record"].get("gold") or {}).get("label"))
+        if answer is None:
             continue
         for d in g["decisions"]:
             r = row(d.get("reviewer") or "anonymous")
@@ -91,7 +91,7 @@ def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[st
                 r["gold_unsure"] += 1
                 continue
             r["gold_answered"] += 1
-            r["gold_wrong"] += (d["decision"] == FAIL) != (answer == "fail")
+            r["gold_wrong"] += d["decision"] != answer
     first: dict[tuple, dict[str, str]] = {}
     for d in log:
         if (d.get("record") or {}).get("gold"):
@@ -218,7 +218,7 @@ def unconfirmed_fails(groups: Mapping[tuple, DecisionGroup], trusted) -> dict[tu
     counts an escape only when it is confirmed: one careless reviewer's slip must not move a live bound."""
     out = {}
     for key, g in groups.items():
-        if g["status"] != "fail":
+        if g["status"] != FAIL:
             continue
         by = sorted({d["reviewer"] for d in g["decisions"] if d["decision"] == FAIL})
         if len(by) < 2 and not set(by) & set(trusted):

@@ -170,9 +170,9 @@ def days_under(parent: Path, op_digest: str) -> list[Path]:
 
 
 class Labels(dict):
-    """{(mission, group id): "pass" | "fail"}, and beside it `decided_at`: {key: the latest decision time behind the
-    label} (when the evidence a label gives existed) and `unconfirmed`: {key: reviewer} for each "fail" that one
-    reviewer alone gave and nobody confirmed (stage_b.labels.reviewer_quality.unconfirmed_fails)."""
+    """{(mission, group id): PASS | FAIL (the label)}, and beside it `decided_at`: {key: the latest decision time
+    behind the label} (when the evidence a label gives existed) and `unconfirmed`: {key: reviewer} for each FAIL that
+    one reviewer alone gave and nobody confirmed (stage_b.labels.reviewer_quality.unconfirmed_fails)."""
 
     def __init__(self, statuses=(), decided_at: dict | None = None, unconfirmed: dict | None = None):
         super().__init__(statuses)
@@ -181,7 +181,7 @@ class Labels(dict):
 
 
 def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> Labels:
-    """{(mission, group id): "pass" | "fail"} from the decisions log stage_b.labels.decisions keeps (reviewers' latest
+    """{(mission, group id): PASS | FAIL} from the decisions log stage_b.labels.decisions keeps (reviewers' latest
     decisions; conflicts and unsure label nothing), with each label's decision time and the fails nobody confirmed:
     neither a second reviewer nor the one who gave it, measured on the whole log against the bar 1 -
     `min_gold_accuracy` (Labels; stage_b.labels.reviewer_quality)."""
@@ -196,7 +196,7 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
         log, _ = read_log(log_path)   # the chain is checked: an edited decision moves no bound
     except (JsonlError, DecisionsLogError) as exc:
         raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
-    groups = {key: g for key, g in resolve(log).items() if g["status"] in ("pass", "fail")}
+    groups = {key: g for key, g in resolve(log).items() if g["status"] in (PASS, FAIL)}
     trusted = confirmers(reviewer_table(resolve(log, gold=True), log, bar_of(min_gold_accuracy)))
     return Labels({key: g["status"] for key, g in groups.items()},
                   {key: max(d["decided_at"] for d in g["decisions"]) for key, g in groups.items()},
@@ -215,12 +215,12 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
     audited = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == AUDIT]
     # an escape one reviewer alone found waits for a second person (or a measured one): it moves no bound yet
     waiting = [{"group_id": v["group_id"], "reviewer": unconfirmed[(mission, v["group_id"])]} for v, lab in audited
-               if v["verdict"] == PASS and lab == "fail" and (mission, v["group_id"]) in unconfirmed]
+               if v["verdict"] == PASS and lab == FAIL and (mission, v["group_id"]) in unconfirmed]
     pending = {w["group_id"] for w in waiting}
     audited_passed = [lab for v, lab in audited if v["verdict"] == PASS and lab is not None
                       and v["group_id"] not in pending]
     reviewed = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == REVIEW and lab is not None]
-    agreed = sum((lab == "fail") == (v["verdict"] == FAIL) for v, lab in reviewed)
+    agreed = sum((lab == FAIL) == (v["verdict"] == FAIL) for v, lab in reviewed)
     auto = sum(r != REVIEW for r in routes)
     drawn_at = [share_of(v) for v, r in zip(verdicts, routes) if r != REVIEW]
     shares = [s for s in drawn_at if s is not None]
@@ -228,11 +228,11 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
             "automation_share": auto / len(verdicts) if verdicts else None, "audited": len(audited),
             "auto_passed": sum(r != REVIEW and v["verdict"] == PASS for v, r in zip(verdicts, routes)),
             "audits_labelled": sum(lab is not None for _, lab in audited),
-            "audited_auto_passed": len(audited_passed), "escapes": sum(lab == "fail" for lab in audited_passed),
+            "audited_auto_passed": len(audited_passed), "escapes": sum(lab == FAIL for lab in audited_passed),
             "escapes_unconfirmed": len(waiting), "unconfirmed": waiting,
             "audited_auto_failed": sum(v["verdict"] == FAIL for v, _ in audited),
-            "audited_auto_failed_defects": sum(v["verdict"] == FAIL and lab == "fail" for v, lab in audited),
-            "reviewed_labelled": len(reviewed), "reviewed_defects": sum(lab == "fail" for _, lab in reviewed),
+            "audited_auto_failed_defects": sum(v["verdict"] == FAIL and lab == FAIL for v, lab in audited),
+            "reviewed_labelled": len(reviewed), "reviewed_defects": sum(lab == FAIL for _, lab in reviewed),
             "agreed": agreed, "agreement": agreed / len(reviewed) if reviewed else None,
             "audit_share": min(shares) if shares else None}
 
