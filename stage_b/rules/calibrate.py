@@ -8,7 +8,7 @@ import bisect
 from typing import TypedDict
 
 from stage_b.contract.verdict import FAIL, PASS
-from stage_b.rules.operating_point import EVIDENCE, OPERATING_POINT_FORMAT, RULE, decision_point
+from stage_b.rules.operating_point import EVIDENCE, OPERATING_POINT_FORMAT, RULE, OperatingPoint, decision_point
 from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.rules.promise_texts import overkill_promise_text, promise_text
 from stage_b.stats.certify import (
@@ -236,10 +236,13 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
                                     if overkill_targets)
     fam["certified_claims"] = promised
     fam["certified_claims_hold_together"] = max(0.0, 1 - promised * (1 - claim_confidence))
-    return {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share, "confidence": confidence,
-            "family": fam, "model": model, "adapters": adapters, "data": data, "missions": entries,
-            "overall": overall, "evidence": evidence,
-            "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
-                           "automation_share": auto / len(pooled) if pooled else None,
-                           "automation_share_ci95": wilson(auto, len(pooled)),
-                           "certified_missions": certified}}
+    content = {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share,
+               "confidence": confidence, "family": fam, "model": model, "adapters": adapters, "data": data,
+               "missions": entries, "overall": overall, "evidence": evidence,
+               "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
+                              "automation_share": auto / len(pooled) if pooled else None,
+                              "automation_share_ci95": wilson(auto, len(pooled)),
+                              "certified_missions": certified}}
+    # the writer and the reader agree: what is written is what the typed record (and every judge) reads back
+    OperatingPoint.from_json(content, "the operating point just computed")
+    return content
