@@ -165,6 +165,14 @@ echo "  start point: $START_MODEL"
 step "6/10 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
 "$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
   --num_generations 8 --max_new_tokens 32 2>&1 | quiet
+# The start point's evaluation (shown in step 7) needs nothing from GRPO: it runs beside GRPO's start, one thread (both
+# processes first import torch, transformers and ms-swift, 12-15 s on one core each; beside the preflight's
+# generation, which wants both cores, the two took 63 s against 49 s one after the other).
+mkdir -p "$OUT/eval"
+OMP_NUM_THREADS=1 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
+  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 \
+  > "$OUT/eval/start.log" 2>&1 &
+START_EVAL=$!
 # The recipe (configs/demo/grpo.yaml): label-balanced steps of 4 groups x 8 samples, LoRA r16 on the last 4
 # of 6 blocks, lr 2e-3, rollouts cut after the verdict line, greedy validation every 5 steps.
 rm -rf "$OUT/grpo"
@@ -195,16 +203,20 @@ rm -rf "$OUT/today"
 [ -f "$OUT/photos/today/ground_truth.jsonl" ] || \
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 summarize_ahead "$OUT/photos/today" "$OUT/today"; TODAY_AHEAD=$AHEAD
-# The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it gets
-# the same ones by flag. (The best step was picked on these groups too: a small optimism, 6 candidates.)
-"$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
-  --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 2>&1 | tail -1
+# The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it got the same
+# ones by flag (evaluated beside GRPO's start). (The best step was picked on these groups too: a small optimism, 6
+# candidates.)
+wait "$START_EVAL" || { tail -30 "$OUT/eval/start.log"; exit 1; }
+tail -1 "$OUT/eval/start.log"
+"$PY" -m stage_b.plot_training "$OUT/grpo" > "$OUT/eval/plot.log" 2>&1 &   # beside the evaluation: one core
+PLOT=$!
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
   --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
   --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
   | grep -E "^operating point|^decided without review|the verdict line as written|groups/s"
 "$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
-"$PY" -m stage_b.plot_training "$OUT/grpo"
+wait "$PLOT" || { cat "$OUT/eval/plot.log"; exit 1; }
+cat "$OUT/eval/plot.log"
 
 step "8/10 today's work orders: $((TODAY_GROUPS * 8)) unreviewed groups -> Stage-A -> verdicts at the operating point"
 summarized "$TODAY_AHEAD" "$OUT/today"
@@ -283,10 +295,13 @@ c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") !
          summarized "$DAY_AHEAD_5" "$OUT/days/day5" ;;
     esac
     echo "  -- day $day: work orders of $what, $groups per label"
-    # labels=: the day starts with the monitor over the days before it; the judge reads its states and withdrawals
+    # labels=: the day starts with the monitor over the days before it; the judge reads its states and withdrawals.
+    # Day 4's monitor has just run (it chose the shift) on the same labels: judge.sh reads it (monitor=)
+    watch=(labels="$OUT/labels" monitor_extra="$MONITOR_EXTRA")
+    [ "$day" -eq 4 ] && watch=(monitor="$OUT/days/monitor/monitor.json")
     bash scripts/judge.sh mission="$missions" cuda=cpu input_dir="$OUT/photos/day$day" output_dir="$OUT/days/day$day" \
       stage_a_model="$STAGE_A_MODEL" model="$START_MODEL" adapters="$GRPO_ADAPTER" operating_point="$OP2" \
-      audit_share=plan audit_seed="$day" labels="$OUT/labels" monitor_extra="$MONITOR_EXTRA" \
+      audit_share=plan audit_seed="$day" "${watch[@]}" \
       stage_a_extra="$STAGE_A_EXTRA" judge_extra="--max_new_tokens 32" \
       2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn|inspection tightened" \
       | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'

@@ -14,6 +14,9 @@ import torch
 
 from stage_a.compiled_decode import CACHE_STEP, CompiledDecode, PaddedRowsDone, cache_length, cut_rows, pad_rows
 
+# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(45)
+
 M = "BBU接地线检查"
 
 

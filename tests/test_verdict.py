@@ -1,5 +1,5 @@
-"""stage_b.contract.verdict: one label vocabulary inside (a label is the verdict it asserts, 通过 or 不通过); files spell
-it pass or fail, and these are translated at the edge only."""
+"""stage_b.contract.verdict: one label vocabulary inside (a label is the verdict it asserts, 通过 or 不通过);
+files spell it pass or fail, and these are translated at the edge only."""
 from __future__ import annotations
 
 import pytest
