@@ -17,7 +17,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import UserError
 
@@ -209,6 +209,17 @@ class JsonlAppender:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def read_json_file(path: Path, what: str, missing: str, error: type[Exception]) -> Any:
+    """A JSON document's content, or `error` naming the file: "<what> <path> does not exist<missing>" (`missing` says
+    what to do), or "cannot read <what> <path>: …" for a file that does not read or parse."""
+    if not path.is_file():
+        raise error(f"{what} {path} does not exist{missing}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from None
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -4,10 +4,10 @@ another operating point's is refused; then the withdrawals it records, and the c
 unaccounted for (the judge sends their groups to review, saying why)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
+from qc_core.jsonl import read_json_file
 from stage_b.monitoring.days import MonitorError
 from stage_b.monitoring.inspection import WITHDRAWN, Promise
 from stage_b.monitoring.monitor import MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of
@@ -99,13 +99,8 @@ COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passe
 
 def load_monitor(path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise MonitorError(f"monitor file {path} does not exist: write it with python -m stage_b.monitor, or leave "
-                           f"--monitor out")
-    try:
-        monitor = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise MonitorError(f"cannot read monitor file {path}: {exc}") from None
+    monitor = read_json_file(path, "monitor file", ": write it with python -m stage_b.monitor, or leave --monitor out",
+                             MonitorError)
     return check_monitor(monitor, path)
 
 

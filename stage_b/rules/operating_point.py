@@ -31,11 +31,11 @@ checks of a file's values stage_b.rules.point_check, the sentences stage_b.rules
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from qc_core.jsonl import read_json_file
 from qc_core.paths import resolved
 from stage_b.contract.numbers import fmt_p
 from stage_b.contract.verdict import FAIL, PASS
@@ -272,13 +272,8 @@ _TYPED_OP_KEYS = tuple(f.name for f in fields(OperatingPoint) if f.name not in (
 def load_operating_point(path) -> OperatingPoint:
     """An operating point file of this format, its types and ranges checked before anything loads."""
     path = Path(path)
-    if not path.is_file():
-        raise OperatingPointError(f"operating point file {path} does not exist; write one with python -m "
-                                  f"stage_b.evaluate --target_miss_rate R, or pass --threshold T")
-    try:
-        op = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise OperatingPointError(f"cannot read operating point file {path}: {exc}") from None
+    op = read_json_file(path, "operating point file", "; write one with python -m stage_b.evaluate "
+                        "--target_miss_rate R, or pass --threshold T", OperatingPointError)
     if isinstance(op, dict):   # checkpoint paths are stored relative to the file (qc_core.paths): named where it is now
         adapters = op.get("adapters")
         for c in [op.get("model"), *(adapters if isinstance(adapters, list) else [])]:
