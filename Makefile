@@ -21,7 +21,7 @@ demo: setup
 	bash scripts/demo.sh
 
 # Two workers on CI's 2 cores, a test file per worker (its module fixtures built once), the slowest files first
-# (tests/conftest.py: SLOWEST_FIRST; it also builds the shared start point once for both workers).
+# (the `file_seconds` markers, sorted by tests/conftest.py; conftest also builds the shared start point once for both workers).
 # One torch thread per process (the workers and every command they start): two workers then fill the 2 cores
 # without four threads fighting over them. Measured on test_judge + test_evaluate + test_sft, two workers: 255 s with
 # torch's default threads, 206 s with one.

@@ -3,6 +3,7 @@ its two rules: no import runs back up a layer, and no circle of module-level imp
 
     python -m group_qc_dev.import_graph            # the layers' edges, with how many imports each carries
     python -m group_qc_dev.import_graph --mermaid  # the same as a Mermaid flowchart
+    python -m group_qc_dev.import_graph --write docs/architecture.md   # redraw the page's ```mermaid block in place
 
 An edge A -> B counts every import of a module of package B in a module of package A, at module level or inside a
 function (a function-level import is how an adapter loads ms-swift or torch only when it runs). Cycles are looked
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -107,13 +109,28 @@ def mermaid(edges: Counter) -> str:
     return "\n".join(lines)
 
 
+def redraw(page: Path, edges: Counter) -> bool:
+    """Replace the one ```mermaid block of `page` with the graph; True when the page changed."""
+    text = page.read_text(encoding="utf-8")
+    blocks = re.findall(r"^```mermaid\n.*?^```$", text, flags=re.M | re.S)
+    if len(blocks) != 1:
+        raise SystemExit(f"error: {page} has {len(blocks)} ```mermaid blocks; --write redraws exactly one")
+    new = text.replace(blocks[0], f"```mermaid\n{mermaid(edges)}\n```")
+    if new != text:
+        page.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m group_qc_dev.import_graph", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
+    p.add_argument("--write", type=Path, metavar="PAGE", help="redraw the one ```mermaid block of PAGE in place")
     args = p.parse_args(argv)
     edges = layer_edges()
-    if args.mermaid:
+    if args.write:
+        print(f"{args.write}: {'redrawn' if redraw(args.write, edges) else 'already up to date'}")
+    elif args.mermaid:
         print(mermaid(edges))
     else:
         for (a, b), n in sorted(edges.items(), key=lambda e: (LAYERS.index(e[0][0]), LAYERS.index(e[0][1]))):

@@ -123,7 +123,8 @@ def test_the_architecture_page_draws_the_import_graph_the_code_has():
     """docs/architecture.md's diagram is group_qc_dev.import_graph's output, so it cannot drift from the code."""
     from group_qc_dev.import_graph import layer_edges, mermaid
     page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert f"```mermaid\n{mermaid(layer_edges())}\n```" in page, "run python -m group_qc_dev.import_graph --mermaid"
+    assert f"```mermaid\n{mermaid(layer_edges())}\n```" in page, (
+        "run: python -m group_qc_dev.import_graph --write docs/architecture.md")
 
 
 def test_the_type_checker_covers_the_pure_core():
