@@ -28,10 +28,10 @@ demo: setup
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 test: setup
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: setup
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 .ci/node/node_modules/.bin/openspec:
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)

@@ -162,19 +162,28 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
 # --no-loadscope-reorder: xdist's default order, most tests first, left the slowest file, one 430 s test, to the end
 # of a 28-minute run). So the slowest files go first: a file states its measured time with a module-level marker,
 # `pytestmark = [pytest.mark.slow, pytest.mark.file_seconds(N)]` (N: the file's seconds in `make test`, from
-# `--durations=0`), and the files run longest first; files without one keep their order after them. The learning
-# test builds the shared start point at once, and the run-record tests that reuse it follow on the same worker while
-# the other takes the next slowest.
+# `--durations=0`), and the files run longest first (tests.helpers.run_order); files without one keep their order
+# after them. The first two files start at once, one per worker, and the shared start point is built by whichever
+# needs it first while a second worker that also needs it waits on its lock: so the second file is one that does
+# not need it.
 def file_seconds(item) -> float:
     mark = item.get_closest_marker("file_seconds")
     return float(mark.args[0]) if mark else 0.0
 
 
+SHARED_BUILDS = {"start_point", "recorded_run"}   # built once per run under a lock (built_once)
+
+
 def pytest_collection_modifyitems(config, items):
-    seconds = {}
+    from tests.helpers import run_order
+    seconds: dict = {}
+    waits: dict = {}
     for item in items:
         seconds[item.path] = max(seconds.get(item.path, 0.0), file_seconds(item))
-    items.sort(key=lambda item: -seconds[item.path])   # a stable sort: files keep their order among equals
+        waits[item.path] = waits.get(item.path, False) or bool(SHARED_BUILDS & set(item.fixturenames))
+    order = run_order([(path, seconds[path], waits[path]) for path in seconds])
+    position = {path: i for i, path in enumerate(order)}
+    items.sort(key=lambda item: position[item.path])   # a stable sort: a file's tests keep their order
 
 
 FILE_TIMES: dict[str, float] = {}
