@@ -14,6 +14,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """Each test's changes to the process environment end with it. ms-swift's argument classes write into os.environ
+    when they are built (TENSORBOARD_LOGGING_DIR: that run's folder); a test that built them in-process handed it to
+    every later test's subprocess on the same worker, and a DDP run wrote its TensorBoard events into another test's
+    folder (tests.helpers.restored_environment)."""
+    from tests.helpers import restored_environment
+    with restored_environment():
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_model_factory(tmp_path_factory):
     cache: dict[str, Path] = {}

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from qc_core.missions import load_registry
@@ -421,13 +422,27 @@ def nearest(colour, palette) -> int:
 
 def run_order(files: list[tuple[Path, float, bool]]) -> list[Path]:
     """The files as `make test`'s two workers should take them: (file, its measured seconds, whether it needs the
-    shared start point) -> the files longest first (a stable sort: equals keep their order). When the first needs
-    the start point, the longest file that does not comes second: the two start together, and a second worker that
-    needed the start point too would wait, idle, for the first to build it (155 s)."""
+    shared start point) -> the files longest first (a stable sort: equals keep their order). xdist hands each worker
+    two files to start with, the 1st and 3rd to one, the 2nd and 4th to the other. When the first needs the start
+    point, its worker builds it (about 5 minutes with the recorded run) while the other worker would wait on the
+    build's lock, idle: so the 2nd and 4th are the longest files that do not need it."""
     ordered = sorted(files, key=lambda f: -f[1])
-    if ordered and ordered[0][2]:
-        free = next((f for f in ordered[1:] if not f[2]), None)
-        if free is not None:
-            ordered.remove(free)
-            ordered.insert(1, free)
-    return [path for path, _, _ in ordered]
+    if not ordered or not ordered[0][2]:
+        return [path for path, _, _ in ordered]
+    free = [f for f in ordered[1:] if not f[2]][:2]
+    result = [ordered[0]] + [f for f in ordered[1:] if f not in free]
+    for position, f in zip((1, 3), free):
+        result.insert(position, f)
+    return [path for path, _, _ in result]
+
+
+@contextmanager
+def restored_environment():
+    """os.environ as it was on entry, on exit: variables added are removed, changed or removed ones put back."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != saved:
+            os.environ.clear()
+            os.environ.update(saved)

@@ -12,8 +12,8 @@ from stage_b.rules.routes import AUDIT, AUTO, REVIEW, audit_draw
 from tests.helpers import SEED, M, certified_op, judge_args, read_lines, run_judge, stage_a_folder
 from stage_b.judging import verdict_file
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(134)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(98)
 
 
 

@@ -17,8 +17,8 @@ from stage_b.data.settings import Selection
 from stage_b.contract.verdict import FAIL, PASS
 from tests.helpers import A, B, M, jsonl_records, random_adapter, stage_a_folder, write_stage_a_groups
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(140)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(121)
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = [{"group_id": "g1", "mission": M, "solution": "不通过", "summaries": ["接地线×1/未捆扎"]},

@@ -28,8 +28,8 @@ from stage_b.judging import day_review
 from stage_b.judging import scoring
 from stage_b.judging import verdict_file
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(239)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(175)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}

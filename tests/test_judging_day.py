@@ -12,8 +12,8 @@ from tests.helpers import read_lines, run_judge
 from tests.test_judge import ENV, MISSIONS, REPO, unreviewed  # noqa: F401 (a fixture)
 from stage_b.judging import verdict_file
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(70)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(53)
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -14,8 +14,8 @@ from qc_core.missions import load_registry
 from stage_b.data.sft import NOT_CONFIRMED, grounded_reason, reply_for
 from tests.helpers import M, stage_a_folder
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(135)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(123)
 
 REPO = Path(__file__).resolve().parent.parent
 SWIFT = str(Path(sys.executable).parent / "swift")

@@ -18,8 +18,8 @@ import pytest
 from qc_core.jsonl import JsonlAppender, LockedError, OutputError, iter_jsonl, output_lock, write_jsonl_atomic
 from stage_a.outputs import MissionOutputs
 
-# measured in make test on a clean clone, 2026-11-28 (tests/conftest.py runs the longest files first)
-pytestmark = pytest.mark.file_seconds(166)
+# measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
+pytestmark = pytest.mark.file_seconds(159)
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
