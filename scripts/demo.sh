@@ -207,7 +207,7 @@ rm -rf "$OUT/today"
   "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/today" --seed 2 --groups_per_label "$TODAY_GROUPS" --unlabeled
 summarize_ahead "$OUT/photos/today" "$OUT/today"; TODAY_AHEAD=$AHEAD
 # The adapter's run file supplies the Stage-A input and the split; the start point has no run, so it got the same
-# ones by flag (evaluated beside GRPO's start). (The best step was picked on these groups too: a small optimism, 6
+# ones by flag (evaluated beside GRPO's start). (The best step was picked on these groups too: a small optimism, 5
 # candidates.)
 wait "$START_EVAL" || { tail -30 "$OUT/eval/start.log"; exit 1; }
 tail -1 "$OUT/eval/start.log"

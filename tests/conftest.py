@@ -174,9 +174,8 @@ def recorded_run(tmp_path_factory, synthetic, start_point) -> dict:
 # of a 28-minute run). So the slowest files go first: a file states its measured time with a module-level marker,
 # `pytestmark = [pytest.mark.slow, pytest.mark.file_seconds(N)]` (N: the file's seconds in `make test`, from
 # `--durations=0`), and the files run longest first (tests.helpers.run_order); files without one keep their order
-# after them. The first two files start at once, one per worker, and the shared start point is built by whichever
-# needs it first while a second worker that also needs it waits on its lock: so the second file is one that does
-# not need it.
+# after them. Each worker starts with two files, and the shared start point is built by whichever needs it first
+# while a second worker that also needs it waits on its lock: so that worker's two are files that do not need it.
 def file_seconds(item) -> float:
     mark = item.get_closest_marker("file_seconds")
     return float(mark.args[0]) if mark else 0.0
