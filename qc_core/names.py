@@ -51,3 +51,27 @@ def reviewer_name(text) -> str:
 def shown(text: str) -> str:
     """Text for a message: a character that shows nothing or moves text written as \\uXXXX."""
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in REFUSED_CATEGORIES else c for c in str(text))
+
+
+# Letters of other scripts that a reader takes for Latin ones (a subset of Unicode's confusables.txt, UTS #39
+# section 4, for the scripts a team's keyboards type: Cyrillic, Greek, full-width forms fold by NFKC already), and
+# digits read as letters. Applied after NFKC and casefolding.
+_LOOK_ALIKES = str.maketrans({
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
+    "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h",
+    "ӏ": "l", "ь": "b", "г": "r", "п": "n", "л": "n",
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "μ": "u", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
+    "υ": "u", "χ": "x", "γ": "y", "ω": "w", "ϲ": "c", "ζ": "z",
+    "0": "o", "1": "l", "|": "l",
+})
+
+
+def name_skeleton(name: str) -> str:
+    """What a name looks like to a reader, for telling two people apart: two names with one skeleton are one person
+    typed two ways (`REVIEWER-DAY4`, full-width `ｒｅｖｉｅｗｅｒ－ｄａｙ４`, `reviewer‑day4` with U+2011, `reviewer - day4`,
+    a Cyrillic `е`). After the name rule: NFKC (full-width and compatibility forms), case folded, every space,
+    punctuation mark and invisible character dropped, and look-alike letters of other scripts read as the Latin letter
+    they show (_LOOK_ALIKES, after UTS #39's skeleton). `王工` and `王 工` share one; `王工` and `李工` do not."""
+    text = unicodedata.normalize("NFKC", str(name)).casefold()
+    kept = "".join(c for c in text if unicodedata.category(c)[0] not in "ZPC")
+    return unicodedata.normalize("NFKC", kept.translate(_LOOK_ALIKES))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stage_b.labels.resolve import DecisionGroup, resolve
+from stage_b.labels.resolve import DecisionGroup, resolve, review_of
+from stage_b.labels.reviewer_quality import pool, unconfirmed_fails
 from stage_b.contract.verdict import FAIL, PASS
 
 M = "BBU接地线检查"
@@ -28,6 +29,45 @@ def test_a_group_resolves_to_its_status_with_exactly_the_declared_fields(lines, 
     groups = resolve([_line("g1", *line) for line in lines])
     group = groups[(M, "g1")]
     assert group["status"] == status
-    assert set(group) == set(DecisionGroup.__required_keys__) | set(DecisionGroup.__optional_keys__)
+    assert set(group) == set(DecisionGroup.__required_keys__)   # `adjudication` only where a lead settled it
     assert group["route"] == "audit" and group["verdict"] == "通过"
     assert len(group["decisions"]) == len({who for who, *_ in lines})
+
+
+def _adjudication(group: str, lead: str, decision: str, at: str, reason: str = "photo 2 shows the loose cable") -> dict:
+    return {**_line(group, lead, decision, at), "adjudication": {"reason": reason}}
+
+
+CONFLICT = [("王工", "通过", "2026-11-28T09:00:00+00:00"), ("李工", "不通过", "2026-11-28T09:05:00+00:00")]
+
+
+@pytest.mark.parametrize("settled, status", [
+    ([], "conflict"),
+    ([("组长", FAIL, "2026-11-28T10:00:00+00:00")], FAIL),
+    ([("组长", PASS, "2026-11-28T10:00:00+00:00")], PASS),
+    # the latest adjudication in the log settles it
+    ([("组长", PASS, "2026-11-28T10:00:00+00:00"), ("组长", FAIL, "2026-11-28T10:30:00+00:00")], FAIL),
+])
+def test_an_adjudication_settles_a_conflict_and_is_kept_beside_the_reviewers(settled, status):
+    log = [_line("g1", *c) for c in CONFLICT] + [_adjudication("g1", *a) for a in settled]
+    group = resolve(log)[(M, "g1")]
+    assert group["status"] == status
+    assert sorted(d["reviewer"] for d in group["decisions"]) == ["李工", "王工"]   # the lead is no reviewer
+    if settled:
+        assert set(group) == set(DecisionGroup.__required_keys__) | {"adjudication"}
+        assert group["adjudication"]["by"] == "组长" and group["adjudication"]["decision"] == status
+        review = review_of({"group_id": "g1", "mission": M, "p_fail": 0.1, "verdict": PASS, "route": "audit"},
+                           group["decisions"], adjudication=group["adjudication"])
+        assert review["adjudicated"]["reason"] == "photo 2 shows the loose cable"
+        assert review["decided_at"] == settled[-1][2] and "certifies" not in review
+
+
+def test_an_adjudication_is_no_review_and_confirms_an_escape_as_a_second_person():
+    log = [_line("g1", *CONFLICT[0]), _line("g1", *CONFLICT[1]),
+           _adjudication("g1", "组长", FAIL, "2026-11-28T10:00:00+00:00")]
+    groups = resolve(log)
+    assert unconfirmed_fails(groups, trusted=[]) == {}   # 李工's 不通过 and the lead's: two people
+    # the lead's adjudication is not counted as a decision or an overlap of the lead's
+    assert "组长" not in pool({}, log)
+    alone = [_line("g2", "李工", FAIL, "2026-11-28T09:05:00+00:00")]
+    assert unconfirmed_fails(resolve(alone), trusted=[]) == {(M, "g2"): "李工"}

@@ -94,11 +94,20 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
     """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}.
     `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
     registry = registry or load_registry()
-    output_dir = Path(output_dir)
     incoming = read_decisions(files, registry, _unnamed_reviewer(unnamed))
     if not incoming:
         raise DecisionsError(f"no decision in {', '.join(map(str, files))}: decide groups on the review page before "
                              f"exporting (an export with nothing decided is empty)")
+    return import_checked(incoming, output_dir, registry, min_kappa, min_gold_accuracy)
+
+
+def import_checked(incoming: list[dict], output_dir, registry=None, min_kappa: float = DEFAULT_MIN_KAPPA,
+                   min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> dict:
+    """Decisions already checked line by line (decision_lines.check_line: an export's lines, or the review app's
+    stored decisions) appended to the log, resolved and written as labels (module doc); the same return as
+    import_decisions. A decision whose `id` (the review app's) or identity is in the log already adds nothing."""
+    registry = registry or load_registry()
+    output_dir = Path(output_dir)
     check_labels_folder(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     log_path = output_dir / LOG
@@ -108,10 +117,13 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
         except DecisionsLogError as exc:
             raise DecisionsError(str(exc)) from None
         known = {decision_identity(d) for d in log}
+        ids = {d["id"] for d in log if isinstance(d.get("id"), str)}
         added = []
         for d in incoming:
-            if decision_identity(d) not in known:
+            if decision_identity(d) not in known and d.get("id") not in ids:
                 known.add(decision_identity(d))
+                if isinstance(d.get("id"), str):
+                    ids.add(d["id"])
                 added.append({**d, "imported_at": utc_now()})
         append_log(log_path, added, chain)
         log += added
@@ -129,7 +141,7 @@ def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_ka
     without_route = sum(1 for d in incoming if (d["record"].get("route") is None))
     read: dict[str, dict[str, int]] = {}   # whose decisions each file held
     for d in incoming:
-        by = read.setdefault(d["imported_from"], {})
+        by = read.setdefault(d.get("imported_from", "the review app"), {})
         by[d["reviewer"]] = by.get(d["reviewer"], 0) + 1
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups, "read": read,
             "summary": summary(groups), "written": written, "without_route": without_route,
@@ -154,7 +166,7 @@ def _write_labels(output_dir: Path, groups: dict, certify_bar: dict[str, dict], 
     census = band_census(groups)
     for mission in sorted({m for m, _ in groups}):
         rows = [with_input_dir_stored(stage_a_record(g["record"], g["status"], review_of(
-            g["record"], g["decisions"], certify_bar.get(mission), census)), output_dir)
+            g["record"], g["decisions"], certify_bar.get(mission), census, g.get("adjudication"))), output_dir)
                 for (m, _), g in sorted(groups.items())
                 if m == mission and g["status"] in (PASS, FAIL) and not g["record"].get("gold")]
         path = output_dir / f"{registry.resolve(mission).stage_a_stem}.jsonl"

@@ -1,6 +1,11 @@
 """From the decisions log to labels, per group: each reviewer's latest decision counts (a later line replaces an earlier
 one only when it continues its history); definite decisions that disagree are a conflict, labelling nothing; `unsure`
-labels nothing; a decided group becomes a Stage-A record with its label and the review that decided it."""
+labels nothing; a decided group becomes a Stage-A record with its label and the review that decided it.
+
+An adjudication (a log line with `adjudication`: {"reason"}, written only by the review app when a lead settles a
+conflict; an export's line never becomes one) settles its group: the latest adjudication's decision is the label,
+whatever the reviewers decided, and the group keeps it beside the reviewers' decisions (`adjudication`). It is not a
+reviewer's decision: agreement and the reviewer table never count it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -45,7 +50,7 @@ def replaces(new: dict, old: dict) -> bool:
 
 
 def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None,
-              census: dict[str, int] | None = None) -> dict:
+              census: dict[str, int] | None = None, adjudication: dict | None = None) -> dict:
     """The `review` record a label carries (stage_b.rules.routes): how the group reached a person, read from the verdict
     line the decision's source file holds (never from the export), when and by whom it was decided, and whether it
     may certify: not when the reviewers who gave the label are all below the agreement bar for its mission (`below`:
@@ -61,8 +66,12 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
            "audit_probability": source_record.get("audit_probability") if route else None,
            **({"band": band, "band_census": bool(census and census.get(band.get("id")) == band.get("groups"))}
               if band and route == REVIEW and source_record.get("review_scope") == GROUP else {}),
-           "decided_at": max((d["decided_at"] for d in decisions), default=None),
+           "decided_at": max([d["decided_at"] for d in decisions]
+                             + ([adjudication["decided_at"]] if adjudication else []), default=None),
            "reviewers": sorted({d["reviewer"] for d in decisions})}
+    if adjudication:   # a lead settled a conflict, with a reason: two people at least stand behind the label
+        out["adjudicated"] = {k: adjudication[k] for k in ("by", "decision", "reason", "decided_at")}
+        return out
     definite = [d for d in decisions if d["decision"] in (PASS, FAIL)]
     weak = [d["reviewer"] for d in definite if (below or {}).get(d["reviewer"], {}).get("status") == "below the bar"]
     if definite and len(weak) == len(definite) and len(definite) < 2:
@@ -100,8 +109,15 @@ def decision_identity(d: dict) -> tuple:
             d["source"].get("line_sha256") or d["source"]["sha256"])
 
 
-class DecisionGroup(TypedDict):
-    """One reviewed group, its reviewers' decisions resolved (resolve)."""
+class Adjudication(TypedDict):
+    """A lead's decision settling a conflict (module doc)."""
+    by: str
+    decision: str
+    reason: str
+    decided_at: str
+
+
+class _DecisionGroup(TypedDict):
     status: str            # PASS or FAIL (the label), "unsure" (nothing definite) or "conflict" (definite, unequal)
     decisions: list[dict]  # each reviewer's latest decision line of the log
     record: dict           # the group's Stage-A record as the newest decision's source held it
@@ -109,13 +125,28 @@ class DecisionGroup(TypedDict):
     route: str | None      # the verdict line's route (stage_b.rules.routes; None on a page without routes)
 
 
+class DecisionGroup(_DecisionGroup, total=False):
+    """One reviewed group, its reviewers' decisions resolved (resolve)."""
+    adjudication: Adjudication   # the lead's, where one settled the group
+
+
+def is_adjudication(d: dict) -> bool:
+    """Whether a log line is a lead's adjudication (module doc) rather than a reviewer's decision."""
+    return isinstance(d.get("adjudication"), dict)
+
+
 def resolve(log: list[dict], gold: bool = False) -> dict[tuple, DecisionGroup]:
     """Per (mission, group id): its DecisionGroup (module doc). Known-answer checks (stage_b.labels.gold: a decision
     on a verdict line marked `gold`) are resolved apart (`gold=True`): a gold check measures its reviewer and never
     replaces or hides the group's label from the day it was reviewed."""
     latest: dict[tuple, dict[str, dict]] = {}
+    settled: dict[tuple, dict] = {}
     for d in log:
         if bool((d.get("record") or {}).get("gold")) != gold:
+            continue
+        if is_adjudication(d):   # the latest in the log settles the group
+            if d["decision"] in (PASS, FAIL):
+                settled[(d["mission"], d["group_id"])] = d
             continue
         mine = latest.setdefault((d["mission"], d["group_id"]), {})
         reviewer = d.get("reviewer") or "anonymous"
@@ -123,12 +154,20 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, DecisionGroup]:
         if old is None or replaces(d, old):
             mine[reviewer] = d
     out: dict[tuple, DecisionGroup] = {}
-    for key, by_reviewer in latest.items():
+    for key in [*latest, *(k for k in settled if k not in latest)]:
+        by_reviewer = latest.get(key, {})
         definite = {d["decision"] for d in by_reviewer.values() if d["decision"] in (PASS, FAIL)}
-        newest = max(by_reviewer.values(), key=_order)
+        newest = max(by_reviewer.values(), key=_order) if by_reviewer else settled[key]
         status = "conflict" if len(definite) > 1 else definite.pop() if definite else "unsure"
-        out[key] = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
-                    "verdict": newest.get("verdict"), "route": newest.get("route")}
+        group: DecisionGroup = {"status": status, "decisions": list(by_reviewer.values()), "record": newest["record"],
+                                "verdict": newest.get("verdict"), "route": newest.get("route")}
+        if key in settled:
+            a = settled[key]
+            group["status"] = a["decision"]
+            group["adjudication"] = {"by": a["reviewer"], "decision": a["decision"],
+                                     "reason": str(a["adjudication"].get("reason") or ""),
+                                     "decided_at": a["decided_at"]}
+        out[key] = group
     return out
 
 

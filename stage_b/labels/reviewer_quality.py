@@ -50,7 +50,7 @@ from collections.abc import Mapping
 
 from stage_b.contract.numbers import pct1
 from stage_b.contract.verdict import FAIL, PASS, label_from_file
-from stage_b.labels.resolve import DecisionGroup
+from stage_b.labels.resolve import DecisionGroup, is_adjudication
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
 FILE = "reviewers.jsonl"
@@ -94,7 +94,7 @@ def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[st
             r["gold_wrong"] += d["decision"] != answer
     first: dict[tuple, dict[str, str]] = {}
     for d in log:
-        if (d.get("record") or {}).get("gold"):
+        if (d.get("record") or {}).get("gold") or is_adjudication(d):   # a lead's adjudication is no review
             continue
         first.setdefault((d["mission"], d["group_id"]), {}).setdefault(d.get("reviewer") or "anonymous",
                                                                         d["decision"])
@@ -220,7 +220,9 @@ def unconfirmed_fails(groups: Mapping[tuple, DecisionGroup], trusted) -> dict[tu
     for key, g in groups.items():
         if g["status"] != FAIL:
             continue
-        by = sorted({d["reviewer"] for d in g["decisions"] if d["decision"] == FAIL})
+        settled = g.get("adjudication")   # a lead who settled it 不通过 is a second person behind it
+        by = sorted({d["reviewer"] for d in g["decisions"] if d["decision"] == FAIL}
+                    | ({settled["by"]} if settled and settled["decision"] == FAIL else set()))
         if len(by) < 2 and not set(by) & set(trusted):
             out[key] = by[0] if by else "anonymous"
     return out

@@ -199,7 +199,9 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
     groups = {key: g for key, g in resolve(log).items() if g["status"] in (PASS, FAIL)}
     trusted = confirmers(reviewer_table(resolve(log, gold=True), log, bar_of(min_gold_accuracy)))
     return Labels({key: g["status"] for key, g in groups.items()},
-                  {key: max(d["decided_at"] for d in g["decisions"]) for key, g in groups.items()},
+                  {key: max([d["decided_at"] for d in g["decisions"]]
+                            + ([g["adjudication"]["decided_at"]] if "adjudication" in g else []))
+                   for key, g in groups.items()},
                   unconfirmed_fails(groups, trusted))
 
 
