@@ -24,7 +24,7 @@ BLIND_FACT = ["route", "blind audit: decide from the photos and summaries; the m
 
 
 def photo_url(card: Card, index: int) -> str:
-    return f"/api/photos/{quote(card.day, safe='')}/{card.id}/{index}"
+    return f"/api/photo?day={quote(card.day, safe='')}&card={card.id}&n={index}"
 
 
 def _summaries(line: dict) -> list[str]:

@@ -159,7 +159,8 @@ def lease(store: Store, card: Card, account: Account, seconds: float = LEASE_SEC
     if row is None or int(row.account_id) == account.id:
         return None
     from datetime import datetime, timezone
-    return {"name": row.name, "until": datetime.fromtimestamp(float(row.until_at), timezone.utc).strftime("%H:%M:%S UTC")}
+    until = datetime.fromtimestamp(float(row.until_at), timezone.utc)
+    return {"name": row.name, "until": until.strftime("%H:%M:%S UTC")}
 
 
 def leases_of(store: Store, day: str) -> dict[str, int]:

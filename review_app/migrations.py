@@ -21,7 +21,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
              disabled INTEGER NOT NULL DEFAULT 0,
              created_at TEXT NOT NULL)""",
         """CREATE TABLE sessions (
-             token_hash TEXT PRIMARY KEY,          -- sha256 of the cookie's random token: a stolen table signs no one in
+             token_hash TEXT PRIMARY KEY,          -- sha256 of the cookie's token: a stolen table signs no one in
              account_id BIGINT NOT NULL REFERENCES accounts(id),
              csrf TEXT NOT NULL,
              created REAL NOT NULL,

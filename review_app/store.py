@@ -219,9 +219,9 @@ class Store:
                 if same is not None:
                     raise StoreError(f"{name!r} is already an account, or looks like the account {same!r} (one "
                                      f"person, one name): give another name, or use {same!r}")
-                self.execute(conn, "INSERT INTO accounts (name, skeleton, role, password_hash, must_change, created_at) "
-                                   "VALUES (:n, :s, :r, :h, 1, :at)", n=name, s=skeleton, r=role, h=password_hash,
-                             at=now_iso())
+                self.execute(conn, "INSERT INTO accounts (name, skeleton, role, password_hash, must_change, "
+                                   "created_at) VALUES (:n, :s, :r, :h, 1, :at)", n=name, s=skeleton, r=role,
+                             h=password_hash, at=now_iso())
         except sa_exc.IntegrityError:
             raise StoreError(f"{name!r} is already an account, or looks like another account's name: give another "
                              f"name") from None
@@ -249,7 +249,8 @@ class Store:
 
     def has_owner(self) -> bool:
         with self.read() as conn:
-            return self.execute(conn, "SELECT count(*) FROM accounts WHERE role = 'owner' AND disabled = 0").scalar() > 0
+            owners = self.execute(conn, "SELECT count(*) FROM accounts WHERE role = 'owner' AND disabled = 0").scalar()
+        return owners > 0
 
     def set_password(self, account_id: int, password_hash: str, must_change: bool) -> None:
         with self.write() as conn:

@@ -235,3 +235,25 @@ def browser():
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
     driver.quit()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The review app's databases: every store and server test runs on SQLite and on PostgreSQL
+# ----------------------------------------------------------------------------------------------------------------
+POSTGRES = os.environ.get("GROUP_QC_TEST_POSTGRES")   # .ci/run starts a server and sets it
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A new, empty database: a SQLite file, or a schema of its own on the PostgreSQL server GROUP_QC_TEST_POSTGRES
+    names (dropped after the test). Without that server the PostgreSQL half skips here and fails under CI."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'group-qc.db'}"
+        return
+    if not POSTGRES:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs PostgreSQL: .ci/run starts one and sets GROUP_QC_TEST_POSTGRES")
+        pytest.skip("no PostgreSQL here: set GROUP_QC_TEST_POSTGRES=postgresql://USER:PASSWORD@HOST/DB")
+    from tests.served import postgres_schema
+    with postgres_schema(POSTGRES) as url:
+        yield url

@@ -13,6 +13,8 @@ import pytest
 
 from stage_b import evaluate
 from stage_b.judging import judge
+from stage_b.rules import acceptances
+from qc_core.checkpoints import file_digest
 from qc_core.paths import resolved
 from stage_b.rules.operating_point import load_operating_point, thresholds_for
 from stage_b.rules.replacement import (ReplacementError, check_words, inherit_targets, numbers_of, weaker_because,
@@ -97,7 +99,7 @@ def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_ac
     point = load_operating_point(path)
     points = thresholds_for(point, path, [A], model=MODEL, adapters=[])
     settings = SimpleNamespace(accept_weaker=None, operating_point=str(path))
-    unaccepted, accepted = judge.unaccepted_weaker(settings, point, points, [A], {})
+    unaccepted, accepted, _ = judge.unaccepted_weaker(settings, point, points, [A], {})
     assert list(unaccepted) == [A] and accepted == () and "promises less than the one it replaces" in unaccepted[A]
     record = {"group_id": "g", "mission": A, "images": ["1.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"}}
     line = verdict_file.verdict_record(record, 0.0, points[A], "通过\n理由: 图片_1 接地线已捆扎",
@@ -105,9 +107,17 @@ def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_ac
     assert (line["route"], line["review_scope"]) == ("review", "mission")
     assert line["review_why"][0].startswith("weaker promise not accepted: this operating point promises less")
     signed = SimpleNamespace(accept_weaker="新摄像头需要更低阈值，王经理签字", operating_point=str(path))
-    assert judge.unaccepted_weaker(signed, point, points, [A], {}) == ({}, (A,))
+    assert judge.unaccepted_weaker(signed, point, points, [A], {}) == ({}, (A,), signed.accept_weaker)
+    # the owner's acceptance recorded beside the operating point (by the review app) accepts it the same way
+    recorded = acceptances.words_of(acceptances.record(path, file_digest(path), "新摄像头需要更低阈值，王经理签字",
+                                                       "王经理", "2026-11-29T08:00:00+00:00"))
+    found = acceptances.recorded(path, file_digest(path))
+    assert judge.unaccepted_weaker(settings, point, points, [A], {}, acceptances.words_of(found)) == \
+        ({}, (A,), recorded)
+    assert "accepted by 王经理 at 2026-11-29T08:00:00+00:00" in recorded
+    assert acceptances.recorded(path, "another digest") is None   # an earlier version of the file accepts nothing
     # a withdrawn mission goes to review for its withdrawal; it needs no acceptance today
-    assert judge.unaccepted_weaker(settings, point, points, [A], {A: "withdrawn"}) == ({}, ())
+    assert judge.unaccepted_weaker(settings, point, points, [A], {A: "withdrawn"}) == ({}, (), None)
 
 
 def test_accepting_when_nothing_is_weaker_is_refused(tmp_path, old_point):
@@ -116,8 +126,8 @@ def test_accepting_when_nothing_is_weaker_is_refused(tmp_path, old_point):
     point = load_operating_point(old_point)
     points = thresholds_for(point, old_point, [A], model=MODEL, adapters=[])
     plain = SimpleNamespace(accept_weaker=None, operating_point=str(old_point))
-    assert judge.unaccepted_weaker(plain, point, points, [A], {}) == ({}, ())
-    assert judge.unaccepted_weaker(plain, None, {}, [A], {}) == ({}, ())
+    assert judge.unaccepted_weaker(plain, point, points, [A], {}) == ({}, (), None)
+    assert judge.unaccepted_weaker(plain, None, {}, [A], {}) == ({}, (), None)
     signed = SimpleNamespace(accept_weaker="accepted by the owner", operating_point=str(old_point))
     with pytest.raises(judge_settings.JudgeError, match="promises nothing weaker"):
         judge.unaccepted_weaker(signed, point, points, [A], {})

@@ -45,6 +45,8 @@ from stage_b.contract.numbers import fmt_p
 from stage_b.rules.operating_point import (load_operating_point, manual_point, OperatingPoint, thresholds_for)
 from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.data.settings import MODE_FIELDS, Selection, selection_from
+from stage_b.rules.acceptances import recorded as recorded_acceptance
+from stage_b.rules.acceptances import words_of
 from stage_b.rules.replacement import unaccepted_why, weaker_missions
 from stage_b.rules.workload import (Pace, day_workload, measured_pace, sentence,
                                     stated_pace)
@@ -104,6 +106,7 @@ class JudgingDay(NamedTuple):
     unmonitored: dict         # {mission: why its certified promise decides nothing without review today}
     unaccepted: dict          # {mission: why its promise, weaker than the replaced one, decides nothing today}
     accepted: tuple           # the missions whose weaker promise the owner accepted in words (--accept_weaker)
+    accepted_words: str | None   # the owner's words: --accept_weaker, or the app's acceptance (rules.acceptances)
     shares: dict              # {mission: {"share", "state", "why"}}: the audit share and inspection state today
     seed: int
     prompts: dict             # {group_key: the model's row}
@@ -182,7 +185,9 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     # a certified promise with neither a monitor's state nor a reason in words decides nothing today (NO_MONITOR)
     unmonitored = {} if op is None or monitor is not None or settings.no_monitor else \
         {m: NO_MONITOR for m in missions if points[m].certified and m not in withdrawn}
-    unaccepted, accepted = unaccepted_weaker(settings, op, points, missions, withdrawn)
+    acceptance = recorded_acceptance(settings.operating_point, op_digest) if op is not None and op_digest else None
+    unaccepted, accepted, words = unaccepted_weaker(settings, op, points, missions, withdrawn,
+                                                    words_of(acceptance) if acceptance else None)
     seed = settings.audit_seed if settings.audit_seed is not None else \
         recorded_seed(settings.output_dir, missions, settings.overwrite)
     if gold:   # known-answer checks join each mission's day (stage_b.labels.gold)
@@ -193,15 +198,17 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
     shares = day_shares(settings.audit_share, op, op_digest, monitor, settings.monitor, by_mission, missions)
     return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn,
-                      unmonitored, unaccepted, accepted, shares, seed, prompts, unjudgeable)
+                      unmonitored, unaccepted, accepted, words, shares, seed, prompts, unjudgeable)
 
 
 def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points: dict, missions: list[str],
-                      withdrawn: dict) -> tuple[dict[str, str], tuple[str, ...]]:
-    """({mission: why}, ()) for the certified missions whose promise is weaker than the replaced one's
-    (stage_b.rules.replacement) when the owner has not accepted it in words, else ({}, those missions); --accept_weaker
-    with nothing to accept is refused (a flag kept in a script from an earlier day must not accept tomorrow's weaker
-    point unseen)."""
+                      withdrawn: dict, recorded_words: str | None = None
+                      ) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+    """({mission: why}, (), None) for the certified missions whose promise is weaker than the replaced one's
+    (stage_b.rules.replacement) when the owner has not accepted it in words, else ({}, those missions, the words):
+    --accept_weaker's, else the owner's acceptance recorded beside the operating point (`recorded_words`,
+    stage_b.rules.acceptances); --accept_weaker with nothing to accept is refused (a flag kept in a script from an
+    earlier day must not accept tomorrow's weaker point unseen)."""
     replaces = (op.extra.get("replaces") if op is not None else None)
     try:
         weaker = weaker_missions(replaces)
@@ -213,11 +220,13 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
             raise JudgeError(f"--accept_weaker: {settings.operating_point or 'the thresholds given'} promises nothing "
                              f"weaker than an operating point it replaces for the missions judged here; drop the "
                              f"flag")
-        return {}, tuple(weaker)
+        return {}, tuple(weaker), settings.accept_weaker
     if not weaker:
-        return {}, ()
+        return {}, (), None
+    if recorded_words:
+        return {}, tuple(weaker), recorded_words
     old = resolved(replaces["path"], Path(settings.operating_point).parent)   # stored relative to the new file
-    return {m: unaccepted_why(why, str(old)) for m, why in weaker.items()}, ()
+    return {m: unaccepted_why(why, str(old)) for m, why in weaker.items()}, (), None
 
 
 def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, seed: int,
@@ -268,7 +277,7 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
             "gold_share": settings.gold_share if settings.gold else None,
             "unmonitored": day.unmonitored.get(mission), "no_monitor": settings.no_monitor,
             "unaccepted": day.unaccepted.get(mission),
-            "accepted_weaker": settings.accept_weaker if mission in day.accepted else None}
+            "accepted_weaker": day.accepted_words if mission in day.accepted else None}
 
 
 def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine: LazyEngine) -> int:
@@ -295,8 +304,7 @@ def judge_mission(settings: JudgeSettings, day: JudgingDay, mission: str, engine
                  if mission in day.withdrawn else "")
               + ("; NOT MONITORED: every group goes to review" if mission in day.unmonitored else "")
               + ("; WEAKER PROMISE NOT ACCEPTED: every group goes to review" if mission in day.unaccepted else "")
-              + (f"; weaker promise accepted: {settings.accept_weaker}"
-                 if settings.accept_weaker and mission in day.accepted else "")
+              + (f"; weaker promise accepted: {day.accepted_words}" if mission in day.accepted else "")
               + (f"; decided without a monitor: {settings.no_monitor}"
                  if settings.no_monitor and point.certified and mission not in day.withdrawn else ""))
         write_jsonl_atomic(errors_path(settings.output_dir, mission), [])   # failed groups are retried now

@@ -65,7 +65,7 @@ def decided_at_problem(text) -> str | None:
     return None
 
 
-class _Sources:
+class SourceFiles:
     """Source files read once: their sha256 and their groups by (mission, group id)."""
 
     def __init__(self, registry):
@@ -154,7 +154,7 @@ def decision_line(shown: dict, decision: str, reviewer: str, source: dict, note:
             "history": history or []}
 
 
-def check_line(rec, where: str, registry, sources: _Sources, unnamed: str = "") -> tuple[dict | None, str | None]:
+def check_line(rec, where: str, registry, sources: SourceFiles, unnamed: str = "") -> tuple[dict | None, str | None]:
     """(the decision, normalised, with the group's Stage-A record; or None) and the problem, if any. `unnamed`: the
     reviewer of lines that name none (--reviewer); without it such a line is refused."""
     problem = _field_problem(rec)
@@ -228,7 +228,7 @@ def _reviewer(rec: dict, unnamed: str) -> tuple[str, str | None]:
         return "", f"reviewer name {exc}; type it so on the page and export again"
 
 
-def _verified_source(rec: dict, mission: str, sources: _Sources) -> tuple[tuple | None, str | None]:
+def _verified_source(rec: dict, mission: str, sources: SourceFiles) -> tuple[tuple | None, str | None]:
     """((the source path, its sha256, the group's line), or the problem): the file found where the page was made or
     relative to the page, and the group's line the one the reviewer saw (its digest), else the whole file unchanged
     (an export from before decisions named their group's line)."""
@@ -296,7 +296,7 @@ def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:
     """Every line of every file checked (module doc); DecisionsError naming each problem as file:line. `unnamed`
     names the reviewer of lines without one (--reviewer)."""
     registry = registry or load_registry()
-    sources, out, problems = _Sources(registry), [], []
+    sources, out, problems = SourceFiles(registry), [], []
     for path in map(Path, files):
         if not path.is_file():
             problems.append(f"{path}: no such decisions file")

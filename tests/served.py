@@ -1,0 +1,121 @@
+"""Builders for the review app's tests: a project folder with judged days over synthetic photos (verdict lines as
+the judge writes them: assigned reviewers and an overlap, blind audits, gold checks, a day without named reviewers),
+accounts signed in over the API, a schema of its own on PostgreSQL, and a real server process on a free port."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from qc_core.jsonl import write_jsonl_atomic
+from stage_b.judging import verdict_file
+from stage_b.rules.operating_point import MissionPoint
+
+MISSIONS = ("BBU接地线检查", "挡风板安装检查")
+POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="a test's")
+PASSWORD = "a long enough password"
+
+
+@contextlib.contextmanager
+def postgres_schema(base: str):
+    """A new schema on the server `base` names, as a SQLAlchemy URL whose connections use it; dropped after."""
+    import psycopg
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    sep = "&" if "?" in base else "?"
+    try:
+        yield "postgresql+psycopg://" + base.split("://", 1)[1] + f"{sep}options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def judged_days(project: Path, synthetic, per_label: int = 2, reviewers=("王工", "李工"), overlap_share: float = 0.5,
+                gold: int = 1, audit_share: float = 1.0) -> dict[str, list[dict]]:
+    """`project/days/day1` judged with named reviewers (an overlap, blind audits, `gold` gold checks per mission) and
+    `project/today` judged without names (one open queue), over synthetic photos in `project/photos`. p_fail alternates
+    so that half the groups are auto-passed (audited at `audit_share`) and half go to review. Returns {day: lines}."""
+    photos = project / "photos"
+    groups = synthetic.groups_of(synthetic.generate(photos / "field", seed=5, groups_per_label=per_label,
+                                                    missions=",".join(MISSIONS), unlabeled=True))
+    out = {}
+    for day, names in (("days/day1", list(reviewers)), ("today", [])):
+        folder = project / day
+        folder.mkdir(parents=True)
+        provenance = {"audit_share": audit_share, "audit_seed": 1, "reviewers": names or None,
+                      "overlap_share": overlap_share if names else None}
+        lines = []
+        for k, g in enumerate(groups):
+            record = {"group_id": f"{day.split('/')[-1]}-{g['group_id']}", "mission": g["mission"], "label": None,
+                      "images": g["images"], "input_dir": str(photos / "field"), "model": "/models/stage-a",
+                      "per_image": {f"图片_{i}": s for i, s in enumerate(g["summaries"], start=1)}}
+            p = 0.9 if k % 2 else 0.1
+            verdict = "不通过" if p >= 0.5 else "通过"
+            reply = f"不通过\n理由: 图片_1 依据（第{k}组）" if verdict == "不通过" else \
+                f"通过\n理由: 各项符合要求（第{k}组）"
+            lines.append(verdict_file.verdict_record(record, p, POINT, reply, provenance))
+        for m in MISSIONS:
+            mine = [v for v in lines if v["mission"] == m]
+            extra = []
+            for j in range(gold):   # a known-answer check: judged like the day's groups, its answer out of sight
+                src = next(g for g in groups if g["mission"] == m)
+                record = {"group_id": f"gold-{m}-{j}", "mission": m, "label": None, "images": src["images"],
+                          "input_dir": str(photos / "field"), "model": "/models/stage-a", "gold_label": "fail",
+                          "gold_from": "labels/earlier.jsonl",
+                          "per_image": {f"图片_{i}": s for i, s in enumerate(src["summaries"], start=1)}}
+                extra.append(verdict_file.verdict_record(record, 0.1, POINT, "通过\n理由: 各项符合要求", provenance))
+            write_jsonl_atomic(verdict_file.verdicts_path(folder, m), mine + extra)
+            out.setdefault(day, []).extend(mine + extra)
+    return out
+
+
+def add_account(store, name: str, role: str, password: str = PASSWORD):
+    """An account whose password is already its own (the one-time one replaced)."""
+    from review_app.accounts import add_account as add, hash_password
+    account, _ = add(store, name, role)
+    store.set_password(account.id, hash_password(password), must_change=False)
+    return account
+
+
+def sign_in(client, name: str, password: str = PASSWORD) -> dict:
+    """Signs `client` in; returns the login answer and sets its CSRF header for later requests."""
+    r = client.post("/api/login", json={"name": name, "password": password})
+    assert r.status_code == 200, r.text
+    client.headers["X-CSRF-Token"] = r.json()["csrf_token"]
+    return r.json()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(project: Path, db: str | None = None, port: int | None = None, *extra: str,
+                 env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`group-qc serve` in a process of its own; returns it and its base URL once it answers."""
+    import httpx
+    port = port or free_port()
+    argv = [sys.executable, "-m", "review_app.serve", "--project", str(project), "--port", str(port), *extra]
+    if db:
+        argv += ["--db", db]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited {proc.returncode}: {proc.stdout.read()}")
+        try:
+            if httpx.get(base + "/api/me", timeout=2).status_code == 401:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the server did not answer within 60 s: {proc.stdout.read()}")
