@@ -67,6 +67,11 @@ def record(store: Store, *, event_id: str, account: Account, card: Card, decisio
                     return blocked
             current = _current(store, conn, card, account, kind)
             if base != current[0]:
+                # a resend whose first copy committed while this one was checking (PostgreSQL reads each statement
+                # at its own moment): the same decision, not a stale one
+                ev = store.execute(conn, "SELECT * FROM decision_events WHERE id = :id", id=event_id).first()
+                if ev is not None and _same(ev, account, card, kind, decision, note, reason):
+                    return Outcome(200, {**_stored(ev), "replayed": True})
                 return Outcome(409, {"error": "this card's decision was changed in another tab or window since this "
                                               "page loaded it: the page now shows the stored decision",
                                      "version": current[0], "decision": current[1], "note": current[2]})

@@ -24,13 +24,13 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
              token_hash TEXT PRIMARY KEY,          -- sha256 of the cookie's token: a stolen table signs no one in
              account_id BIGINT NOT NULL REFERENCES accounts(id),
              csrf TEXT NOT NULL,
-             created REAL NOT NULL,
-             last_seen REAL NOT NULL)""",
+             created DOUBLE PRECISION NOT NULL,
+             last_seen DOUBLE PRECISION NOT NULL)""",
         """CREATE TABLE sign_in_failures (
              subject TEXT PRIMARY KEY,             -- 'name:<skeleton>' or 'client:<address>'
              failures INTEGER NOT NULL,
-             first_at REAL NOT NULL,
-             locked_until REAL NOT NULL)""",
+             first_at DOUBLE PRECISION NOT NULL,
+             locked_until DOUBLE PRECISION NOT NULL)""",
         """CREATE TABLE decision_events (
              seq {seq},
              id TEXT NOT NULL UNIQUE,              -- made by the page: the same id twice is one decision
@@ -65,7 +65,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
              day TEXT NOT NULL,
              card TEXT NOT NULL,
              account_id BIGINT NOT NULL REFERENCES accounts(id),
-             until_at REAL NOT NULL,
+             until_at DOUBLE PRECISION NOT NULL,
              PRIMARY KEY (day, card))""",
         """CREATE TABLE reassignments (
              day TEXT NOT NULL,
