@@ -46,9 +46,14 @@ class SignInRefused(Exception):
         self.status, self.message, self.retry_after = status, message, retry_after
 
 
+_HASHER: list = []   # one PasswordHasher (its parameters are argon2-cffi's defaults); tests may put a cheaper one here
+
+
 def _hasher():
-    from argon2 import PasswordHasher
-    return PasswordHasher()
+    if not _HASHER:
+        from argon2 import PasswordHasher
+        _HASHER.append(PasswordHasher())
+    return _HASHER[0]
 
 
 def hash_password(password: str) -> str:
@@ -162,13 +167,15 @@ def _verify(stored_hash: str, password: str) -> bool:
         return False
 
 
-_dummy: list[str] = []
+_dummy: dict = {}
 
 
 def _DUMMY_HASH() -> str:
-    if not _dummy:
-        _dummy.append(hash_password(secrets.token_urlsafe(16)))
-    return _dummy[0]
+    """A hash of nothing, made with the hasher in use: a sign-in for a name that is no account takes as long."""
+    hasher = _hasher()
+    if hasher not in _dummy:
+        _dummy[hasher] = hash_password(secrets.token_urlsafe(16))
+    return _dummy[hasher]
 
 
 __all__ = ["ROLES", "AccountError", "SignInRefused", "SignedIn", "add_account", "reset_password", "sign_in",

@@ -117,7 +117,7 @@ class Project:
     def day(self, day_id) -> Day | None:
         """The day named `day_id`, read again when its files changed; None for a name that is no day here."""
         folder = self.day_folders().get(day_id) if isinstance(day_id, str) else None
-        if folder is None:
+        if folder is None or not folder.is_dir():   # a day removed since the last scan is gone at once
             return None
         files = sorted(p for p in folder.glob(f"*{VERDICTS_SUFFIX}") if p.is_file() and self._mission_of(p.name))
         try:

@@ -257,3 +257,16 @@ def db_url(request, tmp_path):
     from tests.served import postgres_schema
     with postgres_schema(POSTGRES) as url:
         yield url
+
+
+@pytest.fixture
+def fast_passwords():
+    """argon2id at its lowest cost for the tests of the review app (a sign-in in 1 ms instead of 110 ms); the
+    production parameters are argon2-cffi's defaults (tests/test_review_store.py checks the hash they give)."""
+    from argon2 import PasswordHasher
+
+    from review_app import accounts
+    saved = list(accounts._HASHER)
+    accounts._HASHER[:] = [PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)]
+    yield
+    accounts._HASHER[:] = saved

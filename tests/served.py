@@ -65,7 +65,8 @@ def judged_days(project: Path, synthetic, per_label: int = 2, reviewers=("王工
             extra = []
             for j in range(gold):   # a known-answer check: judged like the day's groups, its answer out of sight
                 src = next(g for g in groups if g["mission"] == m)
-                record = {"group_id": f"gold-{m}-{j}", "mission": m, "label": None, "images": src["images"],
+                record = {"group_id": f"day0-{src['group_id']}-{j}", "mission": m, "label": None,
+                          "images": src["images"],
                           "input_dir": str(photos / "field"), "model": "/models/stage-a", "gold_label": "fail",
                           "gold_from": "labels/earlier.jsonl",
                           "per_image": {f"图片_{i}": s for i, s in enumerate(src["summaries"], start=1)}}
@@ -119,3 +120,42 @@ def start_server(project: Path, db: str | None = None, port: int | None = None, 
             time.sleep(0.1)
     proc.kill()
     raise AssertionError(f"the server did not answer within 60 s: {proc.stdout.read()}")
+
+
+ACCOUNTS = (("王工", "reviewer"), ("李工", "reviewer"), ("张工", "reviewer"), ("组长", "lead"), ("老板", "owner"))
+
+
+def build_app(db_url: str, tmp_path: Path, synthetic, settings=None, **days):
+    """(the app, its store, the project folder, {day: verdict lines}) over judged_days, with ACCOUNTS, the labels
+    writer not started (a test runs it: app.state.ctx.writer.run_once())."""
+    from review_app.app import create_app
+    from review_app.project import Project
+    from review_app.store import Store
+    project = tmp_path / "project"
+    project.mkdir()
+    lines = judged_days(project, synthetic, **days)
+    store = Store(db_url)
+    store.migrate()
+    for name, role in ACCOUNTS:
+        add_account(store, name, role)
+    return create_app(store, Project(project), settings, start_writer=False), store, project, lines
+
+
+def client_of(app, name: str | None = None):
+    """A browser of its own (its own cookies) on the app, signed in as `name` when given."""
+    from fastapi.testclient import TestClient
+    client = TestClient(app)
+    if name:
+        sign_in(client, name)
+    return client
+
+
+def decide(client, day: str, card: str, decision: str = "不通过", base: int = 0, note: str = "", event_id=None):
+    return client.post("/api/decisions", json={"id": event_id or uuid.uuid4().hex, "day": day, "card": card,
+                                               "decision": decision, "note": note, "base": base})
+
+
+def queue_of(client, day: str, **params) -> list[dict]:
+    r = client.get("/api/queue", params={"day": day, **params})
+    assert r.status_code == 200, r.text
+    return r.json()["cards"]

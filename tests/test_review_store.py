@@ -16,6 +16,8 @@ from review_app.project import Card
 from review_app.store import Store, StoreError
 from tests.served import PASSWORD, add_account
 
+pytestmark = pytest.mark.usefixtures("fast_passwords")
+
 
 @pytest.fixture
 def store(db_url):
@@ -31,7 +33,7 @@ def _card(n: int = 1, day: str = "days/day1") -> Card:
                 (), False, n)
 
 
-# -- schema --------------------------------------------------------------------------------------------------------------
+# -- schema ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("start", range(0, LATEST))
 def test_a_database_at_every_earlier_version_migrates_with_its_data(db_url, start):
     """Planted: a migration that recreates a table (its rows lost), or one applied twice, fails here."""
@@ -64,8 +66,8 @@ def test_every_migration_is_numbered_in_order():
 
 
 # -- accounts --------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("second", ["王 工", "王　工", "REVIEWER-DAY4", "ｒｅｖｉｅｗｅｒ－ｄａｙ４", "reviewer\u2011day4",
-                                    "reviewer - day4", "r\u0435viewer-day4"])
+@pytest.mark.parametrize("second", ["王 工", "王　工", "REVIEWER-DAY4", "ｒｅｖｉｅｗｅｒ－ｄａｙ４",
+                                    "reviewer\u2011day4", "reviewer - day4", "r\u0435viewer-day4"])
 def test_a_look_alike_of_an_account_name_is_refused(store, second):
     """One person, one name: a second spelling of an account is no second account (planted: the skeleton's look-alike
     table emptied lets the Cyrillic е through)."""
@@ -130,7 +132,7 @@ def test_a_session_ends_when_it_is_idle_or_old_and_a_sign_in_rotates_it(store):
     assert store.session(fourth.token, t, 60, 3600) is None
 
 
-# -- decisions ---------------------------------------------------------------------------------------------------------
+# -- decisions -------------------------------------------------------------------------------------------------------
 def test_a_decision_is_stored_once_per_id_and_versions_refuse_a_stale_write(store):
     """The API's contract on the store (planted: the id check after the version check answers a resend with 409)."""
     a = add_account(store, "王工", "reviewer")
@@ -211,3 +213,18 @@ def test_reassignments_move_cards_and_follow_a_second_move(store):
     decision_store.reassign(store, "d", ["c1"], "李工", "张工", lead)      # moved on from its current holder
     decision_store.reassign(store, "d", ["c2"], "李工", "王工", lead)      # back to the judge's own name
     assert decision_store.moves_of(store, "d") == {"c1": {"王工": "张工"}}
+
+
+def test_passwords_are_hashed_with_argon2id_at_its_recommended_cost():
+    """The production hasher (the fast_passwords fixture is not used here): argon2id, RFC 9106's second recommended
+    setting as argon2-cffi ships it, never the password itself."""
+    from argon2 import PasswordHasher
+    saved = list(accounts._HASHER)
+    accounts._HASHER.clear()
+    try:
+        digest = accounts.hash_password("a long enough password")
+    finally:
+        accounts._HASHER[:] = saved
+    params = PasswordHasher().time_cost, PasswordHasher().memory_cost
+    assert digest.startswith("$argon2id$") and f"m={params[1]},t={params[0]}" in digest
+    assert "a long enough password" not in digest
