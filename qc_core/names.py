@@ -68,10 +68,11 @@ _LOOK_ALIKES = str.maketrans({
 
 def name_skeleton(name: str) -> str:
     """What a name looks like to a reader, for telling two people apart: two names with one skeleton are one person
-    typed two ways (`REVIEWER-DAY4`, full-width `ｒｅｖｉｅｗｅｒ－ｄａｙ４`, `reviewer‑day4` with U+2011, `reviewer - day4`,
-    a Cyrillic `е`). After the name rule: NFKC (full-width and compatibility forms), case folded, every space,
-    punctuation mark and invisible character dropped, and look-alike letters of other scripts read as the Latin letter
-    they show (_LOOK_ALIKES, after UTS #39's skeleton). `王工` and `王 工` share one; `王工` and `李工` do not."""
+    typed two ways (`REVIEWER-DAY4`, full-width `ｒｅｖｉｅｗｅｒ－ｄａｙ４`, `reviewer‑day4` with U+2011,
+    `reviewer - day4`, a Cyrillic `е`). After the name rule: NFKC (full-width and compatibility forms), case
+    folded, every space, punctuation mark and invisible character dropped, and look-alike letters of other scripts
+    read as the Latin letter they show (_LOOK_ALIKES, after UTS #39's skeleton). `王工` and `王 工` share one; `王工`
+    and `李工` do not."""
     text = unicodedata.normalize("NFKC", str(name)).casefold()
     kept = "".join(c for c in text if unicodedata.category(c)[0] not in "ZPC")
     return unicodedata.normalize("NFKC", kept.translate(_LOOK_ALIKES))

@@ -24,6 +24,7 @@ from review_app.project import Card
 from review_app.store import Account, Store, now, now_iso
 
 LEASE_SECONDS = 300
+MARK_CHUNK = 200
 DECISION = "decision"
 ADJUDICATION = "adjudication"
 
@@ -237,25 +238,31 @@ def acceptances(store: Store) -> list[dict]:
 
 
 # -- what the labels sync reads ----------------------------------------------------------------------------------------
-def unsynced(store: Store, limit: int = 5000) -> list:
+def unsynced(store: Store, limit: int = 2000) -> list:
     with store.read() as conn:
         return store.execute(conn, "SELECT e.*, a.name FROM decision_events e JOIN accounts a ON a.id = e.account_id "
                                    "WHERE e.synced = 0 ORDER BY e.seq LIMIT :n", n=limit).all()
 
 
-def history(store: Store, day: str, card: str, account_id: int, up_to: int) -> list:
+def histories(store: Store, days: set[str]) -> dict[tuple, list]:
+    """{(day, card, account id): its decision events in version order} for the given days (one query)."""
+    out: dict[tuple, list] = {}
     with store.read() as conn:
-        return store.execute(conn, "SELECT e.*, a.name FROM decision_events e JOIN accounts a ON a.id = e.account_id "
-                                   "WHERE e.day = :d AND e.card = :c AND e.account_id = :a AND e.kind = 'decision' "
-                                   "AND e.version <= :v ORDER BY e.version", d=day, c=card, a=account_id,
-                             v=up_to).all()
+        for day in sorted(days):
+            rows = store.execute(conn, "SELECT e.*, a.name FROM decision_events e JOIN accounts a ON "
+                                       "a.id = e.account_id WHERE e.day = :d AND e.kind = 'decision' "
+                                       "ORDER BY e.version", d=day).all()
+            for r in rows:
+                out.setdefault((r.day, r.card, int(r.account_id)), []).append(r)
+    return out
 
 
 def mark_synced(store: Store, ids: list[str]) -> None:
-    with store.write() as conn:
-        for event_id in ids:
-            store.execute(conn, "UPDATE decision_events SET synced = 1, sync_problem = NULL WHERE id = :id",
-                          id=event_id)
+    from sqlalchemy import text
+    for k in range(0, len(ids), MARK_CHUNK):   # short transactions: a reviewer's write never waits long on this one
+        with store.write() as conn:
+            conn.execute(text("UPDATE decision_events SET synced = 1, sync_problem = NULL WHERE id = :id"),
+                         [{"id": event_id} for event_id in ids[k:k + MARK_CHUNK]])
 
 
 def mark_problem(store: Store, event_id: str, why: str) -> None:

@@ -3,15 +3,10 @@ the judge writes them: assigned reviewers and an overlap, blind audits, gold che
 accounts signed in over the API, a schema of its own on PostgreSQL, and a real server process on a free port."""
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
+from group_qc_dev.review_load import free_port, postgres_schema, start_server  # noqa: F401  (shared)
 from qc_core.jsonl import write_jsonl_atomic
 from stage_b.judging import verdict_file
 from stage_b.rules.operating_point import MissionPoint
@@ -19,21 +14,6 @@ from stage_b.rules.operating_point import MissionPoint
 MISSIONS = ("BBU接地线检查", "挡风板安装检查")
 POINT = MissionPoint(threshold=0.5, threshold_fail=0.5, review_margin=0.0, certified=True, promise="a test's")
 PASSWORD = "a long enough password"
-
-
-@contextlib.contextmanager
-def postgres_schema(base: str):
-    """A new schema on the server `base` names, as a SQLAlchemy URL whose connections use it; dropped after."""
-    import psycopg
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-    sep = "&" if "?" in base else "?"
-    try:
-        yield "postgresql+psycopg://" + base.split("://", 1)[1] + f"{sep}options=-csearch_path%3D{name}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def judged_days(project: Path, synthetic, per_label: int = 2, reviewers=("王工", "李工"), overlap_share: float = 0.5,
@@ -90,36 +70,6 @@ def sign_in(client, name: str, password: str = PASSWORD) -> dict:
     assert r.status_code == 200, r.text
     client.headers["X-CSRF-Token"] = r.json()["csrf_token"]
     return r.json()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(project: Path, db: str | None = None, port: int | None = None, *extra: str,
-                 env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`group-qc serve` in a process of its own; returns it and its base URL once it answers."""
-    import httpx
-    port = port or free_port()
-    argv = [sys.executable, "-m", "review_app.serve", "--project", str(project), "--port", str(port), *extra]
-    if db:
-        argv += ["--db", db]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the server exited {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(base + "/api/me", timeout=2).status_code == 401:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"the server did not answer within 60 s: {proc.stdout.read()}")
 
 
 ACCOUNTS = (("王工", "reviewer"), ("李工", "reviewer"), ("张工", "reviewer"), ("组长", "lead"), ("老板", "owner"))

@@ -155,7 +155,7 @@ def test_a_decision_is_stored_once_per_id_and_versions_refuse_a_stale_write(stor
     assert decision_store.sync_state(store)["stored"] == 3
     rows = {(r["name"], r["version"], r["decision"]) for r in decision_store.decisions_of_day(store, card.day)}
     assert rows == {("王工", 2, "通过"), ("李工", 1, "不通过")}
-    events = decision_store.history(store, card.day, card.id, a.id, 2)
+    events = decision_store.histories(store, {card.day})[(card.day, card.id, a.id)]
     assert [(e.version, e.decision) for e in events] == [(1, "不通过"), (2, "通过")]
 
 

@@ -71,6 +71,7 @@ class SourceFiles:
     def __init__(self, registry):
         self.registry = registry
         self.files: dict[str, tuple[str, dict] | str] = {}
+        self.bands: dict[tuple[str, str], dict | None] = {}   # a file's band per mission, worked out once
 
     def locate(self, source: dict, page) -> tuple[str, tuple[str, dict] | str]:
         """(the path, its facts) of a decision's source: where the page was made from, else relative to the page the
@@ -90,6 +91,11 @@ class SourceFiles:
         """The review band of a verdict file's mission: the groups the judge sent to review for their own p_fail or
         reply (route review, scope group; gold checks aside), named by a digest of their ids and counted. A label of
         such a group counts in a bound only when every group of its band was decided (stage_b.rules.routes)."""
+        if (str(path), mission) not in self.bands:
+            self.bands[(str(path), mission)] = self._band(path, mission)
+        return self.bands[(str(path), mission)]
+
+    def _band(self, path, mission: str) -> dict | None:
         facts = self.get(str(path))
         if isinstance(facts, str):
             return None
