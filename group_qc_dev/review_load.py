@@ -131,7 +131,7 @@ def free_port() -> int:
 
 
 def start_server(project: Path, db: str | None = None, *extra: str, port: int | None = None,
-                 env: dict | None = None, timeout: float = 60) -> tuple[subprocess.Popen, str]:
+                 env: dict | None = None, timeout: float = 60, preexec_fn=None) -> tuple[subprocess.Popen, str]:
     """`group-qc serve` in a process of its own; returns it and its base URL once it answers."""
     import httpx
     port = port or free_port()
@@ -139,7 +139,7 @@ def start_server(project: Path, db: str | None = None, *extra: str, port: int | 
     if db:
         argv += ["--db", db]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -71,7 +71,13 @@ def shown_url(url: str) -> str:
 
 
 def sqlite_path(url: str) -> Path | None:
-    return Path(url.split(":///", 1)[1]) if url.startswith("sqlite:///") else None
+    """The file of a SQLite URL (`sqlite:///PATH`, or `sqlite:///file:PATH?mode=ro&uri=true`); None for another."""
+    if not url.startswith("sqlite:///"):
+        return None
+    rest = url.split(":///", 1)[1]
+    if rest.startswith("file:"):
+        rest = rest[len("file:"):].split("?", 1)[0]
+    return Path(rest)
 
 
 def _explain(exc: Exception, url: str) -> StoreError:

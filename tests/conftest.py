@@ -250,6 +250,16 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'group-qc.db'}"
         return
+    yield from _postgres()
+
+
+@pytest.fixture
+def postgres_url():
+    """A schema of its own on the PostgreSQL server (db_url's PostgreSQL half), for the tests of PostgreSQL alone."""
+    yield from _postgres()
+
+
+def _postgres():
     if not POSTGRES:
         if os.environ.get("CI"):
             pytest.fail("CI needs PostgreSQL: .ci/run starts one and sets GROUP_QC_TEST_POSTGRES")

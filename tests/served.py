@@ -109,3 +109,64 @@ def queue_of(client, day: str, **params) -> list[dict]:
     r = client.get("/api/queue", params={"day": day, **params})
     assert r.status_code == 200, r.text
     return r.json()["cards"]
+
+
+class TcpProxy:
+    """A TCP relay from a local port to `target` (host, port) that a test can cut and restore: a database server
+    unreachable mid-day without stopping the one every other test uses."""
+
+    def __init__(self, target: tuple[str, int]):
+        import socket
+        import threading
+        self.target, self.port, self._threading, self._socket = target, free_port(), threading, socket
+        self._conns: list = []
+        self._server = None
+        self.start()
+
+    def start(self) -> None:
+        s = self._socket.socket()
+        s.setsockopt(self._socket.SOL_SOCKET, self._socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(64)
+        self._server = s
+        self._threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def _accept(self, server) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            upstream = self._socket.create_connection(self.target)
+            self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        """The server is unreachable: the listener and every connection closed."""
+        try:
+            self._server.shutdown(self._socket.SHUT_RDWR)   # wakes the accept() blocked on it
+        except OSError:
+            pass
+        self._server.close()
+        for c in self._conns:
+            try:
+                c.shutdown(self._socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
+        self._conns.clear()
