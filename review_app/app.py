@@ -482,6 +482,10 @@ def _page_routes(app: FastAPI, ctx: Context) -> None:
     for name in PAGES:
         app.add_api_route(f"/{name}", page_response(name), methods=["GET"], include_in_schema=False)
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon():
+        return Response(status_code=204)
+
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str):
         return static_response(name)

@@ -218,9 +218,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium. Missing here it skips; in CI (.ci/run installs it) it fails instead."""
+def chrome(window: str = "1280,1600"):
+    """A headless Chromium of its own (its own profile: its own cookies and storage). Missing here it skips; in CI
+    (.ci/run installs it) it fails instead."""
     if not (CHROMIUM and CHROMEDRIVER):
         if os.environ.get("CI"):
             pytest.fail("CI needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
@@ -230,9 +230,25 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,1600", "--allow-file-access-from-files"):
+                 f"--window-size={window}", "--allow-file-access-from-files", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (chrome())."""
+    driver = chrome()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def second_browser():
+    """Another headless Chromium, for a second person signed in at the same time."""
+    driver = chrome()
     yield driver
     driver.quit()
 

@@ -17,10 +17,16 @@
     catch (e) { GQ.notice("This browser cannot keep unsent decisions (storage full or off): keep this tab open until they are sent.", "warn"); }
   }
   var outbox = [];
+  var draftsKey = function () { return "gq-drafts:" + location.host + ":" + me.name; };
+  var drafts = {};   // notes typed on cards not decided yet, kept in this browser until they go with the decision
+  function saveDrafts() { try { localStorage.setItem(draftsKey(), JSON.stringify(drafts)); } catch (e) { /* memory keeps them */ } }
 
   function pendingFor(cardId) { return outbox.filter(function (op) { return op.card === cardId && op.day === day; }); }
   function shownDecision(c) { var p = pendingFor(c.card); return p.length ? p[p.length - 1].decision : c.decision; }
-  function shownNote(c) { var p = pendingFor(c.card); return p.length ? p[p.length - 1].note : c.note; }
+  function shownNote(c) {
+    if (drafts[day + "|" + c.card] !== undefined) return drafts[day + "|" + c.card];
+    var p = pendingFor(c.card); return p.length ? p[p.length - 1].note : c.note;
+  }
   function nextBase(c) { var p = pendingFor(c.card); return p.length ? p[p.length - 1].base + 1 : c.version; }
 
   // -- the header and the list ------------------------------------------------------------------------------------
@@ -123,6 +129,8 @@
     if (!fromUndo) undo.push({card: c.card, before: before || null});
     outbox.push(op);
     saveOutbox(outbox);
+    delete drafts[day + "|" + c.card];
+    saveDrafts();
     delete messages[c.card];
     status[c.card] = "waiting";
     drawRow(i);
@@ -133,7 +141,11 @@
   }
   function noteChanged(i, text) {
     var c = cards[i], d = shownDecision(c);
-    if (d) decide(i, d, text, true);   // a note is part of the decision: stored with it
+    if (text === (shownNote(c) || "")) return;
+    if (d) { decide(i, d, text, true); return; }   // a note is part of the decision: stored with it
+    drafts[day + "|" + c.card] = text;              // kept until the card is decided
+    saveDrafts();
+    GQ.notice("note kept: it is saved with your decision on " + c.group_id);
   }
   function undoLast() {
     var last = undo.pop();
@@ -278,6 +290,7 @@
     if (!who) return;
     me = who;
     outbox = loadOutbox();
+    try { drafts = JSON.parse(localStorage.getItem(draftsKey()) || "{}") || {}; } catch (e) { drafts = {}; }
     return GQ.api("GET", "/api/days").then(function (r) {
       var days = (r.body && r.body.days) || [];
       day = GQ.query("day") || (days.find(function (d) { return d.decided < d.cards; }) || days[0] || {}).day;
