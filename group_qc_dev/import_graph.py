@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # The layers, lowest first: a module may import its own package and any package before it, never one after it.
-LAYERS = ("qc_core", "review", "stage_a", "stage_b", "swift_plugins", "group_qc_dev")
+LAYERS = ("qc_core", "review", "stage_a", "stage_b", "swift_plugins", "review_app", "group_qc_dev", "group_qc")
 
 
 def module_name(path: Path) -> str:

@@ -52,15 +52,16 @@ def answer(card: Card) -> dict:
 def card_view(card: Card, mine: dict | None, assigned: list[str], decided_by: list[str] | None = None) -> dict:
     """The card as the API sends it (module doc); `mine`: this account's decision {version, decision, note}."""
     summaries = _summaries(card.line)
-    images = card.line.get("images") if isinstance(card.line.get("images"), list) else []
+    images = card.line.get("images")
+    count = len(images) if isinstance(images, list) else 0
     defects = set(defect_photos(summaries, card.mission))
-    shown = None if card.blind else answer(card)
-    cited = set(shown["cited"]) if shown else set()
+    shown: dict = {"facts": [BLIND_FACT], "reason": None, "reply": None, "cited": []} if card.blind else answer(card)
+    cited = set(shown["cited"])
     photos = [{"url": photo_url(card, i), "key": image_key(i), "summary": summaries[i - 1] if i <= len(summaries)
-               else "", "cited": i in cited, "defect": i in defects} for i in range(1, len(images) + 1)]
+               else "", "cited": i in cited, "defect": i in defects} for i in range(1, count + 1)]
     view = {"card": card.id, "day": card.day, "mission": card.mission, "group_id": card.group_id,
-            "blind": card.blind, "photos": photos, "facts": [BLIND_FACT] if card.blind else shown["facts"],
-            "reason": None if card.blind else shown["reason"], "reply": None if card.blind else shown["reply"],
+            "blind": card.blind, "photos": photos, "facts": shown["facts"], "reason": shown["reason"],
+            "reply": shown["reply"],
             "assigned": list(assigned), "version": (mine or {}).get("version", 0),
             "decision": (mine or {}).get("decision"), "note": (mine or {}).get("note", ""),
             "decided_by": list(decided_by or [])}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 from qc_core.errors import UserError
 from qc_core.jsonl import LockedError
@@ -96,7 +97,7 @@ class LabelsWriter:
     def __init__(self, store: Store, project: Project):
         self.store, self.project = store, project
         self._state: dict = {"last_run": None, "added": 0, "error": None}
-        self._process = None
+        self._process: Any = None
         self._lock = threading.Lock()
 
     @property

@@ -66,11 +66,11 @@ def _users(args) -> int:
         elif args.action == "reset":
             print(f"password: {reset_password(store, args.name)}")
         else:
-            account = store.account_by_name(args.name)
-            if account is None:
+            found = store.account_by_name(args.name)
+            if found is None:
                 raise AccountError(f"no account {args.name!r}: group-qc users list shows them")
-            store.set_disabled(account.id, args.action == "disable")
-            print(f"{account.name}: {args.action}d")
+            store.set_disabled(found.id, args.action == "disable")
+            print(f"{found.name}: {args.action}d")
     finally:
         store.close()
     return 0

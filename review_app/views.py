@@ -143,7 +143,7 @@ def monitor_view(project: Project) -> list[dict]:
         except (UserError, OSError, ValueError) as exc:
             out.append({"file": relative(project, path), "error": str(exc)})
             continue
-        missions = {}
+        missions: dict[str, dict] = {}
         for name, m in monitor["missions"].items():
             missions[name] = {"state": m["state"], "status": m["status"], "why": m["why"],
                               "next_audit_share": m["next_audit_share"], "withdrawn_day": m.get("withdrawn_day"),
@@ -153,8 +153,9 @@ def monitor_view(project: Project) -> list[dict]:
                                                                "escape_detector", "status", "next_audit_share")}
                                        for d in m["days"]]}
         plot = path.parent / "monitor.png"
-        out.append({"file": relative(project, path), "created_at": monitor["created_at"], "missions": missions,
-                    "plot": relative(project, plot) if plot.is_file() else None})
+        view: dict = {"file": relative(project, path), "created_at": monitor["created_at"], "missions": missions,
+                      "plot": relative(project, plot) if plot.is_file() else None}
+        out.append(view)
     return out
 
 

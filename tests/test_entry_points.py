@@ -32,7 +32,7 @@ def test_every_command_the_docs_name_is_a_console_script_and_a_module():
     (its shim, where the module moved into a subpackage) runs the same main."""
     import re
     import tomllib
-    listed = set(re.findall(r"`(group-qc-[a-z-]+)`", (REPO / "docs" / "commands.md").read_text(encoding="utf-8")))
+    listed = set(re.findall(r"`(group-qc(?:-[a-z-]+)?)`", (REPO / "docs" / "commands.md").read_text(encoding="utf-8")))
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert listed and listed == set(scripts), "docs/commands.md and pyproject.toml name different console commands"
     from tests.helpers import docs_text
@@ -175,3 +175,14 @@ def test_the_readme_sft_infer_and_rescore_commands_run_as_printed(tiny_qwen2_5_v
     assert any(json.loads(line).get("loss", 0) > 0 for line in logs)   # SFT trained on the replies
     metrics = json.loads((tmp_path / "output" / "eval" / "infer" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["overall"]["n"] == len((tmp_path / "output" / "infer.jsonl").read_text().splitlines()) > 0
+
+
+def test_group_qc_routes_each_command_to_its_module():
+    """`group-qc <command>` runs the command's own main (group_qc.cli); an unknown command says which exist."""
+    from group_qc.cli import COMMANDS, main
+    for name, (module, _) in COMMANDS.items():
+        assert callable(importlib.import_module(module).main), name
+    assert main(["--help"]) == 0 and main(["no-such-command"]) == 2
+    run = subprocess.run([sys.executable, "-m", "group_qc", "users", "--help"], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert run.returncode == 0 and "group-qc users" in run.stdout

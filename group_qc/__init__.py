@@ -1,0 +1,1 @@
+"""`group-qc <command>`: one entry to the commands of group-qc (group_qc.cli)."""

@@ -1,0 +1,5 @@
+import sys
+
+from group_qc.cli import main
+
+sys.exit(main())
