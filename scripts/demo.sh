@@ -236,16 +236,37 @@ echo "  their reason:"
 "$PY" -m group_qc_dev.score_judge --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
   --operating_point "$OUT/eval/grpo/operating_point.json" --json "$OUT/today_scores.json"
 
-step "9/10 the reviewer closes the loop: flagged groups decided, imported as labels, the promises certified again"
-rm -rf "$OUT/labels" "$OUT/eval/recertified" "$OUT/days" "$OUT"/photos/day{2,3,4,5}
+step "9/10 the reviewers close the loop in the review app: flagged groups decided, labels as they are saved, the promises certified again"
+rm -rf "$OUT/labels" "$OUT/eval/recertified" "$OUT/days" "$OUT"/photos/day{2,3,4,5} "$OUT"/group-qc.db* "$OUT/accounts.json"
+# The review app (group-qc serve) over the demo's folder, on loopback: accounts first (there is no default account;
+# each gets a one-time password its first sign-in replaces), then the server. The demo's people play their part over
+# HTTP as the pages do (group_qc_dev/play_served.py); their decisions become labels in $OUT/labels as they are saved.
+ACCOUNTS="$OUT/accounts.json"
+for who in owner:owner lead:lead reviewer-a:reviewer reviewer-b:reviewer; do
+  "$PY" -m group_qc users add "${who%%:*}" --role "${who##*:}" --project "$OUT" | sed -n "s/^password: /${who%%:*} /p"
+done | "$PY" -c 'import json, sys; json.dump(dict(line.split() for line in sys.stdin), open(sys.argv[1], "w"))' "$ACCOUNTS"
+PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+APP="http://127.0.0.1:$PORT"
+"$PY" -m group_qc serve --project "$OUT" --port "$PORT" > "$OUT/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill -INT "$SERVER" 2> /dev/null; wait "$SERVER" 2> /dev/null' EXIT
+"$PY" -c 'import sys, time, urllib.request, urllib.error
+for _ in range(300):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/api/me")
+    except urllib.error.HTTPError:
+        sys.exit(0)   # 401: it answers
+    except OSError:
+        time.sleep(0.1)
+sys.exit("the review app did not start: see the serve log")' "$APP" || { cat "$OUT/serve.log"; exit 1; }
+echo "  the review app: $APP (group-qc serve --project $OUT; accounts owner, lead, reviewer-a, reviewer-b)"
 # the work orders of days 2 and 3 (step 10) arrive; day 2's are summarized meanwhile, in the background
 "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day2" --seed 12 --groups_per_label "$DAY_GROUPS" --unlabeled > /dev/null
 "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day3" --seed 13 --groups_per_label "$DAY_GROUPS" --unlabeled \
   --fail_factor 3 > /dev/null
 summarize_ahead "$OUT/photos/day2" "$OUT/days/day2"; DAY_AHEAD_2=$AHEAD
-"$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/today" --verdicts_dir "$OUT/today" \
-  --out "$OUT/today/decisions.jsonl" | sed 's/^/  /'
-"$PY" -m stage_b.decisions --decisions "$OUT/today/decisions.jsonl" --output_dir "$OUT/labels" | sed 's/^/  /'
+"$PY" -m group_qc_dev.play_served --server "$APP" --accounts "$ACCOUNTS" --photos "$OUT/photos/today" --day today \
+  --day_folder "$OUT/today" --reviewers reviewer-a reviewer-b --lead lead | sed 's/^/  /'
 "$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" \
   --stage_a_files "$OUT/stage_a/*_stage_a.jsonl,$OUT/labels/*_stage_a.jsonl" --split held_out \
   --output_dir "$OUT/eval/recertified" --overwrite --max_new_tokens 32 \
@@ -308,15 +329,11 @@ c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") !
       stage_a_extra="$STAGE_A_EXTRA" judge_extra="--max_new_tokens 32" \
       2>&1 | grep -E "PROMISE WITHDRAWN|decided without review|promise withdrawn|inspection tightened" \
       | sed -E 's/; threshold .*; inspection/: inspection/; s/^/     /'
-    "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
-      --out "$OUT/days/day$day/decisions.jsonl" --reviewer "reviewer-day$day" | sed 's/^/     /'
-    # an escape one reviewer alone found moves no bound until a second person confirms it: the lead decides those
-    "$PY" -m group_qc_dev.play_reviewer --photos "$OUT/photos/day$day" --verdicts_dir "$OUT/days/day$day" \
-      --out "$OUT/days/day$day/decisions-lead.jsonl" --reviewer "lead" \
-      --confirm_escapes_of "$OUT/days/day$day/decisions.jsonl" | sed 's/^/     lead, the escapes found: /'
-    "$PY" -m stage_b.decisions --decisions "$OUT/days/day$day/decisions.jsonl" \
-      "$OUT/days/day$day/decisions-lead.jsonl" --output_dir "$OUT/labels" \
-      | grep -E "decision\(s\) added|escape waiting" | sed 's/^/     /'
+    # the day appears in the review app as soon as it is judged; two reviewers share its queue. An escape one
+    # reviewer alone found moves no bound until a second person confirms it: the lead decides those
+    "$PY" -m group_qc_dev.play_served --server "$APP" --accounts "$ACCOUNTS" --photos "$OUT/photos/day$day" \
+      --day "days/day$day" --day_folder "$OUT/days/day$day" --reviewers reviewer-a reviewer-b --lead lead \
+      --confirm_escapes | sed 's/^/     /'
   done
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
     --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > "$OUT/days/monitor.log"
@@ -337,5 +354,7 @@ echo "Reports: $OUT/eval/start/report.md  $OUT/eval/grpo/report.md   Training pl
 echo "Verdicts: $OUT/today/*_verdicts.jsonl   Operating points: $OUT/eval/grpo/operating_point.json, then with the"
 echo "  reviewed groups $OUT/eval/recertified/operating_point.json   Labels from the review: $OUT/labels/"
 echo "Review pages (open in a browser): $OUT/eval/grpo/review/index.html  $OUT/today/review/index.html"
+echo "The review app, again: group-qc serve --project $OUT, then sign in as owner, lead, reviewer-a or reviewer-b"
+echo "  (their passwords: $OUT/accounts.json)"
 echo "Promises on live work: $OUT/days/monitor/index.html (monitor.json beside it)"
 echo "Total: $(( $(date +%s) - START )) s"
