@@ -19,7 +19,8 @@ from pathlib import Path
 from qc_core.errors import UserError
 from qc_core.exits import EXIT_ERROR, EXIT_LOCKED
 from qc_core.jsonl import LockedError
-from review_app.app import Settings, create_app
+from review_app.access import Settings
+from review_app.app import create_app
 from review_app.project import Project
 from review_app.store import Store, database_url, shown_url, single_server
 from stage_b.contract.bounds import in_range

@@ -1,8 +1,9 @@
-"""The daily loop runs as docs/from_photos_to_the_daily_loop.md writes it: steps 3 (certify), 4 (the first day and
-the reviewers' import) and 5 (certify again with --replaces, then the next day), each bash block run as it stands
-from a project folder, on a copy of a real GRPO run, the tiny model and synthetic work orders. Only what the page
-leaves to the reader comes from the test: `M` (the page's first block names a real checkpoint) and the reviewers'
-exported files in ~/Downloads (a review page's download, written through the page's own line format)."""
+"""The daily loop runs as docs/from_photos_to_the_daily_loop.md writes it: steps 3 (certify), 4 (the first day, the
+review app's accounts and server, the reviewers' decisions) and 5 (certify again with --replaces, then the next day),
+each bash block run as it stands from a project folder, on a copy of a real GRPO run, the tiny model and synthetic
+work orders. Only what the page leaves to people comes from the test: `M` (the page's first block names a real
+checkpoint), the server block run in a terminal of its own (here: in the background until the reviewers are done)
+and the people's decisions in the app, made over HTTP as its pages send them (group_qc_dev.play_served)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from qc_core.jsonl import file_sha256, write_jsonl_atomic
+from qc_core.jsonl import file_sha256
 from tests.helpers import clean_env
 
 # measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
@@ -44,14 +45,36 @@ def run_block(block: str, cwd: Path, env: dict) -> str:
     return result.stdout + result.stderr
 
 
-def reviewers_download(project: Path, day: str, home: Path) -> None:
-    """Each reviewer's export of the day's page, named as the page names it (decisions-<reviewer>-<day>-<date>)."""
-    from group_qc_dev.play_reviewer import decide
-    downloads = home / "Downloads"
-    downloads.mkdir(parents=True, exist_ok=True)
-    for reviewer in ("王工", "李工"):
-        lines = decide(project / "data" / "days" / day, project / "output" / "days" / day, reviewer=reviewer)
-        write_jsonl_atomic(downloads / f"decisions-{reviewer}-{day}-2026-11-28.jsonl", lines)
+def reviewers_decide(project: Path, day: str, passwords: dict[str, str], serve: str, env: dict) -> str:
+    """The page's server block run in the background (a terminal of its own), the two reviewers deciding their queues
+    in the app and the lead waiting for the labels (group_qc_dev.play_served), then Ctrl-C."""
+    import signal
+    import time
+    import urllib.error
+    import urllib.request
+    accounts = project / "accounts.json"
+    accounts.write_text(json.dumps(passwords, ensure_ascii=False), encoding="utf-8")
+    server = subprocess.Popen(["bash", "-e", "-c", f"exec {serve.split('#')[0].strip()}"], cwd=project, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:8080/api/me")
+            except urllib.error.HTTPError:
+                break   # 401: it answers
+            except OSError:
+                assert server.poll() is None, server.stdout.read()
+                time.sleep(0.1)
+        play = subprocess.run([sys.executable, "-m", "group_qc_dev.play_served", "--server", "http://127.0.0.1:8080",
+                               "--accounts", str(accounts), "--photos", str(project / "data" / "days" / day),
+                               "--day", f"days/{day}", "--day_folder", str(project / "output" / "days" / day),
+                               "--reviewers", "王工", "李工", "--lead", "组长"], cwd=REPO, capture_output=True,
+                              text=True, timeout=300, env={**env, "PYTHONPATH": str(REPO)})
+        assert play.returncode == 0, play.stdout + play.stderr
+        return play.stdout
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=60)
 
 
 def test_steps_3_to_5_run_as_written(recorded_run, synthetic, tmp_path):
@@ -75,14 +98,18 @@ def test_steps_3_to_5_run_as_written(recorded_run, synthetic, tmp_path):
     first = project / "output" / "eval" / "grpo" / "operating_point.json"
     assert first.is_file()
 
-    judge_day, import_decisions = bash_blocks("4")
+    judge_day, add_accounts, serve = bash_blocks("4")
     run_block(judge_day, project, env)
     day1 = project / "output" / "days" / "2026-11-28"
     assert (day1 / "review" / "index.html").is_file() and list(day1.glob("*_verdicts.jsonl"))
-    reviewers_download(project, "2026-11-28", home)
-    out = run_block(import_decisions, project, env)
-    assert "decision(s) by 王工" in out and "decision(s) by 李工" in out
+    added = run_block(add_accounts, project, env)
+    passwords = dict(zip(("老板", "组长", "王工", "李工"), re.findall(r"^password: (\S+)$", added, flags=re.M)))
+    assert len(passwords) == 4
+    out = reviewers_decide(project, "2026-11-28", passwords, serve, env)
+    assert "王工" in out and "李工" in out and "every one in the labels" in out
     assert list((project / "output" / "labels").glob("*_stage_a.jsonl"))
+    table = {r["reviewer"] for r in map(json.loads, (project / "output" / "labels" / "reviewers.jsonl").open())}
+    assert {"王工", "李工"} <= table
 
     (again,) = bash_blocks("5")
     run_block(again, project, env)

@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 
-from review_app.app import CSP, MAX_BODY, Settings
+from review_app.access import Settings
+from review_app.web import CSP, MAX_BODY
 from review_app.cards import CARD_KEYS
 from tests.served import PASSWORD, build_app, client_of, decide, queue_of, sign_in
 

@@ -264,7 +264,7 @@ def test_a_file_that_does_not_read_is_shown_as_its_error_never_as_a_promise(serv
 
 
 def test_the_owner_sees_the_days_workload_and_its_price(db_url, tmp_path, synthetic):
-    from review_app.app import Settings
+    from review_app.access import Settings
     app, store, _, lines = build_app(db_url, tmp_path, synthetic, settings=Settings(cost_per_hour=60.0))
     owner = client_of(app, "老板")
     work = owner.get("/api/workload", params={"day": DAY}).json()

@@ -2,7 +2,7 @@
 (function () {
   var main = document.getElementById("main");
   var next = GQ.query("next") || "/";
-  if (next.charAt(0) !== "/" || next.charAt(1) === "/") next = "/";   // only a page of this app
+  if (!/^\/(?![\/\\])/.test(next)) next = "/";   // a page of this app only: not //host, not /\host
   var name = GQ.el("input", {id: "name", autocomplete: "username", size: "24"});
   var password = GQ.el("input", {id: "password", type: "password", autocomplete: "current-password", size: "24"});
   var form = GQ.el("form", {id: "login-form"}, [

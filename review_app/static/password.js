@@ -2,7 +2,7 @@
 (function () {
   var main = document.getElementById("main");
   var next = GQ.query("next") || "/";
-  if (next.charAt(0) !== "/" || next.charAt(1) === "/") next = "/";
+  if (!/^\/(?![\/\\])/.test(next)) next = "/";   // a page of this app only: not //host, not /\host
   GQ.api("GET", "/api/me").then(function (r) {
     if (r.status !== 200) { location.href = "/login"; return; }
     var me = r.body;
