@@ -52,8 +52,11 @@ def reviewers_decide(project: Path, day: str, passwords: dict[str, str], serve: 
     import time
     import urllib.error
     import urllib.request
+    import socket
     accounts = project / "accounts.json"
     accounts.write_text(json.dumps(passwords, ensure_ascii=False), encoding="utf-8")
+    with socket.socket() as probe:   # the page's address: another program answering there would not be this server
+        assert probe.connect_ex(("127.0.0.1", 8080)) != 0, "port 8080 is in use: stop what serves there first"
     server = subprocess.Popen(["bash", "-e", "-c", f"exec {serve.split('#')[0].strip()}"], cwd=project, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -61,6 +64,7 @@ def reviewers_decide(project: Path, day: str, passwords: dict[str, str], serve: 
             try:
                 urllib.request.urlopen("http://127.0.0.1:8080/api/me")
             except urllib.error.HTTPError:
+                assert server.poll() is None, server.stdout.read()
                 break   # 401: it answers
             except OSError:
                 assert server.poll() is None, server.stdout.read()
