@@ -13,6 +13,7 @@ from review_app import decision_store, queues, views
 from review_app.access import Context, Session, card_of, changing_as, day_of, decided_maps, refuse, role
 from review_app.routes_review import ID
 from review_app.store import now_iso
+from stage_b.rules.point_identity import PointKeys
 from review_app.web import MAX_NOTE
 
 
@@ -143,7 +144,8 @@ def owner_routes(app: FastAPI, ctx: Context) -> None:
             refuse(409, f"{body.point} promises nothing weaker than the point it replaces: nothing to accept")
         at = now_iso()
         try:
-            line = recorded.record(ctx.project.root / body.point, point["sha256"], body.words, s.account.name, at)
+            keys = PointKeys(point["identity"], point["sha256"])
+            line = recorded.record(ctx.project.root / body.point, keys, body.words, s.account.name, at)
         except (ReplacementError, recorded.AcceptancesError) as exc:
             refuse(400, str(exc))
         decision_store.accept(ctx.store, body.point, point["sha256"], line["words"], s.account)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from qc_core.checkpoints import file_digest
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError
 from review_app.project import NOT_DAYS, MAX_DEPTH, Project, card_id
@@ -97,7 +96,9 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
     from stage_b.monitoring.monitor_file import load_monitor
     from stage_b.rules.acceptances import recorded as recorded_acceptance
     from stage_b.rules.operating_point import load_operating_point
-    from stage_b.rules.replacement import weaker_missions
+    from stage_b.rules.operating_point import point_keys
+    from stage_b.rules.point_identity import same_point
+    from stage_b.rules.replacement import recomputed_weaker
     monitors = []
     for path in named_files(project, MONITOR):
         try:
@@ -109,15 +110,15 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
         entry: dict = {"point": relative(project, path)}
         try:
             op = load_operating_point(path)
-            digest = file_digest(path)
+            keys = point_keys(path, op)
             replaces = op.extra.get("replaces")
-            weaker = weaker_missions(replaces)
-            acceptance = recorded_acceptance(path, digest) if weaker else None
+            weaker = recomputed_weaker(path, op)   # as the judge works it out: from the replaced file itself
+            acceptance = recorded_acceptance(path, keys) if weaker else None
         except (UserError, OSError, ValueError) as exc:
             out.append({**entry, "error": f"{exc} (no promise of this file holds until it reads)"})
             continue
         monitor_path, monitor = next(((p, m) for p, m in reversed(monitors) if "error" not in m
-                                      and m["operating_point"]["sha256"] == digest), (None, None))
+                                      and same_point(keys, m["operating_point"])), (None, None))
         missions = {}
         for name, point in op.missions.items():
             live = (monitor or {}).get("missions", {}).get(name) or {}
@@ -125,7 +126,8 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
                               "state": live.get("state"), "status": live.get("status"), "why": live.get("why"),
                               "next_audit_share": live.get("next_audit_share"),
                               "withdrawn_day": live.get("withdrawn_day")}
-        out.append({**entry, "sha256": digest, "missions": missions, "weaker": weaker,
+        out.append({**entry, "identity": keys.identity, "sha256": keys.file_sha256, "missions": missions,
+                    "weaker": weaker,
                     "replaces": (replaces or {}).get("path"), "acceptance": acceptance,
                     "monitor": relative(project, monitor_path) if monitor_path else None,
                     "monitor_errors": [{"file": relative(project, p), "error": m["error"]} for p, m in monitors

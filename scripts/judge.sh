@@ -82,11 +82,9 @@ def check():
     if overlap:
         check_overlap_share(overlap, names, "overlap_share=")
     if op:
-        from qc_core.jsonl import file_sha256
-        from stage_b.rules.operating_point import load_operating_point
+        from stage_b.rules.operating_point import load_operating_point, point_keys
         from stage_b.rules.withdrawals import recorded
-        load_operating_point(op)
-        recorded(op, file_sha256(op))   # the withdrawals beside it must read (the guard fails closed)
+        recorded(op, point_keys(op, load_operating_point(op)), labels or None)   # they must read (fails closed)
     if labels:
         from pathlib import Path
         if Path(labels).exists() and not Path(labels).is_dir():
@@ -102,11 +100,12 @@ if [ -n "$operating_point" ]; then
   days_before=$("$PY" - "$days_parent" "$output_dir" "$operating_point" <<'PY'
 import sys
 from pathlib import Path
-from qc_core.jsonl import file_sha256
 from stage_b.monitoring.days import operating_points_of, verdict_files
-parent, today, digest = Path(sys.argv[1]), Path(sys.argv[2]).resolve(), file_sha256(sys.argv[3])
+from stage_b.rules.operating_point import load_operating_point, point_keys
+parent, today = Path(sys.argv[1]), Path(sys.argv[2]).resolve()
+point = point_keys(sys.argv[3], load_operating_point(sys.argv[3]))   # what the promise is, not the file's bytes
 print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir() and p.resolve() != today
-          and verdict_files(p) and digest in operating_points_of(p)))
+          and verdict_files(p) and any(point.names(d) for d in operating_points_of(p))))
 PY
 )
 fi

@@ -353,7 +353,7 @@ def write_day(folder, digest, groups, mission=M):
     """groups: [(group id, verdict, p_fail, route, defect summary?)] as the judge writes them."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = [{"group_id": g, "mission": mission, "verdict": v, "p_fail": p, "route": r, "needs_review": r == "review",
-              "audit_share": 0.5, "operating_point": digest,
+              "audit_share": 0.5, "operating_point": getattr(digest, "identity", digest),
               "summaries": ["接地线松动" if defect else "接地线连接牢固"]} for g, v, p, r, defect in groups]
     with open(folder / f"{mission}_verdicts.jsonl", "a", encoding="utf-8") as f:
         for line in lines:

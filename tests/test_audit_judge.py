@@ -90,11 +90,10 @@ def test_an_audit_share_out_of_range_is_refused_before_the_model_loads(tiny_qwen
 
 def withdrawing_monitor(tmp_path, op_path):
     """A monitor.json that withdrew M at this operating point (every audited auto-passed group failed)."""
-    from qc_core.jsonl import file_sha256
     from tests.helpers import run_monitor, write_day, write_labels
-    digest = file_sha256(op_path)
-    from stage_b.rules.operating_point import load_operating_point
+    from stage_b.rules.operating_point import load_operating_point, point_keys
     op = load_operating_point(op_path)
+    digest = point_keys(op_path, op)
     write_day(tmp_path / "day1", digest, [(f"x{i}", "通过", 0.05, "audit", False) for i in range(12)])
     write_labels(tmp_path / "labels", {(M, f"x{i}"): "不通过" for i in range(12)})
     monitor = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], tmp_path / "labels")

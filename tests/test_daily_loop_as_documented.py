@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from qc_core.jsonl import file_sha256
+from stage_b.rules.point_identity import point_identity
 from tests.helpers import clean_env
 
 # measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
@@ -121,13 +122,14 @@ def test_steps_3_to_5_run_as_written(recorded_run, synthetic, tmp_path):
     old, new = (json.loads(p.read_text(encoding="utf-8")) for p in (first, second))
     # the targets the owner signed are kept, not silently changed by flags the page leaves out
     assert new["replaces"]["sha256"] == file_sha256(first) and new["confidence"] == old["confidence"] == 0.8
+    assert new["replaces"]["identity"] == point_identity(old)
     for mission, entry in new["missions"].items():
         assert entry.get("target_miss_rate") == old["missions"][mission].get("target_miss_rate") == 0.2
         assert entry.get("target_overkill_rate") == old["missions"][mission].get("target_overkill_rate")
     day2 = project / "output" / "days" / "2026-11-29"
     lines = [json.loads(x) for p in sorted(day2.glob("*_verdicts.jsonl"))
              for x in p.read_text(encoding="utf-8").splitlines()]
-    assert lines and {v["operating_point"] for v in lines} == {file_sha256(second)}
+    assert lines and {v["operating_point"] for v in lines} == {point_identity(new)}
     # labels= given, and no day judged at the re-certified point before: the judge is told so in words
     assert {v["no_monitor"] for v in lines} == {
         "first day at this operating point under output/days: no day judged at it before"}

@@ -21,6 +21,7 @@ from tests.helpers import run_monitor, write_day, write_labels
 from stage_b.monitoring import days as monitor_days
 from stage_b.monitoring import monitor_file
 from stage_b.contract.verdict import FAIL
+from stage_b.rules.point_identity import PointKeys
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -85,8 +86,9 @@ def make_op(tmp_path, name="op.json"):
                                model={"path": "m", "fingerprint": "f"}, adapters=[], data=None, confidence=0.8)
     path = tmp_path / name
     path.write_text(json.dumps(op, ensure_ascii=False), encoding="utf-8")
-    from qc_core.jsonl import file_sha256
-    return OperatingPoint.from_json(op, path), path, file_sha256(path)
+    from stage_b.rules.operating_point import point_keys
+    point = OperatingPoint.from_json(op, path)
+    return point, path, point_keys(path, point)
 
 
 def normal_day(prefix, n=20):
@@ -249,10 +251,10 @@ def test_a_withdrawal_lasts_until_an_operating_point_certified_on_later_labels(t
                              stage_a={"evidence_through": through})
         return OperatingPoint(model={}, adapters=[], missions={M: point})
     op = certified_through("2026-11-27T11:00:00+00:00")
-    assert M in monitor_file.withdrawals(monitor, "m.json", op, "new")   # recertified, but on labels from before
+    assert M in monitor_file.withdrawals(monitor, "m.json", op, PointKeys("new", "new"))   # on labels from before
     op = certified_through("2026-11-28T09:00:00+00:00")
-    assert monitor_file.withdrawals(monitor, "m.json", op, "new") == {}
-    assert M in monitor_file.withdrawals(monitor, "m.json", op, "old")   # the same operating point: still withdrawn
+    assert monitor_file.withdrawals(monitor, "m.json", op, PointKeys("new", "new")) == {}
+    assert M in monitor_file.withdrawals(monitor, "m.json", op, PointKeys("x", "old"))   # the same point: withdrawn
 
 
 @pytest.mark.parametrize("value, message", [("0", "out of range"), ("0.7", "out of range"), ("0.4999", "out of range"),

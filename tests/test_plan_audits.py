@@ -15,6 +15,7 @@ from stage_b.monitoring import plan_audits as plan
 from stage_b.monitoring.day_shares import PLAN, check_share_setting, day_shares
 from stage_b.rules.operating_point import OperatingPoint
 from stage_b.rules.calibrate import build_operating_point
+from stage_b.rules.point_identity import PointKeys
 
 M, N = "BBU接地线检查", "挡风板安装检查"
 
@@ -119,7 +120,7 @@ def test_the_day_share_follows_the_inspection_state(op_file, what, setting, moni
                                                     state):
     op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
     mon = monitor_with(monitor, 0.3, digest) if monitor else None
-    got = day_shares(setting, op, "d", mon, "monitor.json", {M: records(150, defect_every)}, [M])[M]
+    got = day_shares(setting, op, PointKeys("d", "d"), mon, "monitor.json", {M: records(150, defect_every)}, [M])[M]
     if share is None:
         assert got["share"] > setting, what
     else:

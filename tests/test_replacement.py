@@ -14,11 +14,11 @@ import pytest
 from stage_b import evaluate
 from stage_b.judging import judge
 from stage_b.rules import acceptances
-from qc_core.checkpoints import file_digest
+from stage_b.rules.point_identity import PointKeys
 from qc_core.paths import resolved
-from stage_b.rules.operating_point import load_operating_point, thresholds_for
-from stage_b.rules.replacement import (ReplacementError, check_words, inherit_targets, numbers_of, weaker_because,
-                                      weaker_missions)
+from stage_b.rules.operating_point import load_operating_point, point_keys, thresholds_for
+from stage_b.rules.replacement import (ReplacementError, check_words, inherit_targets, numbers_of, recomputed_weaker,
+                                       weaker_because, weaker_missions)
 from stage_b.contract.verdict import FAIL, PASS
 from stage_b.judging import settings as judge_settings
 from stage_b.judging import verdict_file
@@ -109,13 +109,14 @@ def test_a_weaker_promise_is_put_beside_the_old_one_and_decides_nothing_until_ac
     signed = SimpleNamespace(accept_weaker="新摄像头需要更低阈值，王经理签字", operating_point=str(path))
     assert judge.unaccepted_weaker(signed, point, points, [A], {}) == ({}, (A,), signed.accept_weaker)
     # the owner's acceptance recorded beside the operating point (by the review app) accepts it the same way
-    recorded = acceptances.words_of(acceptances.record(path, file_digest(path), "新摄像头需要更低阈值，王经理签字",
+    keys = point_keys(path, load_operating_point(path))
+    recorded = acceptances.words_of(acceptances.record(path, keys, "新摄像头需要更低阈值，王经理签字",
                                                        "王经理", "2026-11-29T08:00:00+00:00"))
-    found = acceptances.recorded(path, file_digest(path))
+    found = acceptances.recorded(path, keys)
     assert judge.unaccepted_weaker(settings, point, points, [A], {}, acceptances.words_of(found)) == \
         ({}, (A,), recorded)
     assert "accepted by 王经理 at 2026-11-29T08:00:00+00:00" in recorded
-    assert acceptances.recorded(path, "another digest") is None   # an earlier version of the file accepts nothing
+    assert acceptances.recorded(path, PointKeys("point-other", "other")) is None   # another promise: nothing
     # a withdrawn mission goes to review for its withdrawal; it needs no acceptance today
     assert judge.unaccepted_weaker(settings, point, points, [A], {A: "withdrawn"}) == ({}, (), None)
 
@@ -173,3 +174,67 @@ def test_a_replaced_point_without_targets_is_refused():
 def test_acceptance_takes_words(words):
     with pytest.raises(ValueError, match="say in words"):
         check_words(words, "--accept_weaker", "signed")
+
+
+def _weaker_point(tmp_path, old_point) -> Path:
+    rc, path = certify(tmp_path, "new", day_predictions(2), "--replaces", str(old_point))
+    assert rc == 0 and read(path)["replaces"]["weaker"] == [A]
+    return path
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: {**r, "weaker": [], "missions": {m: {**e, "weaker_because": []} for m, e in r["missions"].items()}},
+    lambda r: {**r, "missions": {}, "weaker": []},
+])
+def test_whether_a_point_is_weaker_is_worked_out_from_the_replaced_file_not_the_block(tmp_path, old_point, edit):
+    """An edited `replaces` block that calls nothing weaker still waits for the owner's words: the judge compares the
+    two promises itself (planted: recomputed_weaker returning the block's own list -> A decides unasked)."""
+    path = _weaker_point(tmp_path, old_point)
+    content = read(path)
+    content["replaces"] = edit(content["replaces"])
+    path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
+    point = load_operating_point(path)
+    assert list(recomputed_weaker(path, point)) == [A]
+    settings = SimpleNamespace(accept_weaker=None, operating_point=str(path))
+    unaccepted, _, _ = judge.unaccepted_weaker(settings, point, thresholds_for(point, path, [A], model=MODEL,
+                                                                               adapters=[]), [A], {})
+    assert list(unaccepted) == [A]
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda old: old.unlink(), "which does not exist"),
+    (lambda old: old.write_text(json.dumps({**read(old), "confidence": 0.7}), encoding="utf-8"), "no longer the point"),
+])
+def test_a_replaced_point_that_is_gone_or_changed_is_refused(tmp_path, old_point, damage, says):
+    path = _weaker_point(tmp_path, old_point)
+    damage(old_point)
+    with pytest.raises(ReplacementError, match=says):
+        recomputed_weaker(path, load_operating_point(path))
+
+
+def test_a_point_whose_replaces_block_was_deleted_is_refused_where_earlier_points_judged(tmp_path, old_point):
+    """The days beside today's were judged with this model at another point: a point that names no point it
+    replaces is refused before a model loads (the field case: the block deleted, 13 of 16 groups decided unasked).
+    Planted: check_names_what_it_replaces returning at once -> no refusal."""
+    from stage_b.judging.earlier_points import check_names_what_it_replaces
+    path = _weaker_point(tmp_path, old_point)
+    content = read(path)
+    del content["replaces"]
+    path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
+    point = load_operating_point(path)
+    keys = point_keys(path, point)
+    checkpoints = {"model": {"path": "m", "fingerprint": "fp-model"}, "adapters": []}
+    day = tmp_path / "days" / "day1"
+    day.mkdir(parents=True)
+    (day / f"{A}_verdicts.jsonl").write_text(json.dumps(
+        {"group_id": "g", "mission": A, "operating_point": "point-the-old-one",
+         "fingerprints": {"model": "fp-model", "adapters": []}}, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(judge_settings.JudgeError, match="names no operating point it replaces"):
+        check_names_what_it_replaces(path, point, keys, checkpoints, tmp_path / "days" / "day2")
+    # another model's days, or days at this very point, ask nothing
+    check_names_what_it_replaces(path, point, keys, {**checkpoints, "model": {"path": "m", "fingerprint": "other"}},
+                                 tmp_path / "days" / "day2")
+    (day / f"{A}_verdicts.jsonl").write_text(json.dumps(
+        {"group_id": "g", "mission": A, "operating_point": keys.identity,
+         "fingerprints": {"model": "fp-model", "adapters": []}}, ensure_ascii=False) + "\n", encoding="utf-8")
+    check_names_what_it_replaces(path, point, keys, checkpoints, tmp_path / "days" / "day2")

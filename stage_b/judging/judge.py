@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from qc_core.checkpoints import file_digest, stage_a_identity
+from qc_core.checkpoints import stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import OUTPUT_REMEDY, RESUME, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.paths import resolved
@@ -42,12 +42,15 @@ from stage_b.labels.gold import (PHOTOS_DIR, load_gold, mix_in, photo_problem,
                                  with_photo_copies)
 from stage_b.monitoring.day_shares import day_shares
 from stage_b.contract.numbers import fmt_p
-from stage_b.rules.operating_point import (load_operating_point, manual_point, OperatingPoint, thresholds_for)
+from stage_b.rules.operating_point import (load_operating_point, manual_point, OperatingPoint, point_keys,
+                                          thresholds_for)
+from stage_b.judging.earlier_points import check_names_what_it_replaces
+from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.data.settings import MODE_FIELDS, Selection, selection_from
 from stage_b.rules.acceptances import recorded as recorded_acceptance
 from stage_b.rules.acceptances import words_of
-from stage_b.rules.replacement import unaccepted_why, weaker_missions
+from stage_b.rules.replacement import recomputed_weaker, unaccepted_why
 from stage_b.rules.workload import (Pace, day_workload, measured_pace, sentence,
                                     stated_pace)
 from stage_b.judging.settings import JudgeError, JudgeSettings, NO_MONITOR, build_parser
@@ -80,13 +83,13 @@ def judging_selection(settings: JudgeSettings, op: OperatingPoint | None) -> Sel
 
 
 def _thresholds(settings: JudgeSettings, op: OperatingPoint | None, missions: list[str],
-                checkpoints: dict) -> tuple[dict, str | None]:
-    """{mission: decision point} and the operating point file's digest."""
+                checkpoints: dict) -> tuple[dict, PointKeys | None]:
+    """{mission: decision point} and the operating point's keys (its identity: stage_b.rules.point_identity)."""
     fallback = check_rate(settings.threshold, "--threshold") if settings.threshold is not None else None
     if op is not None:
         points = thresholds_for(op, settings.operating_point, missions, model=checkpoints["model"],
                                 adapters=checkpoints["adapters"], fallback=fallback)
-        return points, file_digest(settings.operating_point)
+        return points, point_keys(settings.operating_point, op)
     if fallback is None:
         raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from python -m "
                                   "stage_b.evaluate --target_miss_rate R) or --threshold T")
@@ -101,7 +104,7 @@ class JudgingDay(NamedTuple):
     missions: list[str]
     checkpoints: dict
     points: dict              # {mission: decision point}
-    op_digest: str | None
+    point: PointKeys | None   # the operating point's identity and file digest (stage_b.rules.point_identity)
     withdrawn: dict           # {mission: why its promise is withdrawn}
     unmonitored: dict         # {mission: why its certified promise decides nothing without review today}
     unaccepted: dict          # {mission: why its promise, weaker than the replaced one, decides nothing today}
@@ -179,13 +182,15 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
         raise JudgeError(f"no Stage-A group to judge for {selection.missions!r} in "
                          f"{selection.stage_a_dir or ', '.join(selection.files)}")
     checkpoints = settings.engine.checkpoints()
-    points, op_digest = _thresholds(settings, op, missions, checkpoints)
-    withdrawn = mission_withdrawals(op, op_digest, monitor, settings.monitor, by_mission, missions,
-                                    settings.operating_point)
+    points, point = _thresholds(settings, op, missions, checkpoints)
+    if op is not None and point is not None:
+        check_names_what_it_replaces(settings.operating_point, op, point, checkpoints, settings.output_dir)
+    withdrawn = mission_withdrawals(op, point, monitor, settings.monitor, by_mission, missions,
+                                    settings.operating_point, settings.labels)
     # a certified promise with neither a monitor's state nor a reason in words decides nothing today (NO_MONITOR)
     unmonitored = {} if op is None or monitor is not None or settings.no_monitor else \
         {m: NO_MONITOR for m in missions if points[m].certified and m not in withdrawn}
-    acceptance = recorded_acceptance(settings.operating_point, op_digest) if op is not None and op_digest else None
+    acceptance = recorded_acceptance(settings.operating_point, point) if op is not None and point else None
     unaccepted, accepted, words = unaccepted_weaker(settings, op, points, missions, withdrawn,
                                                     words_of(acceptance) if acceptance else None)
     seed = settings.audit_seed if settings.audit_seed is not None else \
@@ -196,8 +201,8 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     prompts, unjudgeable = prompt_rows([r for m in missions for r in by_mission[m]], selection, registry)
     if not prompts:   # before the model loads: nothing can be judged (photos in another folder, say)
         raise JudgeError(f"no group can be put to the model; the first: {next(iter(unjudgeable.values()))}")
-    shares = day_shares(settings.audit_share, op, op_digest, monitor, settings.monitor, by_mission, missions)
-    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, op_digest, withdrawn,
+    shares = day_shares(settings.audit_share, op, point, monitor, settings.monitor, by_mission, missions)
+    return JudgingDay(registry, selection, by_mission, missions, checkpoints, points, point, withdrawn,
                       unmonitored, unaccepted, accepted, words, shares, seed, prompts, unjudgeable)
 
 
@@ -210,8 +215,8 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
     stage_b.rules.acceptances); --accept_weaker with nothing to accept is refused (a flag kept in a script from an
     earlier day must not accept tomorrow's weaker point unseen)."""
     replaces = (op.extra.get("replaces") if op is not None else None)
-    try:
-        weaker = weaker_missions(replaces)
+    try:   # worked out again from the replaced file, never read from the block alone
+        weaker = recomputed_weaker(settings.operating_point, op) if op is not None else {}
     except ValueError as exc:
         raise JudgeError(f"{settings.operating_point}: {exc}") from None
     weaker = {m: why for m, why in weaker.items() if m in missions and points[m].certified and m not in withdrawn}
@@ -267,7 +272,8 @@ def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dic
     return {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
             "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                              "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
-            "operating_point": day.op_digest, "threshold": day.points[mission].threshold,
+            "operating_point": day.point.identity if day.point else None,
+            "threshold": day.points[mission].threshold,
             "mode": day.selection.mode, "allow_uncertified": settings.allow_uncertified,
             "reason_citations": settings.engine.reason_citations, "audit_share": day.shares[mission]["share"],
             "inspection": {"state": day.shares[mission]["state"], "why": day.shares[mission]["why"]},
@@ -333,8 +339,9 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
     return secrets.randbelow(2 ** 31)
 
 
-def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monitor: dict | None, monitor_path,
-                        by_mission: dict[str, list[dict]], missions: list[str], op_path=None) -> dict[str, str]:
+def mission_withdrawals(op: OperatingPoint | None, point: PointKeys | None, monitor: dict | None, monitor_path,
+                        by_mission: dict[str, list[dict]], missions: list[str], op_path=None,
+                        labels_dir=None) -> dict[str, str]:
     """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
     promise was certified on, a monitor recorded a withdrawal beside the operating point (stage_b.rules.withdrawals:
     read
@@ -350,15 +357,15 @@ def mission_withdrawals(op: OperatingPoint | None, op_digest: str | None, monito
                 out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "
                                 f"summaries of {', '.join(sorted(certified_on))}: certify it again on summaries of "
                                 f"this Stage-A model (python -m stage_b.evaluate --target_miss_rate R)")
-    if op_path and op_digest:
-        from stage_b.rules.withdrawals import recorded, withdrawals_path
-        for mission, line in recorded(op_path, op_digest).items():
+    if op_path and point:
+        from stage_b.rules.withdrawals import recorded
+        for mission, line in recorded(op_path, point, labels_dir).items():
             if mission in missions and mission not in out:
-                out[mission] = (f"{line['why']} (recorded in {withdrawals_path(op_path)} by the monitor of "
+                out[mission] = (f"{line['why']} (recorded in {line['file']} by the monitor of "
                                 f"{line['withdrawn_day'] or line['withdrawn_at']})")
     if monitor is not None and op is not None:
         from stage_b.monitoring.monitor_file import withdrawals
-        for mission, why in withdrawals(monitor, monitor_path, op, op_digest).items():
+        for mission, why in withdrawals(monitor, monitor_path, op, point).items():
             if mission in missions and mission not in out:
                 out[mission] = why
     return out

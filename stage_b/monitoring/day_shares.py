@@ -28,7 +28,7 @@ def check_share_setting(value, what: str = "--audit_share"):
     return check_audit_share(value, what)
 
 
-def day_shares(setting, op, op_digest: str | None, monitor: dict | None, monitor_path, by_mission: dict,
+def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_mission: dict,
                missions: list[str]) -> dict[str, dict]:
     """{mission: {"share", "state", "why"}} for today's run (module doc)."""
     from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
@@ -37,7 +37,8 @@ def day_shares(setting, op, op_digest: str | None, monitor: dict | None, monitor
     from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
     years = float((monitor or {}).get("false_alarm_years") or DEFAULT_FALSE_ALARM_YEARS)
     alpha = float((monitor or {}).get("drift_alpha") or DEFAULT_DRIFT_ALPHA)
-    same = monitor is not None and monitor["operating_point"]["sha256"] == op_digest
+    from stage_b.rules.point_identity import same_point
+    same = monitor is not None and same_point(point, monitor["operating_point"])
     out = {}
     for mission in missions:
         entry = op.missions.get(mission) if op is not None else None

@@ -14,6 +14,7 @@ from stage_b.contract.grounding import defect_photos
 from stage_b.contract.verdict import FAIL, PASS
 from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
 from stage_b.rules.routes import AUDIT, REVIEW, route_of_record
+from stage_b.rules.point_identity import PointKeys
 
 VERDICTS_SUFFIX = "_verdicts.jsonl"
 
@@ -49,7 +50,7 @@ def operating_points_of(folder: Path) -> set:
     return digests
 
 
-def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
+def read_days(folders: list[Path], point: PointKeys, registry) -> list[Day]:
     """The days, each checked: the folder exists, holds verdict files, and every line names this operating point."""
     days: list[Day] = []
     seen: dict = {}
@@ -69,11 +70,11 @@ def read_days(folders: list[Path], op_digest: str, registry) -> list[Day]:
         files = verdict_files(folder)
         if not files:
             raise MonitorError(f"day folder {folder} holds no *{VERDICTS_SUFFIX}: is it a judge's output folder?")
-        other = operating_points_of(folder) - {op_digest}
+        other = {d for d in operating_points_of(folder) if not point.names(d)}
         if other:
-            raise MonitorError(f"day folder {folder} was judged at another operating point (sha256 "
-                               f"{', '.join(str(d)[:12] for d in sorted(other, key=str))}…, "
-                               f"this one {op_digest[:12]}…):"
+            raise MonitorError(f"day folder {folder} was judged at another operating point ("
+                               f"{', '.join(str(d)[:18] for d in sorted(other, key=str))}…, "
+                               f"this one {point.identity[:18]}…):"
                                f" live evidence of two rules is never mixed; monitor each operating point's days "
                                f"separately, or use --days_under to take only this one's")
         day = Day(folder.name, folder)
@@ -148,18 +149,20 @@ def verdict_line_problem(rec: dict) -> str | None:
     return None
 
 
-def days_under(parent: Path, op_digest: str) -> list[Path]:
-    """Every subfolder of `parent` judged at this operating point, by name; the others are named and skipped."""
+def days_under(parent: Path, point: PointKeys) -> list[Path]:
+    """Every subfolder of `parent` judged at this operating point (named by its identity, or by the file's sha256 in
+    lines written before identities), by name; the others are named and skipped."""
     if not Path(parent).is_dir():
         raise MonitorError(f"--days_under {parent} does not exist")
     chosen = []
     for folder in sorted(p for p in Path(parent).iterdir() if p.is_dir() and verdict_files(p)):
         digests = operating_points_of(folder)
-        if digests == {op_digest}:
+        other = {d for d in digests if not point.names(d)}
+        if not other:
             chosen.append(folder)
-        elif op_digest in digests:   # fails closed: skipping it would drop this operating point's evidence too
+        elif len(other) < len(digests):   # fails closed: skipping it would drop this operating point's evidence too
             raise MonitorError(f"day folder {folder} holds verdicts of this operating point and of another "
-                               f"({', '.join(str(d)[:12] for d in sorted(digests - {op_digest}, key=str))}…): a day "
+                               f"({', '.join(str(d)[:18] for d in sorted(other, key=str))}…): a day "
                                f"is judged at one operating point; judge the other's groups into their own folder")
         else:
             print(f"note: {folder} was judged at another operating point: not monitored with this one",

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import cast
 
 from qc_core.exits import run_cli
-from qc_core.jsonl import file_sha256
 from qc_core.records import utc_now
 from stage_b.contract.grounding import defect_photos
 from stage_b.contract.numbers import pct
@@ -60,7 +59,8 @@ from stage_b.monitoring.days import (
 from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
 from stage_b.monitoring.monitor_format import MonitorFile
 from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
-from stage_b.rules.operating_point import MissionPoint, OperatingPoint, load_operating_point
+from stage_b.rules.operating_point import MissionPoint, OperatingPoint, load_operating_point, point_keys
+from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.promise_texts import family_text
 from stage_b.stats.confidence_sequence import audits_needed, cs_bounds, prior_for
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
@@ -145,7 +145,7 @@ def withdrawal_time(mission: str, withdrawn_day: str | None, days: list[Day], la
     return max(seen, default=None)
 
 
-def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], labels: dict, alpha: float,
+def build_monitor(op: OperatingPoint, op_path, point: PointKeys, days: list[Day], labels: dict, alpha: float,
                   labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
                   clean_days: int = TIGHTENED_CLEAN_DAYS) -> MonitorFile:
     """monitor.json's content (module doc; its records: stage_b.monitoring.monitor_format), without the days' work,
@@ -154,7 +154,8 @@ def build_monitor(op: OperatingPoint, op_path, op_digest: str, days: list[Day], 
     assert confidence is not None   # load_operating_point checks it
     delta = 1 - confidence
     missions = sorted(set(op.missions) | {m for d in days for m in d.verdicts})
-    out: dict = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": op_digest},
+    out: dict = {"format": MONITOR_FORMAT, "operating_point": {"file": str(op_path), "sha256": point.file_sha256,
+                                                               "identity": point.identity},
            "confidence": 1 - delta, "drift_alpha": alpha, "false_alarm_years": false_alarm_years,
            "tightened_clean_days": clean_days,
            "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],
@@ -236,19 +237,19 @@ def _monitor(args) -> int:
     years = check_false_alarm_years(args.false_alarm_years)
     clean_days = check_clean_days(args.tightened_clean_days)
     op = load_operating_point(args.operating_point)
-    digest = file_sha256(args.operating_point)
+    point = point_keys(args.operating_point, op)
     registry = load_registry()
-    folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), digest)
-    days = read_days(folders, digest, registry)
+    folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), point)
+    days = read_days(folders, point, registry)
     labels = read_labels(Path(args.labels), registry, check_min_gold_accuracy(args.min_gold_accuracy))
-    monitor = build_monitor(op, args.operating_point, digest, days, labels, alpha, args.labels, years, clean_days)
+    monitor = build_monitor(op, args.operating_point, point, days, labels, alpha, args.labels, years, clean_days)
     monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     from stage_b.monitoring.monitor_page import write_outputs
     page = write_outputs(monitor, json.dumps(monitor, ensure_ascii=False, indent=2), out)
     from stage_b.rules.withdrawals import record, withdrawals_path
-    newly = record(args.operating_point, digest, monitor, out / "monitor.json")
+    newly = record(args.operating_point, point, monitor, out / "monitor.json", args.labels)
     print_days(monitor)
     if newly:   # where every judge at this operating point finds it, whatever monitor it is given
         print(f"withdrawal of {', '.join(newly)} recorded beside the operating point: "

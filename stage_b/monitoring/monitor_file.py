@@ -14,6 +14,7 @@ from stage_b.monitoring.monitor import MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_f
 from stage_b.monitoring.monitor_replay import UNVERIFIED, replay
 from stage_b.rules.operating_point import OperatingPoint
 from stage_b.stats.detector import alarm_level
+from stage_b.rules.point_identity import PointKeys, same_point
 
 # --------------------------------------------------------------------------------------------------------------
 # Reading monitor.json back, and what the judge does with it
@@ -104,12 +105,12 @@ def load_monitor(path) -> dict:
     return check_monitor(monitor, path)
 
 
-def withdrawals(monitor: dict, path, op: OperatingPoint, op_digest: str | None) -> dict[str, str]:
+def withdrawals(monitor: dict, path, op: OperatingPoint, point: PointKeys | None) -> dict[str, str]:
     """{mission: why} for the missions whose promise stays withdrawn for a judge at operating point `op`: every
     mission the monitor withdrew, when it monitored this operating point; when it monitored another, those whose
     entry here was not certified on labels decided after the withdrawal (stage_a.evidence_through)."""
     out = {}
-    same = monitor["operating_point"]["sha256"] == op_digest
+    same = same_point(point, monitor["operating_point"])
     if same:   # the guard fails closed: a certified promise the monitor does not account for is not held
         out.update(unaccounted(monitor, path, op))
     for mission, m in monitor["missions"].items():

@@ -4,11 +4,11 @@ that every judge at that operating point finds them (as withdrawals are: stage_b
 A re-certified operating point whose promise is weaker than the one it replaces decides nothing without review until
 the owner accepts it in words (stage_b.rules.replacement). The owner does so in the review app (their account and the
 time are recorded with the words) or with the judge's `--accept_weaker WORDS`. The app appends one line to
-`<operating point stem>.acceptances.jsonl`: {operating_point_sha256, words, by, at}; the judge, given no
-`--accept_weaker`, takes the latest line for its operating point's digest, and records the words with who accepted
-them and when on every verdict line of the weaker missions. A line for another digest (an earlier version of the
-file) accepts nothing. The file is append-only; one that cannot be read stops the judge (the guard fails closed).
-Pure (stdlib and the project's pure core).
+`<operating point stem>.acceptances.jsonl`: {operating_point (its identity: stage_b.rules.point_identity),
+operating_point_sha256, words, by, at}; the judge, given no `--accept_weaker`, takes the latest line for its
+operating point, and records the words with who accepted them and when on every verdict line of the weaker missions.
+A line for another point (a promise changed since, not a file reformatted) accepts nothing. The file is append-only;
+one that cannot be read stops the judge (the guard fails closed). Pure (stdlib and the project's pure core).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlAppender, JsonlError, iter_jsonl, output_lock
+from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.replacement import check_words
 
 FIELDS = ("operating_point_sha256", "words", "by", "at")
@@ -26,12 +27,13 @@ class AcceptancesError(UserError):
 
 
 def acceptances_path(operating_point) -> Path:
-    op = Path(operating_point)
+    op = Path(operating_point).resolve()   # a symlinked point's acceptances are the file's
     return op.with_name(f"{op.stem}.acceptances.jsonl")
 
 
-def recorded(operating_point, op_digest: str) -> dict | None:
-    """The latest acceptance recorded for the operating point of digest `op_digest`, or None."""
+def recorded(operating_point, keys: PointKeys) -> dict | None:
+    """The latest acceptance recorded for the point `keys` names (by its identity, or the file's sha256 in a line
+    written before identities), or None."""
     path = acceptances_path(operating_point)
     if not path.exists():
         return None
@@ -44,7 +46,7 @@ def recorded(operating_point, op_digest: str) -> dict | None:
                 raise AcceptancesError(f"{path}:{line_no}: an acceptance without {', '.join(FIELDS)}: restore the "
                                        f"file from a backup; until then the weaker promise decides nothing without "
                                        f"review")
-            if rec["operating_point_sha256"] == op_digest:
+            if keys.names(rec.get("operating_point")) or keys.names(rec["operating_point_sha256"]):
                 latest = rec
     except JsonlError as exc:
         raise AcceptancesError(f"{exc} (the owner's acceptances of the operating point: until it reads, a weaker "
@@ -57,11 +59,12 @@ def words_of(acceptance: dict) -> str:
     return f"{acceptance['words']} (accepted by {acceptance['by']} at {acceptance['at']})"
 
 
-def record(operating_point, op_digest: str, words: str, by: str, at: str) -> dict:
+def record(operating_point, keys: PointKeys, words: str, by: str, at: str) -> dict:
     """Appends the owner's acceptance; refuses words no owner would sign (replacement.check_words)."""
     words = check_words(words, "the acceptance", "the new camera needs the lower confidence for a month") or ""
     path = acceptances_path(operating_point)
-    line = {"operating_point_sha256": op_digest, "words": words, "by": by, "at": at}
+    line = {"operating_point_sha256": keys.file_sha256, "operating_point": keys.identity, "words": words, "by": by,
+            "at": at}
     try:
         with output_lock(path):
             with JsonlAppender(path) as out:

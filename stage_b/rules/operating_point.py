@@ -42,6 +42,7 @@ from stage_b.contract.verdict import FAIL, PASS
 from stage_b.rules.point_check import OperatingPointError, check_confidences, check_promise, rate_or_none
 from stage_b.rules.promise_texts import overkill_promise_text, promise_text
 from stage_b.stats.thresholds import verdict_at
+from stage_b.rules.point_identity import PointKeys, keys_of
 
 OPERATING_POINT_FORMAT = 2
 DEFAULT_REVIEW_SHARE = 0.8
@@ -325,3 +326,9 @@ def manual_point(threshold: float, why: str = "a threshold given by hand (--thre
     """The decision point of `--threshold T`: a two-way verdict at T with no certified promise."""
     return MissionPoint(threshold=threshold, threshold_fail=threshold, review_margin=0.0, certified=False,
                         promise=f"no promise: {why}, not certified on validation groups", source="--threshold")
+
+
+def point_keys(path, op: OperatingPoint) -> PointKeys:
+    """The names every record of the point keys on: its identity (what the promise is, whatever the file's bytes:
+    stage_b.rules.point_identity) and the file's sha256 (records written before identities)."""
+    return keys_of(path, op.to_json())

@@ -77,14 +77,45 @@ def weaker_because(old: dict, new: dict) -> list[str]:
 
 
 def compare(old_op: dict, new_op: dict, old_path: str, old_sha256: str) -> dict:
-    """operating_point.json's `replaces`: the old file named, each mission's numbers side by side, the weaker ones."""
+    """operating_point.json's `replaces`: the old file named (its path, bytes and identity: what the promise was),
+    each mission's numbers side by side, the weaker ones."""
+    from stage_b.rules.point_identity import point_identity
     missions = {}
     for mission, entry in new_op["missions"].items():
         old = numbers_of(old_op.get("missions", {}).get(mission), old_op.get("confidence"))
         new = numbers_of(entry, new_op.get("confidence"))
         missions[mission] = {"old": old, "new": new, "weaker_because": weaker_because(old, new)}
-    return {"path": old_path, "sha256": old_sha256, "missions": missions,
+    return {"path": old_path, "sha256": old_sha256, "identity": point_identity(old_op), "missions": missions,
             "weaker": [m for m, e in missions.items() if e["weaker_because"]]}
+
+
+def recomputed_weaker(op_path, op) -> dict[str, str]:
+    """{mission: why its promise is weaker than the one replaced}, worked out again from the file `replaces` names,
+    never read from the block's own list (an edited block must not turn a weaker promise into an accepted one). The
+    replaced file must exist and be the point the block names (its identity, or its bytes in a block written before
+    identities); else ReplacementError: which promise was signed before cannot be told."""
+    from pathlib import Path
+
+    from qc_core.paths import resolved
+    from stage_b.rules.operating_point import load_operating_point, point_keys
+    from stage_b.rules.point_identity import same_point
+    replaces = op.extra.get("replaces")
+    if not replaces:
+        return {}
+    if not isinstance(replaces, dict) or not isinstance(replaces.get("path"), str) or not replaces["path"]:
+        raise ReplacementError(f"{op_path}: `replaces` does not name the operating point it replaces (a path); "
+                               f"recompute it with python -m stage_b.evaluate --replaces OLD")
+    old_path = resolved(replaces["path"], Path(op_path).parent)   # stored relative to the new file
+    if not old_path.is_file():
+        raise ReplacementError(f"{op_path} replaces {old_path}, which does not exist: the promise it replaced cannot "
+                               f"be compared with this one. Restore that file, or certify again with --replaces "
+                               f"naming the operating point in use")
+    old = load_operating_point(old_path)
+    if not same_point(point_keys(old_path, old), replaces):
+        raise ReplacementError(f"{op_path} replaces {old_path}, but that file is no longer the point it replaced (its "
+                               f"promise changed since): restore it, or certify again with --replaces naming it")
+    weaker = compare(old.to_json(), op.to_json(), replaces["path"], "")["missions"]
+    return {m: "; ".join(e["weaker_because"]) for m, e in weaker.items() if e["weaker_because"]}
 
 
 def weaker_missions(replaces: dict | None) -> dict[str, str]:
