@@ -109,3 +109,64 @@ def test_the_import_chains_every_line_it_appends(tmp_path, synthetic):
     lines = [json.loads(x) for x in lines_of(tmp_path / "labels" / "decisions.jsonl")]
     assert len(lines) == 3 and all(CHAIN in x for x in lines)
     assert len(read_log(tmp_path / "labels" / "decisions.jsonl")[0]) == 3
+
+
+def _strip_chains(lines):
+    out = []
+    for line in lines:
+        rec = json.loads(line)
+        rec.pop(CHAIN, None)
+        out.append(json.dumps(rec, ensure_ascii=False))
+    return out
+
+
+def _rewritten(lines):   # the last line cut, another appended in its place by hand with a chain of its own making
+    from stage_b.labels.decisions_log import next_chain
+    previous = json.loads(lines[2])[CHAIN]
+    rec = decision(8, "不通过")
+    return lines[:3] + [json.dumps({**rec, CHAIN: next_chain(previous, rec)}, ensure_ascii=False)]
+
+
+@pytest.mark.parametrize("edit, keep_head, says", [
+    (lambda lines: lines[:2], True, r"its last 2 line\(s\) were cut off"),        # the tail cut: what is left chains
+    (lambda lines: [], True, "says it held 4 decisions"),                         # emptied
+    (None, True, "says it held 4 decisions"),                                     # deleted
+    (_strip_chains, True, "chains were stripped"),                                # "written before the chain existed"
+    (_rewritten, True, "does not chain to what"),
+    (lambda lines: lines[:2], False, "a monitor's head says it held 4"),          # the head deleted too
+    (_strip_chains, False, "chains were stripped"),
+    (None, False, "a monitor read 4 decisions"),
+])
+def test_a_log_whose_tail_was_cut_or_chains_stripped_is_refused(tmp_path, edit, keep_head, says):
+    """The chain guards lines; the head guards the log: a log shorter than the head beside it or a head a monitor
+    recorded, emptied, deleted, or stripped of its chains is refused, naming what is missing (planted: read_log
+    without the head check -> the cut tail reads as a log of 2 decisions)."""
+    from stage_b.labels.decisions_log import HEAD, head
+    path = tmp_path / "decisions.jsonl"
+    append_log(path, [decision(k) for k in range(1, 5)], "")
+    monitor_saw = head(*read_log(path))
+    if edit is None:
+        path.unlink()
+    else:
+        text = "\n".join(edit(lines_of(path)))
+        path.write_text(text + "\n" if text else "", encoding="utf-8")
+    if not keep_head:
+        (tmp_path / HEAD).unlink()
+    with pytest.raises(DecisionsLogError, match=says):
+        read_log(path, [monitor_saw] if not keep_head else [])
+
+
+def test_a_log_that_grew_or_began_before_the_chain_reads_and_labels_without_a_log_do_not(tmp_path):
+    path = tmp_path / "decisions.jsonl"
+    path.write_text("".join(json.dumps(decision(k), ensure_ascii=False) + "\n" for k in (1, 2)), encoding="utf-8")
+    records, chain = read_log(path)              # written before the chain: read as it is, no head yet
+    append_log(path, [decision(3)], chain, records)
+    seen = json.loads((tmp_path / "decisions.head.json").read_text(encoding="utf-8"))
+    assert seen == {"lines": 3, "chain": read_log(path)[1], "unchained": 2}
+    append_log(path, [decision(4)], read_log(path)[1])   # grew: still read, against the older head too
+    assert len(read_log(path, [seen])[0]) == 4
+    other = tmp_path / "other" / "decisions.jsonl"
+    other.parent.mkdir()
+    (other.parent / f"{M}_stage_a.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(DecisionsLogError, match="labels without the log they come from"):
+        read_log(other)

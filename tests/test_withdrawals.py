@@ -147,3 +147,19 @@ def test_a_changed_promise_is_another_point(tmp_path):
     assert other.identity != keys.identity and recorded(changed, other, tmp_path / "labels") == {}
     with pytest.raises(MonitorError, match="no day under"):
         days_under(tmp_path / "days", other)
+
+
+def test_a_log_cut_after_the_monitor_read_it_stops_the_monitor_even_without_its_head(tmp_path, capsys):
+    """The field case: the confirming reviewer's lines cut off the end of the log turned a withdrawn mission
+    `unverified`. The monitor.json and the withdrawal record it made carry the log's head; cut lines (and the head
+    beside the log deleted) stop the next monitor run, naming what is missing (planted: seen_heads returning nothing
+    -> the run succeeds on the cut log)."""
+    withdrawn_by_the_monitor(tmp_path)
+    log = tmp_path / "labels" / "decisions.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    log.write_text("\n".join(lines[:-12]) + "\n", encoding="utf-8")
+    (tmp_path / "labels" / "decisions.head.json").unlink()
+    op_path = tmp_path / "op.json"
+    assert mon.main(["--operating_point", str(op_path), "--days_under", str(tmp_path / "days"), "--labels",
+                     str(tmp_path / "labels"), "--output_dir", str(tmp_path / "days" / "monitor")]) == 2
+    assert "line(s) were cut off" in capsys.readouterr().err

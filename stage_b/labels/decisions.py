@@ -125,7 +125,7 @@ def import_checked(incoming: list[dict], output_dir, registry=None, min_kappa: f
                 if isinstance(d.get("id"), str):
                     ids.add(d["id"])
                 added.append({**d, "imported_at": utc_now()})
-        append_log(log_path, added, chain)
+        append_log(log_path, added, chain, log)
         log += added
         groups = resolve(log)
         agreement = pairwise({key: {d["reviewer"]: d["decision"] for d in g["decisions"]}

@@ -177,18 +177,34 @@ class Labels(dict):
     behind the label} (when the evidence a label gives existed) and `unconfirmed`: {key: reviewer} for each FAIL that
     one reviewer alone gave and nobody confirmed (stage_b.labels.reviewer_quality.unconfirmed_fails)."""
 
-    def __init__(self, statuses=(), decided_at: dict | None = None, unconfirmed: dict | None = None):
+    def __init__(self, statuses=(), decided_at: dict | None = None, unconfirmed: dict | None = None,
+                 head: dict | None = None):
         super().__init__(statuses)
         self.decided_at = dict(decided_at or {})
         self.unconfirmed = dict(unconfirmed or {})
+        self.head = head   # the decisions log's head as read (stage_b.labels.decisions_log.head)
 
 
-def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> Labels:
+def seen_heads(labels_dir: Path, monitors=(), records=()) -> list[dict]:
+    """The heads of the decisions log that earlier readers recorded: a monitor.json built from this labels folder
+    (`monitors`: their content) and withdrawal records made from it (`records`); the log is checked against each
+    (stage_b.labels.decisions_log: a log cut after a monitor read it is refused)."""
+    here = Path(labels_dir).resolve()
+    out = []
+    for item in [*monitors, *records]:
+        folder, h = item.get("labels"), item.get("labels_head")
+        if isinstance(h, dict) and isinstance(folder, str) and folder and Path(folder).resolve() == here:
+            out.append(h)
+    return out
+
+
+def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY,
+                seen=()) -> Labels:
     """{(mission, group id): PASS | FAIL} from the decisions log stage_b.labels.decisions keeps (reviewers' latest
     decisions; conflicts and unsure label nothing), with each label's decision time and the fails nobody confirmed:
     neither a second reviewer nor the one who gave it, measured on the whole log against the bar 1 -
     `min_gold_accuracy` (Labels; stage_b.labels.reviewer_quality)."""
-    from stage_b.labels.decisions_log import LOG, DecisionsLogError, read_log
+    from stage_b.labels.decisions_log import LOG, DecisionsLogError, head, read_log
     from stage_b.labels.resolve import resolve
     from stage_b.labels.reviewer_quality import bar_of, confirmers, reviewer_table, unconfirmed_fails
     log_path = Path(labels_dir) / LOG
@@ -196,7 +212,7 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
         raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "
                            f"stage_b.labels.decisions (an empty folder if nothing is decided yet)")
     try:
-        log, _ = read_log(log_path)   # the chain is checked: an edited decision moves no bound
+        log, chain = read_log(log_path, seen)   # chain and heads checked: an edited or cut log moves no bound
     except (JsonlError, DecisionsLogError) as exc:
         raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
     groups = {key: g for key, g in resolve(log).items() if g["status"] in (PASS, FAIL)}
@@ -205,7 +221,7 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
                   {key: max([d["decided_at"] for d in g["decisions"]]
                             + ([g["adjudication"]["decided_at"]] if "adjudication" in g else []))
                    for key, g in groups.items()},
-                  unconfirmed_fails(groups, trusted))
+                  unconfirmed_fails(groups, trusted), head(log, chain))
 
 
 # --------------------------------------------------------------------------------------------------------------

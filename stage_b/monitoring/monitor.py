@@ -55,6 +55,7 @@ from stage_b.monitoring.days import (
     pooled,
     read_days,
     read_labels,
+    seen_heads,
 )
 from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
 from stage_b.monitoring.monitor_format import MonitorFile
@@ -65,6 +66,7 @@ from stage_b.rules.promise_texts import family_text
 from stage_b.stats.confidence_sequence import audits_needed, cs_bounds, prior_for
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
 from stage_b.stats.drift import drift
+from stage_b.rules.withdrawals import lines_of as withdrawal_lines
 
 MONITOR_FORMAT = 1
 DEFAULT_DRIFT_ALPHA = 0.001
@@ -159,7 +161,8 @@ def build_monitor(op: OperatingPoint, op_path, point: PointKeys, days: list[Day]
            "confidence": 1 - delta, "drift_alpha": alpha, "false_alarm_years": false_alarm_years,
            "tightened_clean_days": clean_days,
            "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],
-           "labels": str(labels_dir) if labels_dir else None, "created_at": utc_now(), "missions": {}}
+           "labels": str(labels_dir) if labels_dir else None, "labels_head": getattr(labels, "head", None),
+           "created_at": utc_now(), "missions": {}}
     for mission in missions:
         m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years,
                             clean_days)
@@ -241,7 +244,9 @@ def _monitor(args) -> int:
     registry = load_registry()
     folders = [Path(f) for f in args.verdicts] if args.verdicts else days_under(Path(args.days_under), point)
     days = read_days(folders, point, registry)
-    labels = read_labels(Path(args.labels), registry, check_min_gold_accuracy(args.min_gold_accuracy))
+    labels = read_labels(Path(args.labels), registry, check_min_gold_accuracy(args.min_gold_accuracy),
+                         seen_heads(Path(args.labels), _earlier_monitor(Path(args.output_dir)),
+                                    withdrawal_lines(args.operating_point, point, args.labels)))
     monitor = build_monitor(op, args.operating_point, point, days, labels, alpha, args.labels, years, clean_days)
     monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
@@ -256,6 +261,16 @@ def _monitor(args) -> int:
               f"{withdrawals_path(args.operating_point)}")
     print(f"monitor: {out / 'monitor.json'}; page {page}")
     return 0
+
+
+def _earlier_monitor(out: Path) -> list[dict]:
+    """The monitor.json this command wrote before in `out`, when it reads (its labels head is checked against the log;
+    one that does not read is written anew)."""
+    from stage_b.monitoring.monitor_file import load_monitor
+    try:
+        return [load_monitor(out / "monitor.json")] if (out / "monitor.json").is_file() else []
+    except MonitorError:
+        return []
 
 
 def print_days(monitor: MonitorFile) -> None:

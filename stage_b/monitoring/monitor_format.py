@@ -91,6 +91,7 @@ class MonitorFile(TypedDict):
     days: list[str]
     day_folders: list[str]
     labels: str | None
+    labels_head: dict | None      # the decisions log's head it was built from (stage_b.labels.decisions_log.head)
     created_at: str
     missions: dict[str, MonitorMission]
     family: dict

@@ -98,6 +98,13 @@ def _read(path: Path, keys: PointKeys, repair: bool = False) -> dict[str, dict]:
     return out
 
 
+def lines_of(operating_point, keys: PointKeys, labels_dir=None) -> list[dict]:
+    """Every withdrawal line recorded for the point (both files), as written; the monitor's reader, which sets a torn
+    last line aside (it records the withdrawal whole next)."""
+    paths = [withdrawals_path(operating_point), *([Path(labels_dir) / LABELS_FILE] if labels_dir else [])]
+    return [line for path in paths for line in _read(path, keys, repair=True).values()]
+
+
 def recorded(operating_point, keys: PointKeys, labels_dir=None) -> dict[str, dict]:
     """{mission: its withdrawal line} recorded for the point `keys` names, beside the operating point and in the
     labels folder (when given); lines of other points are skipped."""
@@ -119,7 +126,8 @@ def record(operating_point, keys: PointKeys, monitor: Mapping[str, Any], monitor
                 new = [{"operating_point_sha256": keys.file_sha256, "operating_point": keys.identity,
                         "mission": mission, "why": m["why"], "withdrawn_day": m.get("withdrawn_day"),
                         "withdrawn_at": m.get("withdrawn_at") or utc_now(),
-                        "monitor": str(Path(monitor_path).resolve()), "recorded_at": utc_now()}
+                        "monitor": str(Path(monitor_path).resolve()), "recorded_at": utc_now(),
+                        "labels": monitor.get("labels"), "labels_head": monitor.get("labels_head")}
                        for mission, m in monitor["missions"].items()
                        if m["status"] == "withdrawn" and mission not in known]
                 if new:
