@@ -244,7 +244,9 @@ def test_the_owner_reads_the_promises_and_accepts_a_weaker_one_in_words(served, 
     r = owner.post("/api/acceptances", json={"point": weaker_point, "words": "新摄像头上线一个月内接受较宽的漏检界限"})
     assert r.status_code == 200 and r.json()["by"] == "老板"
     from stage_b.rules import acceptances
-    recorded = acceptances.recorded(project / weaker_point, file_digest(project / weaker_point))
+    from stage_b.rules.operating_point import load_operating_point, point_keys
+    keys = point_keys(project / weaker_point, load_operating_point(project / weaker_point))
+    recorded = acceptances.recorded(project / weaker_point, keys)
     assert recorded["by"] == "老板" and recorded["words"] == "新摄像头上线一个月内接受较宽的漏检界限"
     points = {p["point"]: p for p in owner.get("/api/promises").json()["points"]}
     assert points[weaker_point]["acceptance"]["by"] == "老板"
