@@ -88,3 +88,10 @@ def test_the_import_keeps_the_name_as_the_rule_writes_it_and_names_a_line_it_ref
     typed.write_text(json.dumps({**line, "reviewer": "王\u202e工"}, ensure_ascii=False) + "\n", encoding="utf-8")
     with pytest.raises(DecisionsError, match="typed.jsonl:1: .*U\\+202E"):
         import_decisions([typed], tmp_path / "labels2")
+
+
+@pytest.mark.parametrize("given", ["reviewer-day4,REVIEWER-DAY4", "王工,王 工", "reviewer-day4,r\u0435viewer-day4"])
+def test_reviewers_refuses_two_names_that_look_alike(given):
+    from stage_b.labels.assign import AssignError, check_reviewers
+    with pytest.raises(AssignError, match="look alike"):
+        check_reviewers(given)

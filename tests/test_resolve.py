@@ -71,3 +71,21 @@ def test_an_adjudication_is_no_review_and_confirms_an_escape_as_a_second_person(
     assert "组长" not in pool({}, log)
     alone = [_line("g2", "李工", FAIL, "2026-11-28T09:05:00+00:00")]
     assert unconfirmed_fails(resolve(alone), trusted=[]) == {(M, "g2"): "李工"}
+
+
+@pytest.mark.parametrize("second", ["REVIEWER-DAY4", "ｒｅｖｉｅｗｅｒ－ｄａｙ４", "reviewer\u2011day4", "reviewer - day4",
+                                    "r\u0435viewer-day4"])
+def test_a_look_alike_spelling_is_the_same_reviewer(second):
+    """The field case: the same reviewer under a second spelling confirmed their own escapes and, deciding the day
+    again, agreed with themselves (kappa 1.00, both 'meet the bar'). Look-alike spellings are one reviewer: the
+    escape still waits for a second person, the table has one row, no overlap (planted: resolve keyed by the spelling
+    -> two reviewers, the escape confirmed)."""
+    log = [_line("g1", "reviewer-day4", FAIL, "2026-11-28T09:00:00+00:00"),
+           _line("g1", second, FAIL, "2026-11-28T09:05:00+00:00")]
+    groups = resolve(log)
+    assert [d["reviewer"] for d in groups[(M, "g1")]["decisions"]] == ["reviewer-day4"]
+    assert unconfirmed_fails(groups, trusted=[]) == {(M, "g1"): "reviewer-day4"}
+    rows = pool({}, log)
+    assert list(rows) == ["reviewer-day4"] and rows["reviewer-day4"]["overlaps"] == 0
+    assert resolve(log + [_line("g1", "李工", FAIL, "2026-11-28T10:00:00+00:00")])[(M, "g1")]["status"] == FAIL
+    assert unconfirmed_fails(resolve(log + [_line("g1", "李工", FAIL, "2026-11-28T10:00:00+00:00")]), []) == {}

@@ -11,7 +11,7 @@ other's decision (each decides in their own browser, and the import pairs them).
 from __future__ import annotations
 
 from qc_core.errors import UserError
-from qc_core.names import ReviewerNameError, reviewer_name, shown
+from qc_core.names import ReviewerNameError, name_skeleton, reviewer_name, shown
 from qc_core.stable_hash import unit_draw
 from stage_b.contract.bounds import in_range
 
@@ -36,6 +36,12 @@ def check_reviewers(value, what: str = "--reviewers") -> list[str]:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise AssignError(f"{what} {value!r} names {', '.join(twice)} twice; give each reviewer once")
+    looks: dict[str, str] = {}
+    for name in names:   # one person, one name: two spellings that look alike would be one reviewer twice
+        other = looks.setdefault(name_skeleton(name), name)
+        if other != name:
+            raise AssignError(f"{what} {value!r}: {shown(name)!r} and {shown(other)!r} look alike (one person, one "
+                              f"name); give each reviewer once, by one spelling")
     return names
 
 

@@ -59,6 +59,7 @@ from stage_b.labels.agreement import (
 )
 from stage_b.labels.decision_lines import DecisionsError, read_decisions
 from stage_b.labels.decisions_log import LOG, DecisionsLogError, append_log, read_log
+from stage_b.labels.persons import canonical_names, merged
 from stage_b.labels.resolve import decision_identity, resolve, review_of, stage_a_record, summary
 from stage_b.labels.reviewer_quality import (
     BELOW,
@@ -146,7 +147,7 @@ def import_checked(incoming: list[dict], output_dir, registry=None, min_kappa: f
     return {"added": len(added), "already": len(incoming) - len(added), "groups": groups, "read": read,
             "summary": summary(groups), "written": written, "without_route": without_route,
             "agreement": agreement, "quality": bar, "gold": gold, "reviewers": reviewers, "escapes_waiting": waiting,
-            "reviewers_path": output_dir / REVIEWERS}
+            "reviewers_path": output_dir / REVIEWERS, "one_person": merged(canonical_names(log))}
 
 
 def _unnamed_reviewer(unnamed: str) -> str:
@@ -302,6 +303,9 @@ def print_import(result: dict, log_path: Path) -> None:
     for path, by in result["read"].items():
         print(f"read {path}: " + ", ".join(f"{n} decision(s) by {printable(who)}" for who, n in by.items()))
     print(f"{result['added']} decision(s) added to {log_path}, {result['already']} already there")
+    for person, spelling in result.get("one_person", []):
+        print(f"{printable(person)} and {printable(spelling)} are read as one reviewer (their names look alike: "
+              f"one person, one name)", file=sys.stderr)
     if result["without_route"]:
         print(f"note: {result['without_route']} decision(s) come from a page or verdict file without routes (made "
               f"before audits): their labels train, and are treated as chosen by score, so no promise's bound "

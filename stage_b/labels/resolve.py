@@ -5,7 +5,8 @@ labels nothing; a decided group becomes a Stage-A record with its label and the 
 An adjudication (a log line with `adjudication`: {"reason"}, written only by the review app when a lead settles a
 conflict; an export's line never becomes one) settles its group: the latest adjudication's decision is the label,
 whatever the reviewers decided, and the group keeps it beside the reviewers' decisions (`adjudication`). It is not a
-reviewer's decision: agreement and the reviewer table never count it."""
+reviewer's decision: agreement and the reviewer table never count it. Look-alike spellings of a reviewer's name are
+one reviewer (stage_b.labels.persons)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from typing import TypedDict
 from qc_core.records import image_key, utc_now
 from stage_b.contract.verdict import FAIL, FILE_LABELS, PASS
 from stage_b.labels.decision_lines import OLDEST, decided_at_time
+from stage_b.labels.persons import ANONYMOUS, canonical_names
 from stage_b.rules.routes import GROUP, REVIEW
 
 # what a label keeps of a Stage-A source record: the record's own fields, nothing a file named as a source adds
@@ -141,15 +143,17 @@ def resolve(log: list[dict], gold: bool = False) -> dict[tuple, DecisionGroup]:
     replaces or hides the group's label from the day it was reviewed."""
     latest: dict[tuple, dict[str, dict]] = {}
     settled: dict[tuple, dict] = {}
+    person = canonical_names(log)   # look-alike spellings of a name are one reviewer (stage_b.labels.persons)
     for d in log:
         if bool((d.get("record") or {}).get("gold")) != gold:
             continue
         if is_adjudication(d):   # the latest in the log settles the group
             if d["decision"] in (PASS, FAIL):
-                settled[(d["mission"], d["group_id"])] = d
+                settled[(d["mission"], d["group_id"])] = {**d, "reviewer": person[d.get("reviewer") or ANONYMOUS]}
             continue
         mine = latest.setdefault((d["mission"], d["group_id"]), {})
-        reviewer = d.get("reviewer") or "anonymous"
+        reviewer = person[d.get("reviewer") or ANONYMOUS]
+        d = {**d, "reviewer": reviewer}
         old = mine.get(reviewer)
         if old is None or replaces(d, old):
             mine[reviewer] = d

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 
 from stage_b.contract.numbers import pct1
 from stage_b.contract.verdict import FAIL, PASS, label_from_file
+from stage_b.labels.persons import ANONYMOUS, canonical_names
 from stage_b.labels.resolve import DecisionGroup, is_adjudication
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
@@ -76,8 +77,10 @@ def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[st
     stage_b.labels.resolve.resolve(log,
     gold=True) (each reviewer's latest decision on each known-answer group), `log` the decisions log in order."""
     out: dict[str, dict] = {}
+    person = canonical_names(log)   # look-alike spellings are one reviewer (stage_b.labels.persons)
 
-    def row(reviewer: str) -> dict:
+    def row(name: str) -> dict:
+        reviewer = person.get(name, name)
         return out.setdefault(reviewer, {"decided": set(), "gold_answered": 0, "gold_wrong": 0, "gold_unsure": 0,
                                          "overlaps": 0, "disagreed": 0, "partners": {}})
     for (mission, gid), g in gold_groups.items():
@@ -96,7 +99,7 @@ def pool(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict]) -> dict[st
     for d in log:
         if (d.get("record") or {}).get("gold") or is_adjudication(d):   # a lead's adjudication is no review
             continue
-        first.setdefault((d["mission"], d["group_id"]), {}).setdefault(d.get("reviewer") or "anonymous",
+        first.setdefault((d["mission"], d["group_id"]), {}).setdefault(person[d.get("reviewer") or ANONYMOUS],
                                                                         d["decision"])
     for (mission, gid), by_reviewer in first.items():
         definite = {who: x for who, x in by_reviewer.items() if x in (PASS, FAIL)}

@@ -50,7 +50,7 @@ def operating_points_of(folder: Path) -> set:
     return digests
 
 
-def read_days(folders: list[Path], point: PointKeys, registry) -> list[Day]:
+def read_days(folders: list[Path], point: PointKeys | None, registry) -> list[Day]:
     """The days, each checked: the folder exists, holds verdict files, and every line names this operating point."""
     days: list[Day] = []
     seen: dict = {}
@@ -70,11 +70,11 @@ def read_days(folders: list[Path], point: PointKeys, registry) -> list[Day]:
         files = verdict_files(folder)
         if not files:
             raise MonitorError(f"day folder {folder} holds no *{VERDICTS_SUFFIX}: is it a judge's output folder?")
-        other = {d for d in operating_points_of(folder) if not point.names(d)}
+        other = {d for d in operating_points_of(folder) if not (point.names(d) if point else d is None)}
         if other:
             raise MonitorError(f"day folder {folder} was judged at another operating point ("
                                f"{', '.join(str(d)[:18] for d in sorted(other, key=str))}…, "
-                               f"this one {point.identity[:18]}…):"
+                               f"this one {point.identity[:18] if point else None}…):"
                                f" live evidence of two rules is never mixed; monitor each operating point's days "
                                f"separately, or use --days_under to take only this one's")
         day = Day(folder.name, folder)
