@@ -73,8 +73,8 @@ def test_an_adjudication_is_no_review_and_confirms_an_escape_as_a_second_person(
     assert unconfirmed_fails(resolve(alone), trusted=[]) == {(M, "g2"): "李工"}
 
 
-@pytest.mark.parametrize("second", ["REVIEWER-DAY4", "ｒｅｖｉｅｗｅｒ－ｄａｙ４", "reviewer\u2011day4", "reviewer - day4",
-                                    "r\u0435viewer-day4"])
+@pytest.mark.parametrize("second", ["REVIEWER-DAY4", "ｒｅｖｉｅｗｅｒ－ｄａｙ４", "reviewer\u2011day4",
+                                    "reviewer - day4", "r\u0435viewer-day4"])
 def test_a_look_alike_spelling_is_the_same_reviewer(second):
     """The field case: the same reviewer under a second spelling confirmed their own escapes and, deciding the day
     again, agreed with themselves (kappa 1.00, both 'meet the bar'). Look-alike spellings are one reviewer: the
