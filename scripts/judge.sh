@@ -59,21 +59,22 @@ monitor_dir="$days_parent/monitor"
 "$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" "$audit_seed" "$monitor" \
   "$monitor_why" <<'PY' || exit 2
 import sys
+from qc_core.errors import UserError
 from qc_core.exits import run_cli
 def check():
     op, share, labels, reviewers, overlap, seed, monitor, monitor_why = sys.argv[1:]
     if seed and not seed.lstrip("-").isdigit():
-        raise ValueError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
+        raise UserError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
     if monitor and monitor != "none":
         from stage_b.monitoring.monitor_file import load_monitor
         load_monitor(monitor)
     if monitor == "none" or monitor_why:
         from stage_b.judging.settings import check_no_monitor
         if monitor != "none":
-            raise ValueError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
+            raise UserError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
         if not monitor_why:
-            raise ValueError("monitor=none needs monitor_why=\"why, in words\": certified missions are then decided "
-                             "without a monitor's state, and the reason is recorded on every verdict line")
+            raise UserError("monitor=none needs monitor_why=\"why, in words\": certified missions are then decided "
+                            "without a monitor's state, and the reason is recorded on every verdict line")
         check_no_monitor(monitor_why, None)
     from stage_b.monitoring.day_shares import check_share_setting
     check_share_setting(share, "audit_share=")

@@ -320,7 +320,8 @@ def test_a_mission_without_a_threshold_is_judged_with_every_group_sent_to_review
     from qc_core.checkpoints import checkpoint_identities
     stage_a = stage_a_folder(tmp_path / "sa", n=3)
     op = tmp_path / "op.json"
-    op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "missions": {
+    op.write_text(json.dumps({"format": 2, **checkpoint_identities(str(tiny_qwen2_5_vl), []), "confidence": 0.8,
+                              "missions": {
         "挡风板安装检查": {"threshold": 0.5, "threshold_fail": 0.5, "review_margin": 0.0, "certified": True,
                     "confidence": 0.8, "target_miss_rate": 0.2, "n_fail": 10, "misses": 0, "miss_rate_upper": 0.149,
                     "promise": "miss rate <= 20%", "profile": {"p_fail": [0.9] * 10, "defect_groups": 10,

@@ -345,6 +345,11 @@ def _op_for_judge_sh(tmp_path):
      None),
     ("monitor=none without words", ["monitor=none"], None, None, "monitor=none needs monitor_why="),
     ("monitor=none with too few words", ["monitor=none", "monitor_why=ok"], None, None, "say in words"),
+    ("monitor_why= alone", ["monitor_why=the monitor host is down"], None, None, "monitor_why= goes with monitor=none"),
+    ("a flag where the words go", ["monitor=none", "monitor_why=--overwrite"], None, None, "is a flag, not a reason"),
+    ("words that move the terminal", ["monitor=none", "monitor_why=\x1b[2Jthe host is down"], None, None,
+     "U+001B"),
+    ("an audit seed that is no number", ["audit_seed=x"], None, None, "audit_seed='x' is not a whole number"),
     ("monitor=none with words", ["monitor=none", "monitor_why=the monitor host is down today"], "this",
      "the monitor host is down today", None),
 ])
@@ -361,8 +366,9 @@ def test_judge_sh_says_in_words_when_certified_work_is_decided_without_a_monitor
             ("x1", "通过", 0.1, "auto", False)])
     result, calls = _launch(tmp_path, "judge.sh", f"mission={M}", "input_dir=photos", "output_dir=days/d2",
                             "stage_a_model=m", "model=m", f"operating_point={op_path}", *extra)
-    if refusal:
+    if refusal:   # an `error:` line before anything runs, never a traceback (the field case printed three)
         assert result.returncode == 2 and refusal in result.stderr and "stage_a.cli" not in calls, case
+        assert "Traceback" not in result.stderr and result.stderr.startswith("error: "), result.stderr
         return
     assert result.returncode == 0, result.stderr
     judge = calls["stage_b.judge"]

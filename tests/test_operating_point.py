@@ -117,7 +117,7 @@ def test_rates_and_thresholds_outside_0_1_are_refused_naming_the_value(value, me
 
 MODEL = {"path": "/m", "fingerprint": "aaa"}
 ADAPTER = {"path": "/a/checkpoint-5", "fingerprint": "bbb"}
-OP = {"format": 2, "model": MODEL, "adapters": [ADAPTER], "missions": {
+OP = {"format": 2, "model": MODEL, "adapters": [ADAPTER], "confidence": 0.9, "missions": {
     "BBU接地线检查": {"threshold": 0.4, "threshold_fail": 0.4, "review_margin": 0.1, "certified": True,
                      "promise": "miss rate <= 10%", "confidence": 0.9, "target_miss_rate": 0.1, "n_fail": 22,
                      "misses": 0, "miss_rate_upper": 0.0996,
@@ -790,3 +790,12 @@ def test_an_operating_point_is_refused_for_other_adapters_on_the_same_base(made_
     op = op_for({M: separated()}, adapters=made_with)
     with pytest.raises(OperatingPointError, match="adapters"):
         thresholds_for(OperatingPoint.from_json(op, "op.json"), "op.json", [M], model=MODEL, adapters=used_with)
+
+
+def test_certified_promises_without_a_confidence_are_refused_on_load_by_every_command():
+    """The field case: a point without `confidence` or `family` loaded in the judge, then the monitor and the planner
+    stopped on an AssertionError. load_operating_point (every command's reader) refuses it, naming what is missing."""
+    with pytest.raises(OperatingPointError, match="certified promises without a `confidence`"):
+        OperatingPoint.from_json({k: v for k, v in OP.items() if k != "confidence"}, "F")
+    assert OperatingPoint.from_json({**{k: v for k, v in OP.items() if k != "confidence"},
+                                     "family": {"per_claim_confidence": 0.9}}, "F").missions

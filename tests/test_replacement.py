@@ -170,10 +170,19 @@ def test_a_replaced_point_without_targets_is_refused():
         inherit_targets({"missions": {A: {"certified": False}}}, {"targets": None})
 
 
-@pytest.mark.parametrize("words", ["ok", "--------", "        "])
-def test_acceptance_takes_words(words):
-    with pytest.raises(ValueError, match="say in words"):
+@pytest.mark.parametrize("words, says", [
+    ("ok", "say in words"), ("        ", "say in words"), ("--------", "is a flag, not a reason"),
+    ("--overwrite", "is a flag, not a reason"), ("the \x1b[2Jcamera changed, signed", "U\\+001B"),
+    ("accepted \u202ebackwards\u202c by the owner", "U\\+202E"), ("a" * 501, "over 500"),
+])
+def test_words_a_person_signs_are_plain_text_of_a_stated_length(words, says):
+    """--no_monitor, monitor_why=, --accept_weaker and an owner's acceptance: a terminal escape (the field case cleared
+    the judge's terminal), a bidi override, 100,000 characters, or a flag given where the words go are refused before
+    anything runs."""
+    with pytest.raises(ValueError, match=says):
         check_words(words, "--accept_weaker", "signed")
+    assert check_words("  the new camera,\n signed by 王经理  ", "--accept_weaker", "x") == \
+        "the new camera, signed by 王经理"
 
 
 def _weaker_point(tmp_path, old_point) -> Path:

@@ -250,6 +250,12 @@ class OperatingPoint:
         overall = None if op.get("overall") is None else MissionPoint.from_json(op["overall"], f"{where}: overall",
                                                                                 evidence_groups=named)
         check_confidences(op, where)
+        if any(m.certified for m in missions.values()) and op.get("confidence") is None \
+                and (op.get("family") or {}).get("per_claim_confidence") is None:
+            # every command refuses it alike: the judge would decide by it, and the monitor and the planner could not
+            # hold its promises to any confidence
+            raise OperatingPointError(f"{where}: certified promises without a `confidence` (the level the live guard "
+                                      f"holds them at); recompute the file with python -m stage_b.evaluate")
         typed = {k: op[k] for k in _TYPED_OP_KEYS if k in op}
         return cls(**{**typed, "missions": missions, "overall": overall},
                    extra={k: v for k, v in op.items() if k not in typed}, keys=tuple(op))

@@ -25,6 +25,7 @@ SIDE_BY_SIDE = ("certified", "threshold", "threshold_fail", "target_miss_rate", 
                 "escape_upper", "target_overkill_rate", "overkill_rate_upper", "automation_share")
 TOLERANCE = 1e-9   # the same number written twice is not a change
 MIN_WORDS = 8
+MAX_WORDS = 500   # a reason is a sentence or two, not a file
 
 
 class ReplacementError(UserError):
@@ -215,12 +216,29 @@ def _cell(value) -> str:
 
 
 def check_words(words, flag: str, example: str) -> str | None:
-    """A reason a person signs (--no_monitor, --accept_weaker): at least MIN_WORDS characters with a letter among
-    them, spaces collapsed; None when not given."""
+    """A reason a person signs (--no_monitor, --accept_weaker, monitor_why=, an owner's acceptance): at least
+    MIN_WORDS characters with a letter among them, at most MAX_WORDS, spaces collapsed; none that shows nothing or
+    moves the text (control characters such as a terminal's escape, bidi overrides: qc_core.names' refused
+    categories), and not a flag (`--overwrite` given where the words go is a slip, not a reason). None when not given.
+    The words are recorded on every verdict line and printed: they are text."""
+    import unicodedata
+
+    from qc_core.names import REFUSED_CATEGORIES, shown
     if words is None:
         return None
-    text = " ".join(str(words).split())
+    raw = str(words)
+    bad = next((c for c in raw if unicodedata.category(c) in REFUSED_CATEGORIES and c not in "\t\n"), None)
+    if bad is not None:
+        raise ReplacementError(f"{flag} {shown(raw[:80])!r}: holds U+{ord(bad):04X} "
+                               f"({unicodedata.name(bad, 'a control character').lower()}), which shows nothing or "
+                               f"moves the text around it; say it in plain words (e.g. {example!r})")
+    text = " ".join(raw.split())
+    if len(text) > MAX_WORDS:
+        raise ReplacementError(f"{flag}: {len(text)} characters, over {MAX_WORDS}: say it in a sentence or two "
+                               f"(e.g. {example!r})")
+    if text.startswith("--"):
+        raise ReplacementError(f"{flag} {text[:40]!r} is a flag, not a reason: say why in words (e.g. {example!r})")
     if len(text) < MIN_WORDS or not any(c.isalpha() for c in text):
-        raise ReplacementError(f"{flag} {words!r}: say in words (e.g. {example!r}); it is recorded on every verdict "
+        raise ReplacementError(f"{flag} {text!r}: say in words (e.g. {example!r}); it is recorded on every verdict "
                                f"line")
     return text
