@@ -348,3 +348,19 @@ def test_the_same_decision_in_two_files_of_one_import_is_appended_once(tmp_path,
     result = import_decisions([first, tmp_path / "b.jsonl"], tmp_path / "labels")
     assert (result["added"], result["already"]) == (1, 1)
     assert len((tmp_path / "labels" / "decisions.jsonl").read_text(encoding="utf-8").splitlines()) == 1
+
+
+def test_a_decision_time_in_another_zone_is_logged_in_utc(tmp_path):
+    """A reviewer's clock at +08:00: the log holds the same moment in UTC, so that times compare as text (planted: the
+    export's own form kept -> 10:00+08:00 sorts after 03:00+00:00 though it is an hour earlier, and a label decided
+    before a withdrawal lifts it)."""
+    from qc_core.missions import load_registry
+    from stage_b.labels.decision_lines import SourceFiles, check_line
+    source = tmp_path / "sa.jsonl"
+    write_jsonl_atomic(source, [{"group_id": "g1", "mission": M, "images": ["1.jpg"], "label": None,
+                                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/m"}])
+    line = {"group_id": "g1", "mission": M, "decision": "通过", "note": "", "reviewer": "王工",
+            "decided_at": "2026-11-28T10:00:00+08:00", "verdict": None, "p_fail": None,
+            "source": {"file": str(source), "sha256": file_sha256(source)}, "history": []}
+    decided, problem = check_line(line, "x:1", load_registry(), SourceFiles(load_registry()))
+    assert problem is None and decided["decided_at"] == "2026-11-28T02:00:00+00:00"

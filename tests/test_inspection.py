@@ -4,6 +4,7 @@ tighten, label evidence about the signed miss rate alone withdraws, a clean tigh
 tightened share sees a tenfold rise within a day, and its audit draw holds the normal one."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -126,3 +127,32 @@ def test_a_tightened_draw_audits_every_group_the_normal_draw_would():
     normal = {g for g in groups if audit_draw(1, "BBU接地线检查", g) < 0.05}
     tight = {g for g in groups if audit_draw(1, "BBU接地线检查", g) < 0.27}
     assert normal and normal <= tight and len(tight) > 4 * len(normal)
+
+
+# -- numbers pinned by an independent calculation (each planted bug below passed every earlier fast test) ----------
+def _day(**counts) -> "ins.DayEvidence":
+    base = dict(day="d", judged=100, auto_passed=60, audit_share=0.1, audited_auto_passed=6, escapes=2,
+                audited_auto_failed_defects=1, reviewed_defects=10)
+    return ins.DayEvidence(**{**base, **counts})
+
+
+def test_the_miss_rate_bets_scale_reviewed_defects_by_the_audit_share():
+    """Horvitz-Thompson scaled by a: an audited escape bets 1 - m, an audited auto-failed defect -m, a reviewed
+    defect -m a. By hand for m = 0.2, a = 0.1: the day's e-value is the grid's mean of (1 + l 0.8)^2 (1 - 0.2 l)
+    (1 - 0.02 l)^10 (planted: reviewed defects not scaled by a -> (1 - 0.2 l)^10, the miss detector 7,696 -> 0.117 on
+    the field's days)."""
+    from stage_b.stats.detector import bets, day_evalue, day_log_evalues
+    assert ins.miss_observations(_day(), 0.2) == [(0.8, 2), (-0.2, 1), (pytest.approx(-0.02), 10)]
+    by_hand = sum((1 + lam * 0.8) ** 2 * (1 - 0.2 * lam) * (1 - 0.02 * lam) ** 10 for lam in bets(0.2)) / 6
+    assert day_evalue(day_log_evalues(0.2, ins.miss_observations(_day(), 0.2))) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand == pytest.approx(1.80098, abs=5e-5)
+
+
+def test_the_same_day_tightened_share_is_planned_for_todays_auto_passed_groups():
+    """A normal day drifting already is judged at the tightened share for today's volume of auto-passed groups:
+    200 groups x a validation auto-pass share of 0.5 = 100 (planted: all 200 of today's groups -> half the share)."""
+    promise = ins.Promise(miss_rate=0.2, escape_rate=0.028, alarm_level=3650.0, auto_pass_share=0.5)
+    n = ins.audits_to_alarm(0.028, ins.tenfold_rise(0.028), 3650.0)
+    assert n == 24   # pinned: audits that see a tenfold rise (28%) within one day at A = 3,650
+    share, why = ins.share_for_day(0.05, "normal", None, drift_today=True, promise=promise, groups_today=200)
+    assert share == pytest.approx(math.ceil(n / 100 * 1000) / 1000) == 0.24 and "drifts" in why

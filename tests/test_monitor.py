@@ -531,3 +531,53 @@ def test_a_built_monitor_has_the_declared_records_and_no_other_key(tmp_path):
         assert set(mission) == set(MonitorMission.__required_keys__) | withdrawn
         for day in mission["days"]:
             assert set(day) == _keys(MonitorDay) and set(day["drift"]) == _keys(DayDrift)
+
+
+# -- the replay's numbers, pinned by an independent calculation --------------------------------------------------
+def _replay_row(day: str, **counts) -> dict:
+    base = dict(day=day, judged=100, auto_passed=60, audit_share=0.1, audited_auto_passed=6, escapes=0,
+                audited_auto_failed_defects=0, reviewed_defects=9, escapes_unconfirmed=0)
+    return {**base, **counts}
+
+
+def _replay(rows):
+    from stage_b.monitoring.inspection import Promise
+    from stage_b.monitoring.monitor_replay import replay
+    promise = Promise(miss_rate=0.2, escape_rate=0.028, alarm_level=3650.0)
+    return replay(rows, promise, mon.bounds_for(0.028, 0.2), lambda i, ref: {"fired": False}, 0.1)
+
+
+def test_the_live_miss_rate_weighs_audited_escapes_by_one_over_the_share():
+    """Stratified Horvitz-Thompson by hand: 1 audited escape at share 0.1 stands for 10 missed defects, beside 9
+    reviewed defects: 10 / (10 + 9) (planted: escapes not weighted -> 1 / 10)."""
+    (row,) = _replay([_replay_row("d1", escapes=1)])
+    assert row["miss_rate_estimate"] == pytest.approx(10 / 19)
+
+
+def test_an_escape_waiting_for_a_second_person_keeps_every_later_day_open():
+    """An escape one reviewer found on day 1 is not confirmed on day 2: nothing holds while it waits (planted: the
+    waiting count not carried over days -> day 2 says nothing of it)."""
+    rows = _replay([_replay_row("d1", escapes_unconfirmed=1), _replay_row("d2", audited_auto_passed=60)])
+    assert [r["status"] for r in rows] == ["unverified", "unverified"]
+    assert "1 escape(s) found by one reviewer alone wait for a second person" in rows[1]["why"]
+
+
+def test_the_tightened_share_is_planned_for_the_mean_daily_volume():
+    """The next tightened share sees a tenfold rise within one day at the mean auto-passed volume of the last 7 days:
+    days of 50..110 auto-passed groups, the last 7 averaging 80 -> ceil(24 / 80, 3 decimals) = 0.3 (planted: their
+    sum, 560 -> the normal share 0.1)."""
+    from stage_b.monitoring.inspection import TIGHTENED, Inspection, Promise
+    from stage_b.monitoring.monitor_replay import next_share
+    rows = [_replay_row(f"d{k}", auto_passed=a) for k, a in enumerate((200, 200, 50, 60, 70, 80, 90, 100, 110))]
+    promise = Promise(miss_rate=0.2, escape_rate=0.028, alarm_level=3650.0)
+    assert next_share(Inspection(state=TIGHTENED), promise, rows, 0.1) == pytest.approx(0.3)
+
+
+def test_a_withdrawal_is_dated_by_the_latest_label_of_its_evidence():
+    """Labels decided at 09:00 and 17:30 on the day that broke the promise: the withdrawal is dated 17:30 (planted:
+    the earliest -> a re-certification on labels from 10:00 would lift it)."""
+    from stage_b.monitoring.days import Day, Labels
+    days = [Day("d1", Path("d1"), verdicts={M: [{"group_id": "a"}, {"group_id": "b"}]})]
+    labels = Labels({(M, "a"): "不通过", (M, "b"): "通过"},
+                    {(M, "a"): "2026-11-28T09:00:00+00:00", (M, "b"): "2026-11-28T17:30:00+00:00"})
+    assert mon.withdrawal_time(M, "d1", days, labels) == "2026-11-28T17:30:00+00:00"

@@ -134,3 +134,24 @@ def test_plan_routing_gives_each_mission_its_planned_share(op_file):
     op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
     got = day_shares(PLAN, op, None, None, None, {M: records(150, 5), N: records(600, 5)}, [M, N])
     assert got[M]["share"] >= got[N]["share"] and "planned" in got[M]["why"]
+
+
+def test_the_day_a_quantile_of_runs_had_withdrawn_by_is_read_at_its_rank():
+    """Ten runs withdrawing on days 1..10: half had withdrawn by day 5, 90% by day 9 (planted: read one run late ->
+    6 and 10)."""
+    days = list(range(1, 11))
+    assert (plan.at_quantile(days, 0.5), plan.at_quantile(days, 0.9), plan.at_quantile([3], 0.9)) == (5, 9, 3)
+
+
+def test_the_reviewer_hours_price_every_audited_group_decided_without_review(op_file):
+    """The audits are drawn from every group decided without review, auto-failed ones too: by hand, share x groups x
+    (the validation groups auto-passed + auto-failed: p_fail at or above t_fail and not within the review margin of t)
+    / n x 30 s (planted: auto-passed groups only -> 18% lower on the field's mission)."""
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    entry = op.missions[M]
+    p = plan.plan_mission(M, entry, 150, None, 5, 10.0, 30.0, 0.2)
+    t, t_fail, margin = entry.threshold, entry.threshold_fail, entry.review_margin
+    auto_failed = sum(1 for x in entry.profile["p_fail"] if t_fail is not None and x >= t_fail and abs(x - t) > margin)
+    assert auto_failed > 0   # the case the planted bug misprices
+    by_hand = p.share * 150 * (entry.escape["auto_passed"] + auto_failed) / entry.extra["n"] * 30 / 3600
+    assert p.reviewer_hours_per_day == pytest.approx(by_hand, rel=1e-9)

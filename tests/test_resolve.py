@@ -89,3 +89,23 @@ def test_a_look_alike_spelling_is_the_same_reviewer(second):
     assert list(rows) == ["reviewer-day4"] and rows["reviewer-day4"]["overlaps"] == 0
     assert resolve(log + [_line("g1", "李工", FAIL, "2026-11-28T10:00:00+00:00")])[(M, "g1")]["status"] == FAIL
     assert unconfirmed_fails(resolve(log + [_line("g1", "李工", FAIL, "2026-11-28T10:00:00+00:00")]), []) == {}
+
+
+def test_an_unsure_second_reviewer_confirms_no_escape():
+    """Confirmation is a second person's 不通过, not any second decision (planted: counting every reviewer of the
+    group -> 李工's unsure confirms 王工's escape)."""
+    log = [_line("g1", "王工", FAIL, "2026-11-28T09:00:00+00:00"),
+           _line("g1", "李工", "unsure", "2026-11-28T09:05:00+00:00")]
+    assert unconfirmed_fails(resolve(log), trusted=[]) == {(M, "g1"): "王工"}
+
+
+def test_a_label_keeps_the_stage_a_models_fingerprint():
+    """A label from a Stage-A record keeps the record's fields the judge compares, the model's fingerprint among them
+    (planted: LABEL_RECORD_FIELDS without it -> a re-certified point's missions read as summarized by another Stage-A
+    model, and every group goes to review)."""
+    from qc_core.checkpoints import stage_a_identity
+    from stage_b.labels.resolve import stage_a_record
+    record = {"group_id": "g1", "mission": M, "images": ["1.jpg"], "per_image": {"图片_1": "接地线×1/已捆扎"},
+              "model": "/models/stage-a", "model_fingerprint": "fp-stage-a", "created_at": "2026-11-28T09:00:00+00:00"}
+    label = stage_a_record(record, PASS)
+    assert label["model_fingerprint"] == "fp-stage-a" and stage_a_identity(label) == stage_a_identity(record)

@@ -1,0 +1,81 @@
+"""Planted bugs, each beside the fast test that must catch it: break the code on purpose, run the test, put the code
+back (DEVELOPERS.md: for each guarantee, watch its test fail once).
+
+    python -m group_qc_dev.plant            # every plant: CAUGHT or MISSED, one line each; exit 1 on a miss
+
+Each plant changes a number or a decision without an exception, as the silent bugs a review found did. The files are
+restored whatever happens (the original copied aside first); run it on a clean working tree."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# (file, text, planted text, test file, -k expression)
+PLANTS = [
+    ("stage_b/labels/decision_lines.py", '"decided_at": _decided_at(rec["decided_at"]),',
+     '"decided_at": rec["decided_at"],', "tests/test_decisions.py", "another_zone"),
+    ("stage_b/monitoring/inspection.py", "(-m * a, day.reviewed_defects)", "(-m, day.reviewed_defects)",
+     "tests/test_inspection.py", "scale_reviewed"),
+    ("stage_b/monitoring/monitor_replay.py", 'volume = sum(int(r["auto_passed"]) for r in recent) / len(recent)',
+     'volume = sum(int(r["auto_passed"]) for r in recent)', "tests/test_monitor.py", "mean_daily"),
+    ("stage_b/monitoring/inspection.py", "volume = groups_today * (promise.auto_pass_share or 1.0)",
+     "volume = groups_today", "tests/test_inspection.py", "same_day_tightened"),
+    ("stage_b/monitoring/monitor_replay.py", 'self.misses_w += int(row["escapes"]) / a',
+     'self.misses_w += int(row["escapes"])', "tests/test_monitor.py", "one_over"),
+    ("stage_b/monitoring/monitor_replay.py", 'self.waiting += int(row.get("escapes_unconfirmed") or 0)',
+     'self.waiting = int(row.get("escapes_unconfirmed") or 0)', "tests/test_monitor.py", "waiting_for_a_second"),
+    ("stage_b/labels/reviewer_quality.py",
+     'by = sorted({d["reviewer"] for d in g["decisions"] if d["decision"] == FAIL}',
+     'by = sorted({d["reviewer"] for d in g["decisions"]}', "tests/test_resolve.py", "unsure_second"),
+    ("stage_b/monitoring/monitor.py", "    return max(seen, default=None)", "    return min(seen, default=None)",
+     "tests/test_monitor.py", "dated_by_the_latest"),
+    ("stage_b/monitoring/plan_audits.py", "chosen * auto_decided * seconds_per_decision / 3600",
+     "chosen * auto_passed * seconds_per_decision / 3600", "tests/test_plan_audits.py", "reviewer_hours_price"),
+    ("stage_b/monitoring/plan_audits.py", "    return sorted_days[max(0, math.ceil(quantile * len(sorted_days)) - 1)]",
+     "    return sorted_days[min(len(sorted_days) - 1, math.ceil(quantile * len(sorted_days)))]",
+     "tests/test_plan_audits.py", "rank"),
+    ("stage_b/labels/resolve.py", '"input_dir",\n                       "model_fingerprint")', '"input_dir")',
+     "tests/test_resolve.py", "fingerprint"),
+    ("stage_b/labels/resolve.py", '        reviewer = person[d.get("reviewer") or ANONYMOUS]',
+     '        reviewer = d.get("reviewer") or ANONYMOUS', "tests/test_resolve.py", "look_alike"),
+    ("stage_b/labels/decisions_log.py", "        _check_against(path, records, chains, h, where)", "        pass",
+     "tests/test_decisions_log.py", "tail_was_cut"),
+    ("stage_b/rules/point_identity.py", "    return PointKeys(point_identity(content), file_sha256(path))",
+     "    return PointKeys(PREFIX + file_sha256(path), file_sha256(path))", "tests/test_withdrawals.py", "follows"),
+]
+
+
+def run(plant) -> bool:
+    """True when the test caught the plant (it failed with the code broken)."""
+    path, old, new, test, expression = plant
+    target = REPO / path
+    text = target.read_text(encoding="utf-8")
+    if old not in text:
+        raise SystemExit(f"{path}: the planted line is no longer there ({old[:60]!r}): update group_qc_dev/plant.py")
+    with tempfile.TemporaryDirectory() as keep:
+        saved = Path(keep) / "original"
+        shutil.copy2(target, saved)
+        try:
+            target.write_text(text.replace(old, new, 1), encoding="utf-8")
+            result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test, "-k",
+                                     expression], cwd=REPO, capture_output=True, text=True)
+        finally:
+            shutil.copy2(saved, target)
+    return result.returncode != 0
+
+
+def main(argv=None) -> int:
+    missed = 0
+    for plant in PLANTS:
+        caught = run(plant)
+        missed += not caught
+        print(f"{'CAUGHT' if caught else 'MISSED'}  {plant[0]}  ({plant[3]} -k {plant[4]})", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
