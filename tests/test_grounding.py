@@ -179,3 +179,25 @@ def test_citation_parsing_is_linear_in_the_ranges():
     started = time.perf_counter()
     assert len(cited_photos(reason)) == 40_001
     assert time.perf_counter() - started < 5   # 121 s when every citation was checked against every range
+
+
+@pytest.mark.parametrize("text, asserted", [
+    ("没有发现松动和缺失", set()), ("无松动、缺失", set()), ("未发现松动或破损", set()), ("没有松动以及缺失", set()),
+    ("螺丝松动、缺失", {"松动", "缺失"}), ("松动和缺失", {"松动", "缺失"}), ("无遮挡，螺丝缺失", {"缺失"}),
+    ("无松动，螺丝缺失", {"缺失"}),
+])
+def test_a_denial_carries_over_the_defects_coordinated_with_it(text, asserted):
+    """The field case: `没有发现松动和缺失` asserted 缺失 (the denial stopped at 和). A defect word joined to a denied
+    one by 和, 与, 及, 或, 以及, 或者 or 、 is denied with it; a clause break still ends the denial (planted: no
+    carry-over -> 缺失 asserted)."""
+    assert asserted_defects(text, defect_terms("BBU接地线检查")) == asserted
+
+
+@pytest.mark.parametrize("reason, cited", [
+    ("图片二 接地线松动", [2]), ("图片_1至图片三", [1, 2, 3]), ("图片十二、图片二十", [12, 20]), ("图片两", [2]),
+    ("接线图二 所示", []), ("图片一百", []),
+])
+def test_a_photo_named_with_a_chinese_numeral_is_cited(reason, cited):
+    """The field case: `图片二` cited nothing. A Chinese numeral up to 九十九 after 图片 cites as the digits do
+    (planted: digits only -> [])."""
+    assert cited_photos(reason) == cited

@@ -428,7 +428,7 @@ def test_a_group_sent_to_two_reviewers_is_in_both_queues():
 
 @pytest.mark.parametrize("words, refusal", [
     (None, None), ("first day at this operating point", None), ("监控主机今天停机维护", None),
-    ("ok", "say in words"), ("--------", "say in words"),
+    ("ok", "say in words"), ("--------", "is a flag, not a reason"),
 ])
 def test_no_monitor_takes_a_reason_in_words(words, refusal):
     if refusal is None:

@@ -37,10 +37,29 @@
   function warn(text) { if (warning) { warning.textContent = text; warning.hidden = false; } }
   if (!storage) warn("This browser does not keep data for this page (a private window?): decisions will not " +
                      "persist after a reload. Export them before you close it.");
-  var decisions = {};
+  // One store entry per group (STORE_KEY + "|" + the group's key): a tab writes only the groups it changed, so a tab
+  // busy with other work, whose view of the store is stale, never writes that stale view over another tab's decisions.
+  // A page saved before (one entry for the whole page, STORE_KEY) is split into entries the first time it loads.
+  var decisions = {}, GROUP_PREFIX = STORE_KEY + "|";
+  function parse(text) { try { return JSON.parse(text || "null"); } catch (e) { return null; } }
   function load() {
     if (!storage) return decisions;
-    try { return JSON.parse(storage.getItem(STORE_KEY) || "{}") || {}; } catch (e) { return {}; }
+    var out = {}, old = parse(storage.getItem(STORE_KEY));
+    for (var i = 0; i < storage.length; i++) {
+      var key = storage.key(i);
+      if (key && key.indexOf(GROUP_PREFIX) === 0) {
+        var d = parse(storage.getItem(key));
+        if (d) out[key.slice(GROUP_PREFIX.length)] = d;
+      }
+    }
+    if (old && typeof old === "object") {   // the whole-page entry of an earlier version: into per-group entries
+      Object.keys(old).forEach(function (k) {
+        out[k] = out[k] ? newer(out[k], old[k]) : old[k];
+        try { storage.setItem(GROUP_PREFIX + k, JSON.stringify(out[k])); } catch (e) { /* kept in memory */ }
+      });
+      storage.removeItem(STORE_KEY);
+    }
+    return out;
   }
   function pagesMeta() {
     try { return JSON.parse(storage.getItem(PAGES_KEY) || "{}") || {}; } catch (e) { return {}; }
@@ -57,16 +76,22 @@
       var m = meta[id] || {};
       return id !== DATA.page_id && m.exported && (!m.saved || m.exported >= m.saved);
     }).sort(function (a, b) { return (meta[a].saved || "") < (meta[b].saved || "") ? -1 : 1; }).forEach(function (id) {
-      if (storage.getItem(STORE_PREFIX + id) !== null) { storage.removeItem(STORE_PREFIX + id); freed++; }
+      var gone = [];
+      for (var i = 0; i < storage.length; i++) {
+        var key = storage.key(i);
+        if (key === STORE_PREFIX + id || (key && key.indexOf(STORE_PREFIX + id + "|") === 0)) gone.push(key);
+      }
+      gone.forEach(function (key) { storage.removeItem(key); });
+      freed += gone.length ? 1 : 0;
       storage.removeItem(UNDO_PREFIX + id);
       delete meta[id];
     });
     try { storage.setItem(PAGES_KEY, JSON.stringify(meta)); } catch (e) { /* nothing more to free */ }
     return freed;
   }
-  // Two tabs of one page share the store: each save reads it, merges per group and writes the merge, so a tab never
-  // writes over a decision the other made (the storage event below refreshes a tab when it can, but is not relied on).
-  // Per group the entry whose history continues the other's wins (it was made after it), else the later change.
+  // Two tabs of one page share the store: a save reads the group's own entry, merges and writes that entry only (the
+  // storage event below refreshes a tab when it can, but is not relied on). The entry whose history continues the
+  // other's wins (it was made after it), else the later change.
   function continues(longer, shorter) {
     if (!shorter.length || longer.length <= shorter.length) return false;
     var last = JSON.stringify(shorter[shorter.length - 1]);
@@ -80,26 +105,21 @@
     if (continues(hb, ha)) return b;
     return lastAt(a) >= lastAt(b) ? a : b;
   }
-  function merged(mine, stored) {
-    var out = {};
-    Object.keys(stored).forEach(function (k) { out[k] = stored[k]; });
-    Object.keys(mine).forEach(function (k) { out[k] = out[k] ? newer(mine[k], out[k]) : mine[k]; });
-    return out;
-  }
-  function save() {
+  function save(k) {   // the group k's entry, merged with what the store holds for it now
     if (!storage) return;
-    var before = JSON.stringify(decisions);
-    decisions = merged(decisions, load());
-    if (JSON.stringify(decisions) !== before && cards.length) { cards.forEach(show); counters(); }
-    var text = JSON.stringify(decisions);
-    try { storage.setItem(STORE_KEY, text); touch("saved"); return; } catch (e) { /* full: free room and retry */ }
+    var stored = parse(storage.getItem(GROUP_PREFIX + k));
+    if (stored && decisions[k]) decisions[k] = newer(decisions[k], stored);
+    else if (stored && !decisions[k]) decisions[k] = stored;
+    var text = JSON.stringify(decisions[k] || null);
+    try { storage.setItem(GROUP_PREFIX + k, text); touch("saved"); return; } catch (e) { /* full: free room, retry */ }
     var freed = evictExported();
-    try { storage.setItem(STORE_KEY, text); touch("saved"); return; } catch (e) { /* still full */ }
-    var others = 0;
+    try { storage.setItem(GROUP_PREFIX + k, text); touch("saved"); return; } catch (e) { /* still full */ }
+    var pages = {};
     for (var i = 0; i < storage.length; i++) {
       var key = storage.key(i);
-      if (key && key.indexOf(STORE_PREFIX) === 0 && key !== STORE_KEY) others++;
+      if (key && key.indexOf(STORE_PREFIX) === 0 && key.indexOf(STORE_KEY) !== 0) pages[key.split("|")[0]] = 1;
     }
+    var others = Object.keys(pages).length;
     warn("This browser's storage for pages opened from files is full (" + others + " other review page(s) keep " +
          "decisions there that were never exported" + (freed ? "; " + freed + " exported page(s) were cleared" : "") +
          "): your decisions are kept in this tab only. Export them now, then export and import the other pages' " +
@@ -299,7 +319,7 @@
     after.note = before.note || "";
     after.history = (before.history || []).concat([entry]).slice(-100);
     if (!after.decision && !after.note && !after.history.length) delete decisions[k]; else decisions[k] = after;
-    save();
+    save(k);
   }
   function decide(card, decision) {
     if (!decidable(card)) return;
@@ -436,7 +456,7 @@
       var k = keyOf(card), d = decisions[k] || {};
       d.note = note.value;
       decisions[k] = d;
-      save();
+      save(k);
     });
     note.addEventListener("blur", function () { show(card); });
     show(card);
@@ -450,9 +470,10 @@
     apply();
   });
   window.addEventListener("storage", function (e) {   // another tab of the same page decided something
-    if (e.key !== STORE_KEY) return;
-    decisions = load();
-    cards.forEach(show);
+    if (!e.key || e.key.indexOf(GROUP_PREFIX) !== 0) return;
+    var k = e.key.slice(GROUP_PREFIX.length), d = parse(e.newValue);
+    if (d) decisions[k] = decisions[k] ? newer(decisions[k], d) : d; else delete decisions[k];
+    cards.forEach(function (c) { if (keyOf(c) === k) show(c); });
     counters();
   });
 

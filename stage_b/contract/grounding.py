@@ -5,9 +5,11 @@ judge's review flags and the review page. Pure (stdlib and the mission registry)
     GENERIC_DEFECT_TERMS word that no negation denies. A negation denies a defect word when it comes before it in the
     same clause with at most NEGATION_GAP characters between them (a word such as 明显, 任何, 发现): `螺丝齐全，无松动`,
     `未发现明显松动`, `无任何缺失` and `没有发现松动` assert nothing; a clause break (，。；、 and the like) ends a
-    negation's reach, so `无遮挡，螺丝缺失` asserts 缺失.
+    negation's reach, so `无遮挡，螺丝缺失` asserts 缺失; but a defect word joined to a denied one by a coordinator
+    (和, 与, 及, 或, 以及, 或者, 、) is denied with it: `没有发现松动和缺失`, `无松动、缺失` assert nothing.
   - A photo *shows a defect* when its Stage-A summary asserts one.
-  - A reason *cites* photo k when it names `图片_k` (also `图片k`, `图k`); a range `图片_1至图片_3` (至, 到, -, ~)
+  - A reason *cites* photo k when it names `图片_k` (also `图片k`, `图k`, and with a Chinese numeral `图片二`,
+    `图片十二`); a range `图片_1至图片_3` (至, 到, -, ~)
     cites every photo in it, 1, 2 and 3 (图片_3至图片_1 too, in its order), when it spans at most MAX_RANGE photos
     (图片_1至图片_64 cites 64); a longer
     range cites its two ends only. A number runs to at most 6 digits: 图片_1234567 cites nothing. Each photo counts
@@ -47,6 +49,7 @@ GENERIC_DEFECT_TERMS = ("缺失", "缺少", "松动", "破损", "损坏", "脱�
 # A defect word right after one of these is denied, not asserted ("螺丝齐全，无松动").
 NEGATIONS = ("无", "没有", "未见", "未发现", "不存在", "并无", "未出现", "不见")
 NEGATION_GAP = 4   # characters a negation reaches over to its defect word, within one clause (module doc)
+COORDINATORS = ("以及", "或者", "和", "与", "及", "或", "、", "跟")   # a denied defect word's denial carries over these
 _REACH = NEGATION_GAP + max(map(len, NEGATIONS))
 CLAUSE_BREAKS = "，,。.；;、：:！!？?\n/|（）()【】[]"
 # 图片k always; a bare 图k only where it cannot end another word (接线图2, 示意图3 are diagrams, not photos): at the
@@ -85,18 +88,52 @@ def negated(text: str, start: int) -> bool:
 
 
 def asserted_defects(text: str, terms) -> set[str]:
-    """Defect terms present in `text` and not denied by a negation (negated)."""
-    found = set()
+    """Defect terms present in `text` and not denied by a negation (negated), or by the denial of a defect word they
+    are coordinated with (module doc). `terms` longest first: a shorter term inside a longer one's match is the
+    longer one's."""
+    taken: list[tuple[int, int, str]] = []
+    used = bytearray(len(text))   # characters a longer term's match holds (linear, however many matches)
     for term in terms:
         for m in re.finditer(re.escape(term), text):
-            if not negated(text, m.start()):
-                found.add(term)
-                break
+            if not any(used[m.start():m.end()]):
+                used[m.start():m.end()] = b"\x01" * (m.end() - m.start())
+                taken.append((m.start(), m.end(), term))
+    found, denied_end = set(), None
+    for start, end, term in sorted(taken):
+        joined = denied_end is not None and text[denied_end:start].strip() in COORDINATORS
+        if negated(text, start) or joined:
+            denied_end = end
+        else:
+            found.add(term)
+            denied_end = None
     return found
+
+
+_DIGIT = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CHINESE_NUMBER = re.compile(r"(图片?\s*_?\s*)([一二两三四五六七八九十]{1,3})(?![一二两三四五六七八九十百千万零])")
+
+
+def _chinese(numeral: str) -> int | None:
+    """一..九十九 as a number (十 = 10, 十二 = 12, 二十 = 20, 二十三 = 23), None for anything else."""
+    if "十" not in numeral:
+        return _DIGIT[numeral] if len(numeral) == 1 and numeral in _DIGIT else None
+    tens, _, ones = numeral.partition("十")
+    if len(tens) > 1 or len(ones) > 1 or (tens and tens not in _DIGIT) or (ones and ones not in _DIGIT):
+        return None
+    return (_DIGIT[tens] if tens else 1) * 10 + (_DIGIT[ones] if ones else 0)
+
+
+def _arabic(reason: str) -> str:
+    """图片二 written 图片_2 (a Chinese numeral after 图片 or 图), so that it cites as 图片_2 does."""
+    def one(m: re.Match) -> str:
+        n = _chinese(m.group(2))
+        return m.group(0) if n is None else f"{m.group(1)}_{n}"
+    return _CHINESE_NUMBER.sub(one, reason) if "图" in reason else reason
 
 
 def cited_photos(reason: str) -> list[int]:
     """The photo numbers a reason cites, in order of first mention, ranges expanded (module doc)."""
+    reason = _arabic(reason)
     ranges = list(RANGE.finditer(reason))
     starts = [m.start() for m in ranges]   # in order, not overlapping: one bisect per single (linear overall)
     ends = [m.end() for m in ranges]
