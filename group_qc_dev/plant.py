@@ -46,6 +46,21 @@ PLANTS = [
      "tests/test_decisions_log.py", "tail_was_cut"),
     ("stage_b/rules/point_identity.py", "    return PointKeys(point_identity(content), file_sha256(path))",
      "    return PointKeys(PREFIX + file_sha256(path), file_sha256(path))", "tests/test_withdrawals.py", "follows"),
+    ("stage_b/labels/decision_lines.py", "    problem = problem or history_problem(history, reviewer, rec[",
+     "    problem = problem or None and history_problem(history, reviewer, rec[", "tests/test_decisions.py",
+     "not_this_decisions"),
+    ("stage_b/labels/resolve.py", "    return _order(new) >= _order(old) - FUTURE_SLACK",
+     "    return _order(new) >= _order(old)", "tests/test_decisions.py", "which_decision_labels"),
+    ("stage_b/monitoring/plan_audits.py", "            if mission in out:   # the last of two numbers would win",
+     "            if False:   # the last of two numbers would win", "tests/test_plan_audits.py", "named_twice"),
+    ("stage_b/rules/point_check.py", '        rate_or_none(getattr(point, key), f"{where}: {key}")',
+     "        pass", "tests/test_operating_point.py", "uncertified_entry_too"),
+    ("stage_b/contract/grounding.py", '        joined = denied_end is not None and text[denied_end:start].strip() in',
+     "        joined = False and text[denied_end:start].strip() in", "tests/test_grounding.py", "coordinated"),
+    ("stage_b/contract/grounding.py", "    reason = _arabic(reason)\n", "", "tests/test_grounding.py",
+     "chinese_numeral"),
+    ("stage_b/labels/resolve.py", '        elif g["verdict"] not in (PASS, FAIL):', '        elif False:',
+     "tests/test_decisions.py", "without_a_models"),
 ]
 
 

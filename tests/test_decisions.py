@@ -16,7 +16,7 @@ from stage_b.labels.decisions import LOG, import_decisions
 from stage_b.labels.resolve import resolve
 from stage_b.labels.decision_lines import DecisionsError
 from stage_b.data.settings import Selection
-from stage_b.contract.verdict import FAIL
+from stage_b.contract.verdict import FAIL, PASS
 
 REPO = Path(__file__).resolve().parent.parent
 M = "BBU接地线检查"
@@ -163,8 +163,14 @@ CORRECTED = [FIRST, _change("不通过", "2026-11-27T10:01:00+00:00", "通过")]
     ("and the first decision imported again after it does not undo it",
      [_logged("r", "不通过", "2026-11-27T10:01:00+00:00", {"id": 2}, CORRECTED),
       _logged("r", "通过", "2026-11-27T10:04:00+00:00", {"id": 1}, [FIRST])], FAIL, 2),
-    ("two pages' histories that do not continue each other: the clock decides",
+    # two browsers: the first stamped minutes ahead (its clock within the slack) must not beat the correction
+    # (planted: decided_at alone -> the 10:05 decision wins)
+    ("two pages' histories within the clocks' slack: the line logged later, the correction, decides",
      [_logged("r", "不通过", "2026-11-27T10:05:00+00:00", {"id": 1}, [_change("不通过", "2026-11-27T10:05:00+00:00")]),
+      _logged("r", "通过", "2026-11-27T10:01:00+00:00", {"id": 2}, [_change("通过", "2026-11-27T10:01:00+00:00")])],
+     PASS, 2),
+    ("two pages' histories further apart than a clock can be: the clock decides",
+     [_logged("r", "不通过", "2026-11-27T10:30:00+00:00", {"id": 1}, [_change("不通过", "2026-11-27T10:30:00+00:00")]),
       _logged("r", "通过", "2026-11-27T10:01:00+00:00", {"id": 2}, [_change("通过", "2026-11-27T10:01:00+00:00")])],
      FAIL, 1),
 ])
@@ -364,3 +370,38 @@ def test_a_decision_time_in_another_zone_is_logged_in_utc(tmp_path):
             "source": {"file": str(source), "sha256": file_sha256(source)}, "history": []}
     decided, problem = check_line(line, "x:1", load_registry(), SourceFiles(load_registry()))
     assert problem is None and decided["decided_at"] == "2026-11-28T02:00:00+00:00"
+
+
+@pytest.mark.parametrize("history, says", [
+    ([{"from": None, "to": "不通过", "at": "2026-11-28T09:00:00+00:00", "by": "李工", "on_screen_ms": 900}],
+     "names 李工 as making changes to 王工's decision"),
+    ([{"from": None, "to": "通过", "at": "2026-11-28T09:00:00+00:00", "by": "王工", "on_screen_ms": 900}],
+     "ends on '通过', and the line's decision is '不通过'"),
+    ([{"from": None, "to": "不通过", "at": "2026-11-28T09:30:00+00:00", "by": "王工", "on_screen_ms": 900}],
+     "after the decision itself"),
+])
+def test_an_exports_history_that_is_not_this_decisions_is_refused(tmp_path, history, says):
+    """An export's history naming another reviewer, ending on another decision or stamped after decided_at was
+    imported as it was (planted: history_problem returning None -> imported)."""
+    from qc_core.missions import load_registry
+    from stage_b.labels.decision_lines import SourceFiles, check_line
+    source = tmp_path / "sa.jsonl"
+    write_jsonl_atomic(source, [{"group_id": "g1", "mission": M, "images": ["1.jpg"], "label": None,
+                                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/m"}])
+    line = {"group_id": "g1", "mission": M, "decision": "不通过", "note": "", "reviewer": "王工",
+            "decided_at": "2026-11-28T09:00:00+00:00", "verdict": None, "p_fail": None,
+            "source": {"file": str(source), "sha256": file_sha256(source)}, "history": history}
+    decided, problem = check_line(line, "x:1", load_registry(), SourceFiles(load_registry()))
+    assert decided is None and says in problem
+    ok = {**line, "history": [{**history[0], "by": "王 工", "to": "不通过", "at": "2026-11-28T09:00:00+00:00"}]}
+    assert check_line(ok, "x:1", load_registry(), SourceFiles(load_registry()))[1] is None   # a look-alike: the same
+
+
+def test_labels_from_a_page_without_a_models_verdict_are_not_counted_as_agreeing_with_none():
+    """A Stage-A audit's decisions were reported as 'the verdict line agreed on 0 of 2' though no model judged them
+    (planted: such groups counted under reviewed -> agreed 0 of 2)."""
+    from stage_b.labels.resolve import summary
+    groups = {(M, f"g{k}"): {"status": "通过", "decisions": [], "record": {}, "verdict": None, "route": None}
+              for k in range(2)}
+    s = summary(groups)[M]
+    assert s["reviewed"]["labelled"] == 0 and s["no_verdict"] == 2 and s["labelled"] == 2

@@ -799,3 +799,12 @@ def test_certified_promises_without_a_confidence_are_refused_on_load_by_every_co
         OperatingPoint.from_json({k: v for k, v in OP.items() if k != "confidence"}, "F")
     assert OperatingPoint.from_json({**{k: v for k, v in OP.items() if k != "confidence"},
                                      "family": {"per_claim_confidence": 0.9}}, "F").missions
+
+
+@pytest.mark.parametrize("key, value", [("target_miss_rate", -1), ("target_overkill_rate", 1.5),
+                                        ("target_miss_rate", "0.1")])
+def test_a_target_is_a_rate_on_an_uncertified_entry_too(key, value):
+    """`target_miss_rate: -1` on an uncertified entry loaded (planted: the range checked on certified entries only)."""
+    op = {**OP, "missions": {"挡风板安装检查": {**OP["missions"]["挡风板安装检查"], key: value}}}
+    with pytest.raises(OperatingPointError, match=key):
+        OperatingPoint.from_json(op, "F")

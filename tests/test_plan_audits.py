@@ -155,3 +155,17 @@ def test_the_reviewer_hours_price_every_audited_group_decided_without_review(op_
     assert auto_failed > 0   # the case the planted bug misprices
     by_hand = p.share * 150 * (entry.escape["auto_passed"] + auto_failed) / entry.extra["n"] * 30 / 3600
     assert p.reviewer_hours_per_day == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_a_mission_named_twice_in_groups_per_day_is_refused():
+    """The last of two numbers won without a word (planted: no check -> {M: 300})."""
+    with pytest.raises(plan.PlanError, match="names BBU接地线检查 twice"):
+        plan.parse_groups(["150", f"{M}=150", f"{M}=300"], [M, N])
+
+
+def test_a_plan_at_the_smallest_share_says_it_is_the_floor(op_file):
+    """At a huge volume the smallest share planned already sees the rise: the plan says so and what it audits, not
+    a price as if it were the need (planted: no word)."""
+    op = OperatingPoint.from_json(json.loads(op_file.read_text(encoding="utf-8")), op_file)
+    p = plan.plan_mission(M, op.missions[M], 20000, None, 2, 10.0, 30.0, 0.2)
+    assert p.share == plan.SHARES[0] and "the smallest share planned and already enough" in p.why

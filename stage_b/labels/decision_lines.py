@@ -174,6 +174,7 @@ def check_line(rec, where: str, registry, sources: SourceFiles, unnamed: str = "
     except MissionError as exc:
         return None, f"{where}: {exc}"
     history, problem = check_history(rec.get("history"))
+    problem = problem or history_problem(history, reviewer, rec["decision"], rec["decided_at"])
     if problem:
         return None, f"{where}: history {problem}; export the decisions from the review page again"
     found, problem = _verified_source(rec, mission, sources)
@@ -272,6 +273,26 @@ def _is_name(text: str) -> bool:
         return True
     except ReviewerNameError:
         return False
+
+
+def history_problem(history: list, reviewer: str, decision: str, decided_at) -> str | None:
+    """Why a checked history cannot be this line's: a change made by another person (one person, one name: a
+    look-alike spelling of the reviewer is theirs), a last change that ends on another decision, or a change stamped
+    after the decision itself (beyond a second: the page stamps both at once)."""
+    from qc_core.names import name_skeleton
+    if not history:
+        return None
+    others = sorted({c["by"] for c in history if c.get("by") and name_skeleton(c["by"]) != name_skeleton(reviewer)})
+    if others:
+        return f"names {', '.join(others)} as making changes to {reviewer}'s decision: one person's decision"
+    if history[-1].get("to") != decision:
+        return f"ends on {history[-1].get('to')!r}, and the line's decision is {decision!r}"
+    decided = decided_at_time(decided_at)
+    late = [c["at"] for c in history
+            if decided and (decided_at_time(c["at"]) or decided) > decided + timedelta(seconds=1)]
+    if late:
+        return f"holds a change at {late[0]}, after the decision itself ({decided_at})"
+    return None
 
 
 def check_history(history) -> tuple[list, str | None]:

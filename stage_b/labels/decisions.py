@@ -319,6 +319,9 @@ def print_import(result: dict, log_path: Path) -> None:
             print(f"  reviewed (sent to a person by the rule, so not a sample of the work decided without "
                   f"review): the verdict line agreed on {r['agreed']} of {r['labelled']}, passed {r['missed']} of "
                   f"{r['fail']} the reviewer failed, failed {r['overkilled']} of {r['pass']} the reviewer passed")
+        if s.get("no_verdict"):
+            print(f"  {s['no_verdict']} labelled on a page without a model's verdict (a Stage-A audit): no verdict "
+                  f"line to agree with")
         if a["labelled"]:
             print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                   f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "

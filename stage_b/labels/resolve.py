@@ -15,7 +15,7 @@ from typing import TypedDict
 
 from qc_core.records import image_key, utc_now
 from stage_b.contract.verdict import FAIL, FILE_LABELS, PASS
-from stage_b.labels.decision_lines import OLDEST, decided_at_time
+from stage_b.labels.decision_lines import FUTURE_SLACK, OLDEST, decided_at_time
 from stage_b.labels.persons import ANONYMOUS, canonical_names
 from stage_b.rules.routes import GROUP, REVIEW
 
@@ -40,15 +40,16 @@ def _continues(longer: list, shorter: list) -> bool:
 def replaces(new: dict, old: dict) -> bool:
     """Whether one reviewer's decision `new` on a group replaces their decision `old`: by the page's own sequence
     first (a decision whose history continues the other's was made after it on that page, whatever either clock says:
-    a clock set back, or one stamped ahead within the slack, cannot make a correction lose), else by decided_at, a tie
-    going to the line logged later."""
+    a clock set back, or one stamped ahead within the slack, cannot make a correction lose), else by decided_at, where
+    times within FUTURE_SLACK of each other (a clock ahead of the other by minutes) go to the line logged later."""
     h_new, h_old = new.get("history") or [], old.get("history") or []
     if h_new and h_old and h_new != h_old:
         if _continues(h_new, h_old):
             return True
         if _continues(h_old, h_new):
             return False
-    return _order(new) >= _order(old)
+    # two browsers' clocks: within the slack a clock may be ahead by, the line logged later (the correction) wins
+    return _order(new) >= _order(old) - FUTURE_SLACK
 
 
 def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict] | None = None,
@@ -187,6 +188,7 @@ def summary(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict]:
             continue
         s = out.setdefault(mission, {"decided": 0, "labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
                                      "overkilled": 0, "unsure": 0, "conflicts": 0, "conflict_groups": [],
+                                     "no_verdict": 0,
                                      "reviewed": {"labelled": 0, "agreed": 0, "fail": 0, "missed": 0, "pass": 0,
                                                   "overkilled": 0},
                                      "audited": {"labelled": 0, "auto_passed": 0, "escapes": 0, "auto_failed": 0,
@@ -215,6 +217,8 @@ def summary(groups: Mapping[tuple, DecisionGroup]) -> dict[str, dict]:
             a["escapes"] += g["verdict"] == PASS and decided == FAIL
             a["auto_failed"] += g["verdict"] == FAIL
             a["overkills"] += g["verdict"] == FAIL and decided == PASS
+        elif g["verdict"] not in (PASS, FAIL):   # a Stage-A audit or a page without a model's verdict: nothing to agree
+            s["no_verdict"] += 1
         else:
             r = s["reviewed"]
             r["labelled"] += 1

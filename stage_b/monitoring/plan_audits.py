@@ -123,10 +123,14 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
         return Plan(mission, groups, auto_passed, detect, within_days, None, None, None, 1 / false_alarm_years, None,
                     None, f"not even every group audited withdraws within {within_days} days in {100 * quantile:.3g}% "
                           f"of runs: allow more days, or judge more groups a day")
+    floor = "" if chosen > SHARES[0] else (
+        f"{100 * SHARES[0]:g}% is the smallest share planned and already enough: it audits "
+        f"{chosen * auto_decided:,.0f} groups a day, more than this rise needs at {groups:,} groups a day (fewer "
+        f"audits a day would do; the priced hours are the floor's)")
     return Plan(mission, groups, auto_passed, detect, within_days, chosen, at_quantile(days, 0.5),
                 at_quantile(days, 0.9), 1 / false_alarm_years,
                 chosen * auto_decided * seconds_per_decision / 3600,
-                needed / (chosen * auto_passed) if needed is not None and auto_passed else None)
+                needed / (chosen * auto_passed) if needed is not None and auto_passed else None, floor)
 
 
 def plan_for_mix(mix: WorkMix, promise, groups: int, detect: float, within_days: int, delta: float,
@@ -181,6 +185,8 @@ def parse_groups(values: list[str], missions: list[str]) -> dict[str, int]:
             if mission not in missions:
                 raise PlanError(f"--groups_per_day {value!r}: the operating point has no mission {mission!r} (it has "
                                 f"{', '.join(missions)})")
+            if mission in out:   # the last of two numbers would win without a word
+                raise PlanError(f"--groups_per_day names {mission} twice ({out[mission]} and {n}): give it once")
             out[mission] = n
         else:
             default = n
@@ -236,6 +242,9 @@ def _plan(args) -> int:
         except PlanError as exc:
             print(f"{mission}: {exc}")
     print(table(plans))
+    for p in plans:
+        if p.share is not None and p.why:
+            print(f"{p.mission}: {p.why}")
     return 0
 
 

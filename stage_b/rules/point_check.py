@@ -48,6 +48,8 @@ def check_promise(point: MissionPoint, where: str, evidence_groups: int | None =
         raise OperatingPointError(f"{where}: threshold_fail {t_fail!r} is below threshold {t!r}: groups between them "
                                   f"would be auto-failed and auto-passed at once; recompute the file")
     check_live_fields(point, where)
+    for key in ("target_miss_rate", "target_overkill_rate"):   # a target is a rate, certified or not
+        rate_or_none(getattr(point, key), f"{where}: {key}")
     if not point.certified and not point.overkill_certified:
         return
     try:
