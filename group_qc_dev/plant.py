@@ -61,6 +61,11 @@ PLANTS = [
      "chinese_numeral"),
     ("stage_b/labels/resolve.py", '        elif g["verdict"] not in (PASS, FAIL):', '        elif False:',
      "tests/test_decisions.py", "without_a_models"),
+    ("stage_b/judging/scoring.py", "                                                               allow_uncertified), "
+     "path.parent))", "                                                               allow_uncertified), "
+     "Path('/')))", "tests/test_portable_paths.py", "verdict_line_names"),
+    ("stage_b/labels/decision_lines.py", "    climbs = _climbs_out(record.get(\"images\"))",
+     "    climbs = None", "tests/test_portable_paths.py", "outside_its_folder"),
 ]
 
 

@@ -140,3 +140,56 @@ def test_an_operating_point_and_its_metrics_name_their_files_relative(tmp_path):
     op2 = json.loads((copy / "later" / "op2" / "operating_point.json").read_text(encoding="utf-8"))
     assert resolved(op2["model"]["path"], copy / "later" / "op2") == copy / "model"
     assert resolved(op2["replaces"]["path"], copy / "later" / "op2") == copy / "op" / "operating_point.json"
+
+
+@pytest.mark.usefixtures("no_group_qc_environment")
+def test_a_verdict_line_names_its_photo_folder_relative_and_an_import_in_a_copy_reads_the_copys(tmp_path, engine,
+                                                                                                 model):
+    """The field case: verdict lines stored input_dir absolute, so labels imported in a copied project pointed at the
+    original's photos. The judge stores it relative to the verdict file; the import resolves it where the file is
+    now (planted: the judge writing it as the record had it -> the copy's label names the original's folder)."""
+    from qc_core.jsonl import file_sha256, record_digest, write_jsonl_atomic
+    from stage_b.judging import judge, verdict_file
+    from stage_b.labels.decision_lines import decision_line
+    from stage_b.labels.decisions import import_decisions
+    from tests.helpers import write_stage_a_groups
+    project = tmp_path / "project"
+    stage_a = write_stage_a_groups(project / "stage_a", {"BBU接地线检查": [("QC-PP-1", None)]})
+    records = [json.loads(x) for x in (next(stage_a.glob("*.jsonl"))).read_text(encoding="utf-8").splitlines()]
+    (project / "photos").mkdir()
+    write_jsonl_atomic(next(stage_a.glob("*.jsonl")), [{**r, "input_dir": str(project / "photos")} for r in records])
+    engine.P_FAIL[("BBU接地线检查", "QC-PP-1")] = 0.9
+    day = project / "days" / "d1"
+    assert judge.main(["--model", str(model), "--stage_a_dir", str(stage_a), "--threshold", "0.5", "--no_review",
+                       "--output_dir", str(day)]) == 0
+    path = verdict_file.verdicts_path(day, "BBU接地线检查")
+    (line,) = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert line["input_dir"] == "../../photos"
+    shutil.copytree(project, tmp_path / "copy")
+    shutil.rmtree(project)
+    copied = verdict_file.verdicts_path(tmp_path / "copy" / "days" / "d1", "BBU接地线检查")
+    export = tmp_path / "export.jsonl"
+    write_jsonl_atomic(export, [decision_line(line, "不通过", "王工", {"file": str(copied),
+                                                                     "sha256": file_sha256(copied)},
+                                              seen=record_digest(line))])
+    import_decisions([export], tmp_path / "copy" / "labels")
+    (label,) = [json.loads(x) for x in next((tmp_path / "copy" / "labels").glob("*_stage_a.jsonl")).read_text(
+        encoding="utf-8").splitlines()]
+    assert resolved(label["input_dir"], tmp_path / "copy" / "labels") == tmp_path / "copy" / "photos"
+
+
+@pytest.mark.parametrize("images", [["../../../../etc/x.jpg"], ["/etc/x.jpg"], ["a/../../x.jpg"]])
+def test_a_label_never_names_a_photo_outside_its_folder(tmp_path, images):
+    """A decision whose source is any JSONL with a photo path that climbs out (../, absolute) is refused: a label would
+    name any file on the machine (planted: source_record_problem without the check -> imported)."""
+    from qc_core.jsonl import file_sha256, write_jsonl_atomic
+    from stage_b.labels.decision_lines import DecisionsError, decision_line
+    from stage_b.labels.decisions import import_decisions
+    source = tmp_path / "any.jsonl"
+    write_jsonl_atomic(source, [{"group_id": "g1", "mission": "BBU接地线检查", "images": images, "label": None,
+                                 "per_image": {"图片_1": "接地线×1/已捆扎"}, "model": "/m"}])
+    export = tmp_path / "export.jsonl"
+    write_jsonl_atomic(export, [decision_line({"group_id": "g1", "mission": "BBU接地线检查"}, "通过", "王工",
+                                              {"file": str(source), "sha256": file_sha256(source)})])
+    with pytest.raises(DecisionsError, match="climbs out of its photo folder"):
+        import_decisions([export], tmp_path / "labels")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from qc_core.jsonl import JsonlAppender
 from qc_core.records import utc_now
+from qc_core.paths import with_input_dir_stored
 from stage_b.data.dataset import DatasetError, prompt_row, rows_for
 from stage_b.data.settings import Selection
 from stage_b.judging.verdict_file import verdict_record
@@ -81,7 +82,9 @@ def score_and_write(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple,
             for i in ok:
                 if i in failed:
                     continue
-                out.write(verdict_record(batch[i], p[i], point, written_replies[i], provenance, allow_uncertified))
+                # the photo folder stored relative to the verdict file: a copied project reads its own photos
+                out.write(with_input_dir_stored(verdict_record(batch[i], p[i], point, written_replies[i], provenance,
+                                                               allow_uncertified), path.parent))
                 written += 1
             for i, why in sorted(failed.items()):
                 errors.write({"group_id": batch[i]["group_id"], "mission": batch[i]["mission"], "error": why,

@@ -14,6 +14,7 @@ from qc_core.jsonl import JsonlError, file_sha256, iter_jsonl, record_digest
 from qc_core.missions import MissionError, load_registry
 from qc_core.names import ReviewerNameError, reviewer_name
 from qc_core.records import utc_now
+from qc_core.paths import with_input_dir_resolved
 from stage_b.contract.verdict import FAIL, PASS
 from stage_b.rules.routes import GROUP, REVIEW
 
@@ -128,10 +129,22 @@ class SourceFiles:
         return self.files[path]
 
 
+def _climbs_out(images) -> str | None:
+    """A photo path a label would carry that leaves its photo folder: absolute, or with a `..` part."""
+    for rel in images if isinstance(images, list) else []:
+        if isinstance(rel, str) and (Path(rel).is_absolute() or ".." in Path(rel.replace("\\", "/")).parts):
+            return f"its photo {rel!r} climbs out of its photo folder"
+    return None
+
+
 def source_record_problem(record: dict) -> str | None:
     """Why a source file's line cannot become a label: a Stage-A record must pass the Stage-A contract, a verdict line
-    must carry the summaries and photos the label is built from."""
+    must carry the summaries and photos the label is built from; no photo path may leave its folder (`../`, an
+    absolute path: a label would name any file on the machine)."""
     from qc_core.records import RecordError, validate_record
+    climbs = _climbs_out(record.get("images"))
+    if climbs:
+        return climbs
     if "per_image" in record:
         try:
             validate_record({**record, "label": record.get("label")})
@@ -192,7 +205,9 @@ def check_line(rec, where: str, registry, sources: SourceFiles, unnamed: str = "
                 "source": {"file": str(path), "sha256": sha, "line_sha256": record_digest(record),
                            **({"band": band} if band and record.get("review_scope") == GROUP else {})},
                 "history": history}
-    return {**decision, "record": record}, None
+    # the label's photo folder read where the source file is now (a verdict line stores it relative to itself: an
+    # import in a copied project reads the copy's photos, never the original's)
+    return {**decision, "record": with_input_dir_resolved(record, Path(path).parent)}, None
 
 
 def _field_problem(rec) -> str | None:
