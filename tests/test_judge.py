@@ -198,7 +198,9 @@ def test_unlabelled_stage_a_then_judge_writes_every_group_once_and_resumes(unrev
         assert r["reason_citations"] == "guided"
         # a random model's reason line is rarely the contract: such replies are kept and flagged, never dropped
         assert r["needs_review"] == bool(r["review_why"])
-        assert r["model"] == str(Path(tiny_qwen2_5_vl).resolve()) and r["operating_point"] is None
+        # the checkpoint named relative to the verdict file: a copied project names its own
+        assert not Path(r["model"]).is_absolute() and r["operating_point"] is None
+        assert (tmp_path / "v" / r["model"]).resolve() == Path(tiny_qwen2_5_vl).resolve()
     again = run_judge(*args)
     assert again.returncode == 0 and again.stdout.count("0 to judge") == 2
     assert "Loading" not in again.stderr   # nothing left to judge: the model is not even loaded

@@ -165,6 +165,8 @@ def test_a_verdict_line_names_its_photo_folder_relative_and_an_import_in_a_copy_
     path = verdict_file.verdicts_path(day, "BBU接地线检查")
     (line,) = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     assert line["input_dir"] == "../../photos"
+    # the checkpoints too: relative to the verdict file, the same checkpoint read from where the file is
+    assert not Path(line["model"]).is_absolute() and (day / line["model"]).resolve() == Path(model).resolve()
     shutil.copytree(project, tmp_path / "copy")
     shutil.rmtree(project)
     copied = verdict_file.verdicts_path(tmp_path / "copy" / "days" / "d1", "BBU接地线检查")

@@ -34,7 +34,7 @@ from typing import NamedTuple
 from qc_core.checkpoints import stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import OUTPUT_REMEDY, RESUME, iter_jsonl, output_lock, write_jsonl_atomic
-from qc_core.paths import resolved
+from qc_core.paths import resolved, stored
 
 from stage_b.data.dataset import load_records
 from stage_b.labels.decisions_log import LOG, read_log
@@ -269,7 +269,10 @@ def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, se
 def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dict:
     """What a verdict file's lines record about how they were made (a resume must agree: PROVENANCE)."""
     checkpoints = day.checkpoints
-    return {"model": checkpoints["model"]["path"], "adapters": [a["path"] for a in checkpoints["adapters"]],
+    # the checkpoints named relative to the verdict file (a copied project names its own); what they are is their
+    # fingerprints, the keys a resume and the monitor compare
+    return {"model": stored(checkpoints["model"]["path"], settings.output_dir),
+            "adapters": [stored(a["path"], settings.output_dir) for a in checkpoints["adapters"]],
             "fingerprints": {"model": checkpoints["model"]["fingerprint"],
                              "adapters": [a["fingerprint"] for a in checkpoints["adapters"]]},
             "operating_point": day.point.identity if day.point else None,
