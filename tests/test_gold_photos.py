@@ -126,7 +126,8 @@ def test_the_judge_copies_the_drawn_gold_photos_into_the_day(tiny_qwen2_5_vl, tm
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"gold group QC-GONE of {M} not mixed in: its photo folder" in result.stderr
     gold = [v for v in read_lines(verdict_file.verdicts_path(out, M)) if v.get("gold")]
-    assert len(gold) == 2 and all(v["input_dir"] == str(out / PHOTOS_DIR) for v in gold)
+    # the copies' folder named relative to the verdict file (qc_core.paths): a copied day reads its own copies
+    assert len(gold) == 2 and all(v["input_dir"] == PHOTOS_DIR for v in gold)
     assert all((out / PHOTOS_DIR / rel).is_file() for v in gold for rel in v["images"])
     html = (out / "review" / "index.html").read_text(encoding="utf-8")
     for v in gold:   # each gold card shows its photos
