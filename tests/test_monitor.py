@@ -146,6 +146,66 @@ def test_an_escape_moves_a_bound_only_when_a_second_person_or_a_measured_reviewe
         monitor_file.check_monitor(edited, "m.json")
 
 
+def _log(folder: Path, decisions: list[tuple]) -> None:
+    """decisions: [(group id, reviewer, decision[, extra fields])] of mission M, appended in order and chained as the
+    import and the review app chain them."""
+    from stage_b.labels.decisions_log import append_log, read_log
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "decisions.jsonl"
+    chain = read_log(log)[1] if log.is_file() else ""
+    append_log(log, [
+        {"group_id": gid, "mission": M, "decision": decision, "note": "", "reviewer": who,
+         "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None, "p_fail": None,
+         "source": {"file": "x", "sha256": "y"}, "record": {}, **(extra[0] if extra else {})}
+        for gid, who, decision, *extra in decisions], chain)
+
+
+@pytest.mark.parametrize("how_the_label_is_missing, decisions, listed_why, disputed, escapes_after_settling", [
+    ("two reviewers disagree (conflict)", [("r", "通过"), ("r2", "不通过")], "conflict", True, 1),
+    ("the reviewer was unsure", [("r", "unsure")], "unsure", True, 1),
+    ("one reviewer alone failed it, unmeasured", [("r", "不通过")], None, False, 1),
+    ("nobody has decided it yet", [], "not decided yet", False, 0),
+])
+def test_an_audited_auto_passed_group_without_a_label_is_listed_never_dropped(
+        tmp_path, how_the_label_is_missing, decisions, listed_why, disputed, escapes_after_settling):
+    """Every audited auto-passed group is accounted for on its day: in dispute (conflict, unsure) it is listed as
+    unresolved and keeps the promise unverified while open, however many clean audits beside it; an escape one
+    reviewer alone found waits for a second person (listed as waiting); one not decided yet is listed as such. Once
+    settled as a fail (here: the lead's adjudication, a second reviewer) it counts as an escape. Planted: resolve's
+    open statuses not carried (disputed = {}) -> the conflict reads as not decided and the promise holds."""
+    op, op_path, digest = make_op(tmp_path)
+    audited = [("x0", "通过", 0.05, "audit", False)] + [(f"c{i}", "通过", 0.05, "audit", False) for i in range(80)]
+    write_day(tmp_path / "day1", digest, audited)
+    labels = tmp_path / "labels"
+    _log(labels, [(f"c{i}", "r", "通过") for i in range(80)] + [("x0", who, d) for who, d in decisions])
+    result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], labels)
+    m = result["missions"][M]
+    day = m["days"][0]
+    if listed_why is None:
+        assert day["escapes_unconfirmed"] == 1 and day["unresolved"] == []
+    else:
+        assert day["unresolved"] == [{"group_id": "x0", "why": listed_why}]
+    assert day["audits_disputed"] == int(disputed)
+    assert (day["escapes"], day["audited_auto_passed"]) == (0, 80)
+    if disputed or listed_why is None:
+        assert m["status"] == mon.UNVERIFIED, m["why"]
+    else:   # not decided yet: the promise rests on the 80 decided audits, the open one listed
+        assert m["status"] == mon.HOLDS, m["why"]
+    monitor_file.check_monitor(json.loads(json.dumps(result)), "m.json")
+    if disputed:   # the file's count of disputed audits is replayed: an edit is refused
+        edited = json.loads(json.dumps(result))
+        edited["missions"][M]["days"][0]["audits_disputed"] = 0
+        with pytest.raises(monitor_days.MonitorError, match="audits it lists in dispute"):
+            monitor_file.check_monitor(edited, "m.json")
+    # settled as a fail: a lead's adjudication (conflict, unsure) or a second reviewer (one alone)
+    settle = {"conflict": [("x0", "lead", "不通过", {"adjudication": {"reason": "图片_2 接地线松动"}})],
+              "unsure": [("x0", "r2", "不通过"), ("x0", "r3", "不通过")], None: [("x0", "r2", "不通过")],
+              "not decided yet": []}[listed_why]
+    _log(labels, settle)
+    after = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1"], labels)["missions"][M]["days"][0]
+    assert after["escapes"] == escapes_after_settling, after
+
+
 def test_a_day_with_an_escape_waiting_is_not_a_clean_tightened_day():
     from stage_b.monitoring.monitor_replay import evidence_of
     row = {"day": "d", "judged": 10, "auto_passed": 5, "audit_share": 0.5, "audited_auto_passed": 3, "escapes": 0,

@@ -17,6 +17,7 @@ from stage_b.rules.routes import AUDIT, REVIEW, route_of_record
 from stage_b.rules.point_identity import PointKeys
 
 VERDICTS_SUFFIX = "_verdicts.jsonl"
+NOT_DECIDED = "not decided yet"   # an audited group no reviewer has decided (conflict and unsure: resolve's statuses)
 
 
 class MonitorError(UserError):
@@ -175,13 +176,16 @@ def days_under(parent: Path, point: PointKeys) -> list[Path]:
 class Labels(dict):
     """{(mission, group id): PASS | FAIL (the label)}, and beside it `decided_at`: {key: the latest decision time
     behind the label} (when the evidence a label gives existed) and `unconfirmed`: {key: reviewer} for each FAIL that
-    one reviewer alone gave and nobody confirmed (stage_b.labels.reviewer_quality.unconfirmed_fails)."""
+    one reviewer alone gave and nobody confirmed (stage_b.labels.reviewer_quality.unconfirmed_fails), and `disputed`:
+    {key: "conflict" | "unsure"} for each group reviewers decided without a label (an audit in dispute is listed on its
+    day, never dropped)."""
 
     def __init__(self, statuses=(), decided_at: dict | None = None, unconfirmed: dict | None = None,
-                 head: dict | None = None):
+                 head: dict | None = None, disputed: dict | None = None):
         super().__init__(statuses)
         self.decided_at = dict(decided_at or {})
         self.unconfirmed = dict(unconfirmed or {})
+        self.disputed = dict(disputed or {})
         self.head = head   # the decisions log's head as read (stage_b.labels.decisions_log.head)
 
 
@@ -215,13 +219,15 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
         log, chain = read_log(log_path, seen)   # chain and heads checked: an edited or cut log moves no bound
     except (JsonlError, DecisionsLogError) as exc:
         raise MonitorError(f"{exc} (the decisions log is damaged: the monitor cannot vouch for any promise)") from None
-    groups = {key: g for key, g in resolve(log).items() if g["status"] in (PASS, FAIL)}
+    resolved = resolve(log)
+    groups = {key: g for key, g in resolved.items() if g["status"] in (PASS, FAIL)}
     trusted = confirmers(reviewer_table(resolve(log, gold=True), log, bar_of(min_gold_accuracy)))
     return Labels({key: g["status"] for key, g in groups.items()},
                   {key: max([d["decided_at"] for d in g["decisions"]]
                             + ([g["adjudication"]["decided_at"]] if "adjudication" in g else []))
                    for key, g in groups.items()},
-                  unconfirmed_fails(groups, trusted), head(log, chain))
+                  unconfirmed_fails(groups, trusted), head(log, chain),
+                  {key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -238,6 +244,11 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
     waiting = [{"group_id": v["group_id"], "reviewer": unconfirmed[(mission, v["group_id"])]} for v, lab in audited
                if v["verdict"] == PASS and lab == FAIL and (mission, v["group_id"]) in unconfirmed]
     pending = {w["group_id"] for w in waiting}
+    # an audited auto-passed group without a label is listed with why: in dispute (conflict, unsure: it keeps the
+    # promise unverified while open) or not decided yet; the day's escapes count it once it is settled as one
+    disputed = getattr(labels, "disputed", {})
+    unresolved = [{"group_id": v["group_id"], "why": disputed.get((mission, v["group_id"]), NOT_DECIDED)}
+                  for v, lab in audited if v["verdict"] == PASS and lab is None]
     audited_passed = [lab for v, lab in audited if v["verdict"] == PASS and lab is not None
                       and v["group_id"] not in pending]
     reviewed = [(v, lab) for v, r, lab in zip(verdicts, routes, label) if r == REVIEW and lab is not None]
@@ -251,6 +262,7 @@ def day_counts(name: str, verdicts: list[dict], labels: dict, mission: str) -> d
             "audits_labelled": sum(lab is not None for _, lab in audited),
             "audited_auto_passed": len(audited_passed), "escapes": sum(lab == FAIL for lab in audited_passed),
             "escapes_unconfirmed": len(waiting), "unconfirmed": waiting,
+            "audits_disputed": sum(u["why"] != NOT_DECIDED for u in unresolved), "unresolved": unresolved,
             "audited_auto_failed": sum(v["verdict"] == FAIL for v, _ in audited),
             "audited_auto_failed_defects": sum(v["verdict"] == FAIL and lab == FAIL for v, lab in audited),
             "reviewed_labelled": len(reviewed), "reviewed_defects": sum(lab == FAIL for _, lab in reviewed),

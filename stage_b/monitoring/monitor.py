@@ -47,6 +47,7 @@ from stage_b.contract.grounding import defect_photos
 from stage_b.contract.numbers import pct
 from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY, check_min_gold_accuracy
 from stage_b.monitoring.days import (
+    NOT_DECIDED,
     Day,
     MonitorError,
     day_counts,
@@ -295,6 +296,10 @@ def print_days(monitor: MonitorFile) -> None:
                 print(f"    escape waiting for a second person: group {printable(w['group_id'])} was decided 不通过 "
                       f"by {printable(w['reviewer'])} alone; it moves no bound until another reviewer decides it too "
                       f"(or {printable(w['reviewer'])}'s measured error rate meets the bar: stage_b.labels.decisions)")
+            for u in d.get("unresolved") or []:
+                print(f"    audit unresolved: group {printable(u['group_id'])} ({u['why']}): "
+                      + ("it counts as an escape the moment a reviewer or the lead settles it as one" if u["why"] !=
+                         NOT_DECIDED else "its reviewer has not decided it yet"))
         print(f"  state: {m['state']}: {m['state_why']}")
         print(f"  status: {m['status']}: {m['why']}")
     if monitor["family"].get("text"):

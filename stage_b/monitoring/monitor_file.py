@@ -66,14 +66,18 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: escapes_unconfirmed is not the "
                                f"number of escapes it lists as waiting; the file was edited: write it again with "
                                f"python -m stage_b.monitor")
+        if int(row.get("audits_disputed") or 0) != sum(u.get("why") in ("conflict", "unsure")
+                                                       for u in row.get("unresolved") or []):
+            raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: audits_disputed is not the number of "
+                               f"audits it lists in dispute; the file was edited: write it again with python -m "
+                               f"stage_b.monitor")
         d = row["drift"]
         fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
                                                                                               d.get("defect_p"))):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow "
                                f"from its p-values; the file was edited: write it again with python -m stage_b.monitor")
-    # escapes_unconfirmed: a file written before confirmation counted had none waiting
-    replayed = replay([{k: row.get(k, 0) if k == "escapes_unconfirmed" else row[k] for k in COUNT_KEYS}
+    replayed = replay([{k: row.get(k, 0) if k in _ADDED_LATER else row[k] for k in COUNT_KEYS}
                        for row in stored], promise, bounds,
                       lambda i, ref: stored[i]["drift"])
     for row, again in zip(stored, replayed):
@@ -95,7 +99,8 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
 
 
 COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passed", "escapes",
-              "audited_auto_failed_defects", "reviewed_defects", "escapes_unconfirmed")
+              "audited_auto_failed_defects", "reviewed_defects", "escapes_unconfirmed", "audits_disputed")
+_ADDED_LATER = ("escapes_unconfirmed", "audits_disputed")   # a file written before them had none
 
 
 def load_monitor(path) -> dict:

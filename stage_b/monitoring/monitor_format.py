@@ -33,6 +33,8 @@ class MonitorDay(TypedDict):
     escapes: int                  # confirmed escapes (a second person, or a reviewer who meets the bar)
     escapes_unconfirmed: int      # escapes one reviewer alone found: waiting, counted nowhere
     unconfirmed: list[dict]       # those escapes: group and reviewer
+    audits_disputed: int          # audited auto-passed groups in conflict or unsure: open, the promise unverified
+    unresolved: list[dict]        # every audited auto-passed group without a label: group and why (disputed, undecided)
     audited_auto_failed: int
     audited_auto_failed_defects: int
     reviewed_labelled: int

@@ -71,6 +71,7 @@ def day_cells(mission: str, m: MonitorMission, d: MonitorDay) -> tuple:
     """One row of the page's day table (its columns: DAY_COLUMNS)."""
     waiting = (f" (+{d['escapes_unconfirmed']} waiting for a second person: "
                + ", ".join(w["group_id"] for w in d["unconfirmed"]) + ")" if d.get("escapes_unconfirmed") else "")
+    waiting += "".join(f" (unresolved: {u['group_id']}, {u['why']})" for u in d.get("unresolved") or [])
     return (mission, d["day"], d["judged"], pct(d["automation_share"]), d.get("state", ""),
             pct(d["audit_share"]) + (f" (asked {pct(d['share_asked'])})" if d.get("share_note") else ""),
             d["audited"], f"{d['escapes']} / {d['audited_auto_passed']}" + waiting,

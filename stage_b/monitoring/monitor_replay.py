@@ -34,14 +34,15 @@ class Bounds:
 
 def evidence_of(row: dict, drift: dict, share_short: bool = False, escape_null: float | None = None) -> DayEvidence:
     """A day's counts (a monitor.json day row) as the inspection reads them. A day with an escape waiting for a second
-    person is not a clean tightened day: what it will say is not known yet."""
+    person, or an audit in dispute, is not a clean tightened day: what it will say is not known yet."""
     return DayEvidence(day=str(row["day"]), judged=int(row["judged"]), auto_passed=int(row["auto_passed"]),
                        audit_share=row["audit_share"], audited_auto_passed=int(row["audited_auto_passed"]),
                        escapes=int(row["escapes"]),
                        audited_auto_failed_defects=int(row["audited_auto_failed_defects"]),
                        reviewed_defects=int(row["reviewed_defects"]),
                        drift_fired=bool(drift.get("fired")), drift_why=drift.get("why"),
-                       may_end_tightening=not share_short and not int(row.get("escapes_unconfirmed") or 0),
+                       may_end_tightening=not share_short and not int(row.get("escapes_unconfirmed") or 0)
+                       and not int(row.get("audits_disputed") or 0),
                        escape_null=escape_null)
 
 
@@ -55,7 +56,7 @@ class MissionReplay:
         self.inspection, self.was_above = Inspection(), False
         self.reference: tuple[int, int] | None = None   # the days that ended the last tightened run
         self.asked: float | None = None                 # the share the state asked the next day for
-        self.k = self.n = self.waiting = 0
+        self.k = self.n = self.waiting = self.disputed = 0
         self.lower, self.upper = 0.0, 1.0
         self.misses_w = self.defects_w = 0.0
         self.evidence: list[DayEvidence] = []
@@ -79,6 +80,7 @@ class MissionReplay:
         self.k += int(row["escapes"])
         self.n += int(row["audited_auto_passed"])
         self.waiting += int(row.get("escapes_unconfirmed") or 0)
+        self.disputed += int(row.get("audits_disputed") or 0)
         low, high = bounds.cs(self.k, self.n, bounds.prior, bounds.delta)
         self.lower, self.upper = max(self.lower, low), min(self.upper, high)
         above = promise.escape_rate is not None and self.lower > promise.escape_rate
@@ -94,7 +96,8 @@ class MissionReplay:
             self.misses_w += int(row["escapes"]) / a
             self.defects_w += (int(row["escapes"]) + int(row["audited_auto_failed_defects"])) / a
         self.defects_w += int(row["reviewed_defects"])
-        status, status_why = status_of(inspection, promise, self.k, self.n, self.upper, bounds, share, self.waiting)
+        status, status_why = status_of(inspection, promise, self.k, self.n, self.upper, bounds, share, self.waiting,
+                                       self.disputed)
         self.asked = next_share(inspection, promise, self.rows + [row], self.normal_share)
         row.update(cum_escapes=self.k, cum_audited=self.n, escape_lower=self.lower, escape_upper=self.upper,
                    escape_null=null, state=inspection.state, state_why=inspection.why, clean_days=inspection.clean_days,
@@ -118,11 +121,11 @@ def replay(rows: list[dict], promise: Promise, bounds: Bounds, drift_for: Callab
 
 
 def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: float, bounds: Bounds,
-              share, waiting: int = 0) -> tuple[str, str]:
+              share, waiting: int = 0, disputed: int = 0) -> tuple[str, str]:
     """The promise's status after a day: withdrawn (the inspection withdrew it), holds (the escape rate's live upper
     bound is within its promise), unverified (not yet; how many clean audits would make it hold; or `waiting`
-    escapes one reviewer alone found are not confirmed yet: fail closed, nothing holds on evidence still open), not
-    certified."""
+    escapes one reviewer alone found are not confirmed yet, or `disputed` audited auto-passed groups are in conflict or
+    unsure: fail closed, nothing holds on evidence still open), not certified."""
     if inspection.state == NOT_CERTIFIED:
         return NOT_CERTIFIED, inspection.why
     if inspection.state == WITHDRAWN:
@@ -132,6 +135,10 @@ def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: f
                             f"whose measured error rate meets the bar): they move no bound until confirmed, and "
                             f"nothing is said to hold meanwhile; {k} confirmed escapes in {n} audited auto-passed "
                             f"groups")
+    if disputed:
+        return UNVERIFIED, (f"{disputed} audited auto-passed group(s) are in dispute (reviewers disagree, or none was "
+                            f"sure): each may be an escape, so nothing is said to hold until a reviewer or the lead "
+                            f"settles it; {k} confirmed escapes in {n} audited auto-passed groups")
     r = promise.escape_rate
     if r is None:
         return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (the rule passed no "
