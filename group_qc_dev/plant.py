@@ -66,8 +66,8 @@ PLANTS = [
      "Path('/')))", "tests/test_portable_paths.py", "verdict_line_names"),
     ("stage_b/labels/decision_lines.py", "    climbs = _climbs_out(record.get(\"images\"))",
      "    climbs = None", "tests/test_portable_paths.py", "outside_its_folder"),
-    ("stage_b/monitoring/days.py", '{key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})',
-     "{})", "tests/test_monitor.py", "listed_never_dropped"),
+    ("stage_b/monitoring/days.py",
+     '{key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})', "{})", "tests/test_monitor.py", "listed_never_dropped"),
 ]
 
 
