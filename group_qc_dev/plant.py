@@ -67,7 +67,8 @@ PLANTS = [
     ("stage_b/labels/decision_lines.py", "    climbs = _climbs_out(record.get(\"images\"))",
      "    climbs = None", "tests/test_portable_paths.py", "outside_its_folder"),
     ("stage_b/monitoring/days.py",
-     '{key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})', "{})", "tests/test_monitor.py", "listed_never_dropped"),
+     '{key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})',
+     "{})", "tests/test_monitor.py", "listed_never_dropped"),
 ]
 
 
