@@ -69,6 +69,10 @@ PLANTS = [
     ("stage_b/monitoring/days.py",
      '{key: g["status"] for key, g in resolved.items() if g["status"] not in (PASS, FAIL)})',
      "{})", "tests/test_monitor.py", "listed_never_dropped"),
+    ("stage_b/rules/workload.py", "    seconds = [s for s in timed if s >= floor]", "    seconds = timed",
+     "tests/test_workload.py", "pace_is_measured"),
+    ("stage_b/rules/workload.py", "if median < floor else None", "if False else None", "tests/test_workload.py",
+     "faster_than_the_floor"),
 ]
 
 

@@ -55,11 +55,27 @@ def history(*ms):
     ([history(4000)] * (MIN_MEASURED - 1), DEFAULT_SECONDS_PER_DECISION, "a stated default"),   # too few
     ([history(4000)] * MIN_MEASURED, 4.0, f"median on-screen time of {MIN_MEASURED} decisions"),
     ([history(2000, 3000)] * MIN_MEASURED + [history(None, True, -5, "x")] * 5, 5.0, "of 20 decisions"),  # junk out
-    ([history(1000)] * 15 + [history(3_600_000)] * 10, 1.0, "of 25 decisions"),   # a reviewer away: the median holds
+    ([history(2500)] * 15 + [history(3_600_000)] * 10, 2.5, "of 25 decisions"),   # a reviewer away: the median holds
+    # a reviewer pressing a key every 0.3 s: those decisions are not a pace (planted: no floor -> 0.3 s)
+    ([history(300)] * 64 + [history(4000)] * MIN_MEASURED, 4.0, "64 decision(s) under 2 s on screen left out"),
+    ([history(300)] * 64, DEFAULT_SECONDS_PER_DECISION, "a stated default: no measured pace yet; 64 decision(s) under"),
 ])
 def test_the_pace_is_measured_when_enough_decisions_carry_it(log, seconds, says):
     pace = measured_pace(log)
     assert pace.seconds == pytest.approx(seconds) and says in pace.source
+
+
+def test_a_reviewer_deciding_faster_than_the_floor_is_named_on_the_reviewer_table():
+    """64 groups at 0.3 s a card: the reviewer table names the reviewer ("not looked at"); one at 6 s is not named."""
+    from stage_b.labels.resolve import resolve
+    from stage_b.labels.reviewer_quality import format_table, reviewer_table
+    log = [{"group_id": f"g{i}", "mission": M, "decision": "通过", "reviewer": who, "decided_at": "2026-11-27T10:00Z",
+            "record": {}, "history": [{"on_screen_ms": ms}]}
+           for who, ms in (("快工", 300), ("王工", 6000)) for i in range(64)]
+    rows = {r["reviewer"]: r for r in reviewer_table(resolve(log, gold=True), log, 0.2)}
+    assert rows["快工"]["pace_note"].startswith("decided 64 groups at a median 0.3 s: not looked at")
+    assert rows["王工"]["pace_note"] is None and rows["王工"]["median_seconds"] == 6.0
+    assert "not looked at" in format_table(list(rows.values()))
 
 
 @pytest.mark.parametrize("why, cls", [

@@ -47,10 +47,11 @@
     return GQ.api("GET", "/api/reviewers").then(function (r) {
       var v = r.body;
       if (v.log_problem) table.appendChild(GQ.el("p", {className: "message", text: v.log_problem}));
-      table.appendChild(GQ.table(["reviewer", "decided", "gold answered", "gold wrong", "overlaps", "disagreed", "error rate", "bounds", "verdict"],
+      table.appendChild(GQ.table(["reviewer", "decided", "gold answered", "gold wrong", "overlaps", "disagreed", "error rate", "bounds", "verdict", "median on screen"],
         v.rows.map(function (x) {
           return [x.reviewer, x.decided, x.gold_answered, x.gold_wrong, x.overlaps, x.disagreed, GQ.pct(x.error_rate),
-                  "[" + GQ.pct(x.lower) + ", " + GQ.pct(x.upper) + "]", x.verdict + (x.more_gold_to_decide ? " (" + x.more_gold_to_decide + " more gold)" : "")];
+                  "[" + GQ.pct(x.lower) + ", " + GQ.pct(x.upper) + "]", x.verdict + (x.more_gold_to_decide ? " (" + x.more_gold_to_decide + " more gold)" : ""),
+                  (x.median_seconds == null ? "-" : x.median_seconds.toPrecision(2) + " s") + (x.pace_note ? ": " + x.pace_note : "")];
         })));
       if (!v.rows.length) table.appendChild(GQ.el("p", {text: "No decision in the labels yet."}));
       waiting.appendChild(v.escapes_waiting.length ? GQ.table(["mission", "group", "found by", "cards (decide it as the second person)"],

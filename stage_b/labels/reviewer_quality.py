@@ -52,6 +52,7 @@ from stage_b.contract.numbers import pct1
 from stage_b.contract.verdict import FAIL, PASS, label_from_file
 from stage_b.labels.persons import ANONYMOUS, canonical_names
 from stage_b.labels.resolve import DecisionGroup, is_adjudication
+from stage_b.rules.workload import reviewer_paces
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, groups_needed, upper_bound
 
 FILE = "reviewers.jsonl"
@@ -198,8 +199,14 @@ ORDER = {BELOW: 0, UNDECIDED: 1, MEETS: 2}
 
 def reviewer_table(gold_groups: Mapping[tuple, DecisionGroup], log: list[dict], bar: float,
                    confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
-    """One row per reviewer who decided anything in the log, the reviewers below the bar first, then by name."""
-    rows = [{"reviewer": who, **verdict(c, bar, confidence)} for who, c in pool(gold_groups, log).items()]
+    """One row per reviewer who decided anything in the log, the reviewers below the bar first, then by name; each
+    with the median seconds their cards were on screen and a note when it is below the pace floor
+    (stage_b.rules.workload.reviewer_paces: decided faster than a card can be looked at)."""
+    person = canonical_names(log)
+    paces = reviewer_paces(log, lambda name: person.get(name, name))
+    rows = [{"reviewer": who, **verdict(c, bar, confidence),
+             "median_seconds": (paces.get(who) or {}).get("median_seconds"),
+             "pace_note": (paces.get(who) or {}).get("note")} for who, c in pool(gold_groups, log).items()]
     return sorted(rows, key=lambda r: (ORDER[r["verdict"]], r["reviewer"]))
 
 
@@ -237,11 +244,13 @@ def format_table(rows: list[dict], printable=str) -> str:
         return "(no reviewer has decided anything yet)"
     c = rows[0]["confidence"]
     head = ("reviewer", "decided", "gold answered", "gold wrong", "overlaps", "disagreed", "error rate",
-            f"{c:.0%} bounds", "verdict")
+            f"{c:.0%} bounds", "verdict", "median on screen")
     body = [(printable(r["reviewer"]), str(r["decided"]), str(r["gold_answered"]), str(r["gold_wrong"]),
              str(r["overlaps"]), str(r["disagreed"]),
              "-" if r["error_rate"] is None else pct1(r["error_rate"]),
              f"[{pct1(r['lower'])}, {pct1(r['upper'])}]",
-             r["verdict"] + (f" ({r['more_gold_to_decide']} more gold)" if r["more_gold_to_decide"] else ""))
+             r["verdict"] + (f" ({r['more_gold_to_decide']} more gold)" if r["more_gold_to_decide"] else ""),
+             ("-" if r.get("median_seconds") is None else f"{r['median_seconds']:.2g} s")
+             + (f": {r['pace_note']}" if r.get("pace_note") else ""))
             for r in rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [head, tuple("---" for _ in head), *body])

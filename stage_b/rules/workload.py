@@ -18,6 +18,9 @@ Per mission and day (`day_workload`):
 The pace: the median on-screen seconds per decision that the review pages measured and the import kept (each
 decision's `history`, `on_screen_ms`, in the labels folder's decisions.jsonl) once at least MIN_MEASURED decisions
 carry it; else DEFAULT_SECONDS_PER_DECISION (30 s, the audit planner's stated default). Every figure says which.
+A decision shown for less than PACE_FLOOR_SECONDS (2 s: a card of photos cannot be looked at faster) is left out of
+the measured pace and said so (a reviewer pressing a key every 0.3 s would otherwise price the next day at nothing);
+the reviewer table names whoever decides at a median below it (reviewer_paces).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from stage_b.contract.numbers import pct1
 # as stage_b.monitoring.plan_audits: a stated default pace of one reviewer decision
 DEFAULT_SECONDS_PER_DECISION = 30.0
 MIN_MEASURED = 20                      # decisions with an on-screen time before the measured median is used
+PACE_FLOOR_SECONDS = 2.0               # faster than this, a card with photos was not looked at
 # (class, how a review_why entry starts): the first that matches names the reason; the rest is "other"
 REASONS = (("promise withdrawn", "promise withdrawn"), ("promise not monitored", "promise not monitored"),
            ("weaker promise not accepted", "weaker promise not accepted"), ("mission not certified", "not certified"),
@@ -49,20 +53,44 @@ def stated_pace(seconds: float | None = None) -> Pace:
     return Pace(seconds, f"{seconds:g} s a decision (given)")
 
 
-def measured_pace(log: list[dict]) -> Pace:
-    """The median on-screen seconds per decision in a decisions log (stage_b.labels.decisions_log.read_log), or the
-    stated default when fewer than MIN_MEASURED decisions carry an on-screen time."""
-    seconds = []
-    for d in log:
-        shown = [c.get("on_screen_ms") for c in d.get("history") or [] if isinstance(c, dict)]
-        times = [t for t in shown if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
-        if times:
-            seconds.append(sum(times) / 1000)
+def on_screen_seconds(decision: dict) -> float | None:
+    """The seconds a decision's card was on screen, summed over its history (the review page's measure), or None."""
+    shown = [c.get("on_screen_ms") for c in decision.get("history") or [] if isinstance(c, dict)]
+    times = [t for t in shown if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
+    return sum(times) / 1000 if times else None
+
+
+def measured_pace(log: list[dict], floor: float = PACE_FLOOR_SECONDS) -> Pace:
+    """The median on-screen seconds per decision in a decisions log (stage_b.labels.decisions_log.read_log), over the
+    decisions on screen at least `floor` seconds, or the stated default when fewer than MIN_MEASURED are."""
+    timed = [s for s in map(on_screen_seconds, log) if s is not None]
+    seconds = [s for s in timed if s >= floor]
+    left_out = len(timed) - len(seconds)
+    under = (f"; {left_out} decision(s) under {floor:g} s on screen left out: not looked at" if left_out else "")
     if len(seconds) < MIN_MEASURED:
-        return stated_pace()
+        default = stated_pace()
+        return Pace(default.seconds, default.source[:-1] + under + ")") if under else default
     median = statistics.median(seconds)
     return Pace(median, f"{median:.3g} s a decision (the median on-screen time of {len(seconds)} decisions the review "
-                        f"pages measured)")
+                        f"pages measured{under})")
+
+
+def reviewer_paces(log: list[dict], person=lambda name: name, floor: float = PACE_FLOOR_SECONDS) -> dict[str, dict]:
+    """{reviewer: {"timed", "median_seconds", "under_floor", "note"}} over each reviewer's decisions with an
+    on-screen time (`person` folds a spelling to its reviewer); `note` names a reviewer whose median is below the
+    floor ("decided 64 groups at a median 0.3 s: not looked at"), else None."""
+    by: dict[str, list[float]] = {}
+    for d in log:
+        s = on_screen_seconds(d)
+        if s is not None:
+            by.setdefault(person(d.get("reviewer") or "anonymous"), []).append(s)
+    out = {}
+    for who, times in by.items():
+        median = statistics.median(times)
+        out[who] = {"timed": len(times), "median_seconds": median, "under_floor": sum(t < floor for t in times),
+                    "note": (f"decided {len(times)} groups at a median {median:.2g} s: not looked at (the floor is "
+                             f"{floor:g} s a card)" if median < floor else None)}
+    return out
 
 
 def reason_class(why: str) -> str:
