@@ -8,8 +8,19 @@ import logging
 
 from .errors import UserError
 from .checkpoints import BACKENDS, ModelPathError, ModelSpec
+from .library_logs import route_library_logs
 
 log = logging.getLogger("group_qc.engines")
+
+
+def quiet_libraries() -> None:
+    """ms-swift's and transformers' lines (and the weight-loading bar) to the library log, when one is set."""
+    if route_library_logs() is None:
+        return
+    import sys
+    if "transformers" in sys.modules:   # its bars are not log lines
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
 
 
 def supported_engine_kwargs(engine_kwargs: dict) -> dict:
@@ -25,9 +36,12 @@ def supported_engine_kwargs(engine_kwargs: dict) -> dict:
 
 
 def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_size: int = 8, **vllm_kwargs):
-    """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it)."""
+    """ms-swift's TransformersEngine or VllmEngine for a resolved checkpoint (Stage-A and Stage-B share it). With
+    $GROUP_QC_LIBRARY_LOG set, the libraries' own lines go to that file (qc_core.library_logs)."""
+    quiet_libraries()
     if backend == "transformers":
         from swift.infer_engine import TransformersEngine
+        quiet_libraries()
         return TransformersEngine(spec.path, model_type=spec.model_type, template_type=spec.template,
                                   adapters=list(spec.adapters) or None, max_batch_size=batch_size)
     if backend == "vllm":
@@ -37,6 +51,7 @@ def build_swift_engine(spec: ModelSpec, backend: str = "transformers", batch_siz
             raise ModelPathError("--infer_backend vllm needs vLLM (pip install vllm on a GPU machine); "
                                  "use --infer_backend transformers otherwise") from None
         from swift.infer_engine import VllmEngine
+        quiet_libraries()
         if "engine_kwargs" in vllm_kwargs:
             vllm_kwargs["engine_kwargs"] = supported_engine_kwargs(vllm_kwargs["engine_kwargs"])
         return VllmEngine(spec.path, model_type=spec.model_type, template_type=spec.template,

@@ -5,7 +5,7 @@
 #        [mission=…] [split=val] [val_ratio=…] [split_seed=…] [allow_train_overlap=1]
 #        [baseline=<metrics.json to compare with>] [overwrite=1] [cuda=<ids|cpu>]
 #        [target_miss_rate="0.05 [MISSION=R …]"] [confidence=0.9] [target_overkill_rate="0.2 [MISSION=O …]"]
-#        [review_share=0.8] [images=0|1 max_pixels=N input_dir=<photos>]
+#        [review_share=0.8] [images=0|1 max_pixels=N input_dir=<photos>] [verbose=1]
 # With adapters from a GRPO run, its group_qc_run.json supplies the Stage-A input, missions and split; a
 # setting given here (or exported as GROUP_QC_*) overrides it, and groups the run trained on are refused.
 # A photo-aware run's record also supplies images=1 and its max_pixels.
@@ -20,9 +20,9 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 FLAGS="model output_dir stage_a_dir mission split val_ratio split_seed images max_pixels input_dir review_share confidence"
 for key in $FLAGS adapters baseline; do declare "$key="; done
-target_miss_rate=(); target_overkill_rate=(); cuda=cpu; overwrite=0; allow_train_overlap=0
+target_miss_rate=(); target_overkill_rate=(); cuda=cpu; overwrite=0; allow_train_overlap=0; verbose=0
 settings "$FLAGS adapters target_miss_rate:words target_overkill_rate:words overwrite:flag allow_train_overlap:flag
-          baseline cuda" "model output_dir" "$@"
+          baseline cuda verbose:flag" "model output_dir" "$@"
 from_caller_dir
 args=()
 for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
@@ -33,6 +33,7 @@ for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
 [ "$allow_train_overlap" = 1 ] && args+=(--allow_train_overlap)
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"
 export HF_HUB_OFFLINE=1
+library_log_in "$output_dir"
 "$PY" -m stage_b.evaluate "${args[@]}"
 if [ -n "$baseline" ]; then
   "$PY" -m stage_b.compare "$baseline" "$output_dir/metrics.json" --names baseline candidate

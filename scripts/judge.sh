@@ -8,7 +8,7 @@
 #        [monitor=<monitor.json> | monitor=none monitor_why="why, in words"] [accept_weaker="the owner's words"]
 #        [reviewers=王工,李工 [overlap_share=0.1]]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
-#        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"]
+#        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"] [verbose=1]
 #
 # Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
 # labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
@@ -40,17 +40,18 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""; monitor_why=""; accept_weaker=""; reviewers=""; overlap_share=""; monitor_extra=()
+labels=""; monitor=""; monitor_why=""; accept_weaker=""; reviewers=""; overlap_share=""; monitor_extra=(); verbose=0
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
           batch_size audit_share audit_seed labels monitor monitor_why accept_weaker reviewers overlap_share stage_a_extra:words
           judge_extra:words
-          monitor_extra:words" \
+          monitor_extra:words verbose:flag" \
          "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
   echo "error: operating_point=<operating_point.json> or threshold=<0..1> is required" >&2; exit 2
 fi
 export HF_HUB_OFFLINE=1
+library_log_in "$output_dir"
 days_parent=$(dirname "$output_dir")
 monitor_dir="$days_parent/monitor"
 
@@ -179,7 +180,7 @@ stage_a() {   # stage_a <missions, comma-separated>
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="$cuda"; fi
   bash "$REPO/scripts/stage_a_infer.sh" unlabeled=1 mission="$1" cuda="$cuda" input_dir="$input_dir" \
     output_dir="$output_dir/stage_a" model="$stage_a_model" adapters="$stage_a_adapters" batch_size="$batch_size" \
-    extra="$stage_a_words"
+    extra="$stage_a_words" verbose="$verbose"
 }
 verdicts() {   # verdicts <missions, comma-separated>
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi

@@ -31,3 +31,14 @@ from_caller_dir() {
 shell_words() {
   "$PY" -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$@"
 }
+
+# usage: library_log_in <dir>: ms-swift's and transformers' own lines (INFO, WARNING, deprecations, loading bars) go to
+# <dir>/libraries.log instead of the terminal (qc_core.library_logs), unless verbose=1; the file is named at the end.
+# A launcher started by another (judge.sh runs stage_a_infer.sh) keeps the file its caller chose.
+library_log_in() {
+  if [ "${verbose:-0}" = 1 ]; then unset GROUP_QC_LIBRARY_LOG; return; fi
+  [ -n "${GROUP_QC_LIBRARY_LOG:-}" ] && return
+  GROUP_QC_LIBRARY_LOG=$(realpath -m "$1/libraries.log")   # made when a library first writes (a stopped day: no folder)
+  export GROUP_QC_LIBRARY_LOG HF_HUB_DISABLE_PROGRESS_BARS=1
+  trap 'rc=$?; [ -s "$GROUP_QC_LIBRARY_LOG" ] && echo "== ms-swift and transformers lines: $GROUP_QC_LIBRARY_LOG (verbose=1 prints them here)"; exit $rc' EXIT
+}

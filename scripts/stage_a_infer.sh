@@ -4,7 +4,7 @@
 #
 #   bash scripts/stage_a_infer.sh mission=<name|alias|all> cuda=<ids|cpu> \
 #        [input_dir=… output_dir=… model=… adapters=… batch_size=8|auto backend=transformers|vllm \
-#         max_pixels=… max_new_tokens=… num_shards=N (CPU only) unlabeled=1 extra="--more --flags"]
+#         max_pixels=… max_new_tokens=… num_shards=N (CPU only) unlabeled=1 extra="--more --flags" verbose=1]
 # unlabeled=1: new, unreviewed work orders at <input_dir>/<mission>/<group>/*.jpg (no 审核通过/审核不通过
 # folder); records get "label": null (passes --unlabeled).
 # Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); extra= is split as a
@@ -19,9 +19,9 @@ set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=data/photos; output_dir=output/stage_a; model=""; adapters=""
-batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=()
+batch_size=8; backend=transformers; max_pixels=""; max_new_tokens=""; num_shards=1; unlabeled=0; extra=(); verbose=0
 settings "mission cuda input_dir output_dir model adapters batch_size backend max_pixels max_new_tokens
-          num_shards:count unlabeled:flag extra:words" "model" "$@"
+          num_shards:count unlabeled:flag extra:words verbose:flag" "model" "$@"
 if ! [[ "$cuda" =~ ^(cpu|[A-Za-z0-9:_-]+(,[A-Za-z0-9:_-]+)*)$ ]]; then   # no id at all would run no shard
   echo "error: cuda=$cuda: expected cpu or GPU ids separated by commas (cuda=0,1)" >&2; exit 2
 fi
@@ -29,6 +29,7 @@ if [ "$cuda" != "cpu" ] && [ "$num_shards" != 1 ]; then
   echo "error: num_shards=$num_shards is for cuda=cpu; with GPUs one shard runs per id in cuda=$cuda" >&2; exit 2
 fi
 from_caller_dir
+library_log_in "$output_dir"
 
 args=(--input_dir "$input_dir" --output_dir "$output_dir" --model "$model" --mission "$mission"
       --batch_size "$batch_size" --infer_backend "$backend")

@@ -57,8 +57,15 @@ def test_one_process_writes_the_verdicts_the_two_commands_write(unreviewed, tiny
          "--output_dir", str(tmp_path / "sa"), "--model", str(tiny_qwen2_5_vl), "--mission", MISSIONS,
          "--max_new_tokens", "6", "--batch_size", "8", "--max_pixels", "12544", "--no_progress",
          "--", *judge_args, "--stage_a_dir", str(tmp_path / "sa"), "--output_dir", str(tmp_path / "together")],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV)
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**ENV, "GROUP_QC_LIBRARY_LOG": str(tmp_path / "together" / "libraries.log")})
     assert together.returncode == 0, together.stderr[-3000:]
+    # quiet logs (qc_core.library_logs): ms-swift's and transformers' lines went to the file, not the terminal; the
+    # run without the file printed them (planted: route_library_logs not called -> they print here)
+    library = (":swift]", "Loading weights")
+    assert any(s in apart.stderr for s in library), apart.stderr[-2000:]
+    assert not any(s in together.stdout + together.stderr for s in library), together.stderr[-2000:]
+    assert "[INFO:swift]" in (tmp_path / "together" / "libraries.log").read_text(encoding="utf-8")
     assert "photos in" in together.stdout and "to judge" in together.stdout   # both steps ran, in this order
     assert together.stdout.index("photos in") < together.stdout.index("to judge")
     for mission in MISSIONS.split(","):

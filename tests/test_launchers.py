@@ -99,7 +99,7 @@ def _recording_python(tmp_path: Path) -> Path:
     wrapper.write_text(f"""#!/usr/bin/env bash
 record() {{  # record <command> <args…>: prints them; fails (exit 3) where FAIL_MISSION and FAIL_COMMAND say
   local cmd=$1 prev="" fail=0 a; shift
-  printf 'cwd=%s\\n@@ %s\\n' "$PWD" "$cmd"
+  printf 'cwd=%s\\nlibrary_log=%s\\n@@ %s\\n' "$PWD" "${{GROUP_QC_LIBRARY_LOG:-}}" "$cmd"
   for a in "$@"; do
     printf '[%s]\\n' "$a"
     # FAIL_MISSION (and FAIL_COMMAND): fail the commands whose --mission names that mission
@@ -136,6 +136,8 @@ def _launch(tmp_path, script, *args, cwd=None, env=None):
             current = calls.setdefault(line[3:], [])
         elif line.startswith("cwd="):
             calls.setdefault("cwd", []).append(line[4:])
+        elif line.startswith("library_log="):
+            calls.setdefault("library_log", []).append(line[len("library_log="):])
         elif current is not None and line.startswith("[") and line.endswith("]"):
             current.append(line[1:-1])
     return result, calls
@@ -199,6 +201,23 @@ def test_relative_paths_are_the_callers_folder(tmp_path, script, args, command, 
     assert set(calls.pop("cwd")) == {str(tmp_path / "caller")}
     argv = calls[command]
     assert {flag: argv[argv.index(flag) + 1] for flag in expected} == expected
+
+
+@pytest.mark.parametrize("script, args, command", [
+    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage_a.cli"),
+    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "stage_b.evaluate"),
+    ("judge.sh", ["input_dir=photos/today", "output_dir=out", "stage_a_model=m", "model=m", "threshold=0.5"],
+     "stage_b.judge"),
+])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_library_lines_go_to_the_output_folders_log_unless_verbose(tmp_path, script, args, command, verbose):
+    """ms-swift's and transformers' own lines go to <output_dir>/libraries.log (qc_core.library_logs; every command
+    of the launcher, Stage-A's included, is given the one file); verbose=1 prints them as they come."""
+    (tmp_path / "caller" / "photos" / "today" / M / "g1").mkdir(parents=True)
+    result, calls = _launch(tmp_path, script, *args, *(["verbose=1"] if verbose else []))
+    assert result.returncode == 0, result.stderr
+    expected = "" if verbose else str(tmp_path / "caller" / "out" / "libraries.log")
+    assert command in calls and set(calls["library_log"]) == {expected}
 
 
 def test_a_relative_stage_a_run_writes_under_the_callers_folder(tmp_path):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from qc_core.errors import UserError
+from qc_core.library_logs import ENV as LIBRARY_LOG_ENV
 from qc_core.missions import ENV_MISSIONS
 
 from stage_b.data.split import DEFAULT_VAL_RATIO
@@ -58,6 +59,8 @@ KNOWN_ENV = {
     ENV_BARE_ENGINE: "1: GRPO keeps ms-swift's stop test and transformers' call per vision window (our two engine "
                      "changes off; both keep every token, so this is for comparing)",
     ENV_INPUT_DIR: "photo folder (Stage-A's --input_dir) when the Stage-A records' own input_dir is not where they are",
+    LIBRARY_LOG_ENV: "file that ms-swift's and transformers' own lines go to (scripts/launcher.sh sets it unless "
+                     "verbose=1; qc_core.library_logs)",
 }
 DEFAULT_SPLIT_SEED = 0
 TEXT_MODE, PHOTO_MODE = "summaries", "summaries+photos"   # what Stage-B's model reads

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from qc_core.checkpoints import ModelSpec, resolve_model
 from qc_core.engines import build_swift_engine
+from qc_core.library_logs import library_log
 
 from stage_b.contract.verdict import FAIL, PASS
 
@@ -50,7 +51,7 @@ class VerdictEngine:
 
         def infer(indices):
             requests = [_request(rows[i], prefixes and prefixes[i]) for i in indices]
-            responses = self.engine.infer(requests, config, use_tqdm=len(requests) > 1)
+            responses = self.engine.infer(requests, config, use_tqdm=len(requests) > 1 and library_log() is None)
             for i, resp in zip(indices, responses):
                 head = prefixes[i] if prefixes else ""
                 out[i] = [head + (choice.message.content or "") for choice in resp.choices]
