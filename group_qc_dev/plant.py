@@ -73,8 +73,8 @@ PLANTS = [
      "tests/test_workload.py", "pace_is_measured"),
     ("stage_b/rules/workload.py", "if median < floor else None", "if False else None", "tests/test_workload.py",
      "faster_than_the_floor"),
-    ("qc_core/engines.py", "    if route_library_logs() is None:\n        return\n", "    route_library_logs\n    return\n",
-     "tests/test_judging_day.py", "one_process_writes"),
+    ("qc_core/engines.py", "    if route_library_logs() is None:\n        return\n",
+     "    route_library_logs\n    return\n", "tests/test_judging_day.py", "one_process_writes"),
 ]
 
 
