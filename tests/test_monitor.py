@@ -584,7 +584,8 @@ def test_a_built_monitor_has_the_declared_records_and_no_other_key(tmp_path):
     test_a_normal_day_then_a_shifted_one_withdraws_the_shifted_mission_only(tmp_path)   # M withdrawn, N not
     op, op_path, digest = make_op(tmp_path)
     result = run_monitor(tmp_path, op, op_path, digest, [tmp_path / "day1", tmp_path / "day2"], tmp_path / "labels")
-    assert set(result) == _keys(MonitorFile) - {"workload"}   # the command adds the day's work (next test)
+    # the command adds the day's work and the timeline (next test; tests/test_timeline.py)
+    assert set(result) == _keys(MonitorFile) - {"workload", "replaced", "timeline"}
     assert {m["status"] for m in result["missions"].values()} >= {mon.WITHDRAWN}
     for mission in result["missions"].values():
         withdrawn = {"withdrawn_at"} if mission["status"] == mon.WITHDRAWN else set()

@@ -402,6 +402,11 @@ def test_a_pooled_promise_counts_no_more_groups_than_the_missions_name():
     ({"escape": {"upper": 0.0903, "auto_passed": 40, "escapes": 1}, "validation_auto_decided": 30},
      "of defective work orders at most 10% pass without a person; of the work orders passed without a person at most "
      "9.03% are defective; 90% sure (0 missed of 22 defective validation groups; miss-rate upper bound 9.96%)"),
+    # a rule that auto-fails but passes nothing without a person: no "at most 100% are defective" (planted: said)
+    ({"escape": {"upper": 1.0, "auto_passed": 0, "escapes": 0}, "validation_auto_decided": 6},
+     "of defective work orders at most 10% pass without a person; it passes no work order without a person (what it "
+     "decides without review, it fails); 90% sure (0 missed of 22 defective validation groups; miss-rate upper bound "
+     "9.96%)"),
     # a rule that passes nothing without review is no automation, not "certified" (planted: called certified)
     ({"validation_auto_decided": 0, "n": 40},
      "no automation: people decide every group (the rule certified for a miss rate <= 10% with 90% confidence decides "
@@ -414,10 +419,9 @@ def test_the_promise_is_one_sentence_with_both_numbers(entry, sentence):
 
 
 @pytest.mark.parametrize("claims, confidence, family_wise, certified, says", [
-    # 8 promises at 80% each: "hold together with confidence at least 0%" said nothing (planted: printed as before)
-    (8, 0.8, False, 8, "no joint statement: 8 certified promises (each at 80%) hold together with confidence at least "
-                       "0% (Bonferroni), which promises nothing together; each holds on its own. For all to hold "
-                       "together at 80%, --family_wise certifies each claim at 97.5%, which at a 20% miss-rate target "
+    # 8 promises at 80% each: "hold together with confidence at least 0%" said nothing, and is not said
+    (8, 0.8, False, 8, "no joint statement: each of the 8 certified promises (each at 80%) holds on its own, not all "
+                       "together. For all to hold together at 80%, --family_wise certifies each claim at 97.5%, which at a 20% miss-rate target "
                        "needs 17 defective groups per mission without a miss"),
     (2, 0.9, False, 2, "2 certified promises (each at 90%) hold together with confidence at least 80% (Bonferroni)"),
     (4, 0.8, False, 0, "no promise is certified"),

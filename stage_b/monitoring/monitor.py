@@ -53,10 +53,12 @@ from stage_b.monitoring.days import (
     day_counts,
     days_under,
     days_workload,
+    operating_points_of,
     pooled,
     read_days,
     read_labels,
     seen_heads,
+    verdict_files,
 )
 from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
 from stage_b.monitoring.monitor_format import MonitorFile
@@ -148,6 +150,30 @@ def withdrawal_time(mission: str, withdrawn_day: str | None, days: list[Day], la
     return max(seen, default=None)
 
 
+def restore_command(op: OperatingPoint, op_path, labels_dir) -> str:
+    """The command that re-certifies this operating point on the labels reviewers decided since (the docs' step 5):
+    its model and adapters and Stage-A files (stored relative to the point's file) plus the labels folder's
+    reviewed groups, --split held_out, --replaces this point; a withdrawn mission's status line names it."""
+    import os
+    import shlex
+    here = Path(op_path).parent
+
+    def near(path) -> str:   # a path the file stores relative to itself, as a path from here
+        return os.path.normpath(path if os.path.isabs(str(path)) else here / str(path))
+    files = [near(f) for f in ((op.data or {}).get("selection") or {}).get("files") or []]
+    stage_a = ((op.data or {}).get("selection") or {}).get("stage_a_dir")
+    if stage_a and not files:
+        files = [str(Path(near(stage_a)) / "*_stage_a.jsonl")]
+    if labels_dir:
+        files.append(str(Path(labels_dir) / "*_stage_a.jsonl"))
+    words = ["python", "-m", "stage_b.evaluate", "--model", near(op.model.get("path", "<model>"))]
+    for a in op.adapters or []:
+        words += ["--adapters", near(a.get("path") if isinstance(a, dict) else a)]
+    words += ["--split", "held_out"] + (["--stage_a_files", ",".join(dict.fromkeys(files))] if files else [])
+    words += ["--replaces", str(op_path), "--output_dir", str(here.parent / f"{here.name}-recertified")]
+    return shlex.join(words)
+
+
 def build_monitor(op: OperatingPoint, op_path, point: PointKeys, days: list[Day], labels: dict, alpha: float,
                   labels_dir=None, false_alarm_years: float = DEFAULT_FALSE_ALARM_YEARS,
                   clean_days: int = TIGHTENED_CLEAN_DAYS) -> MonitorFile:
@@ -163,7 +189,7 @@ def build_monitor(op: OperatingPoint, op_path, point: PointKeys, days: list[Day]
            "tightened_clean_days": clean_days,
            "days": [d.name for d in days], "day_folders": [str(d.folder) for d in days],
            "labels": str(labels_dir) if labels_dir else None, "labels_head": getattr(labels, "head", None),
-           "created_at": utc_now(), "missions": {}}
+           "created_at": utc_now(), "restore": restore_command(op, op_path, labels_dir), "missions": {}}
     for mission in missions:
         m = mission_monitor(mission, op.missions.get(mission), days, labels, delta, alpha, false_alarm_years,
                             clean_days)
@@ -252,6 +278,7 @@ def _monitor(args) -> int:
     monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    keep_timeline(monitor, op, args, out, days, alpha, years, clean_days)
     from stage_b.monitoring.monitor_page import write_outputs
     page = write_outputs(monitor, json.dumps(monitor, ensure_ascii=False, indent=2), out)
     from stage_b.rules.withdrawals import record, withdrawals_path
@@ -262,6 +289,54 @@ def _monitor(args) -> int:
               f"{withdrawals_path(args.operating_point)}")
     print(f"monitor: {out / 'monitor.json'}; page {page}")
     return 0
+
+
+def replaced_point(op: OperatingPoint, op_path):
+    """(file, OperatingPoint, PointKeys) of the point this one replaces (its `replaces` block), or None; a block whose
+    file is gone or changed is refused (stage_b.rules.replacement says which)."""
+    from qc_core.paths import resolved
+    from stage_b.rules.replacement import recomputed_weaker
+    replaces = op.extra.get("replaces")
+    if not replaces:
+        return None
+    recomputed_weaker(op_path, op)   # the replaced file exists and is the point the block names
+    old_path = resolved(replaces["path"], Path(op_path).parent)
+    old = load_operating_point(old_path)
+    return old_path, old, point_keys(old_path, old)
+
+
+def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, days: list[Day], alpha: float,
+                  years: float, clean_days: int) -> None:
+    """The replaced point's days monitored once more, whole, and archived; monitor.json's `replaced` and `timeline`
+    (stage_b.monitoring.timeline)."""
+    from qc_core.missions import load_registry
+    from stage_b.monitoring import timeline
+    earlier = replaced_point(op, args.operating_point)
+    replaced = None
+    if earlier is not None:
+        old_path, old, old_keys = earlier
+        parent = Path(args.days_under) if args.days_under else (days[0].folder.parent if days else None)
+        folders = [p for p in sorted(parent.iterdir()) if p.is_dir() and verdict_files(p)
+                   and all(old_keys.names(d) for d in operating_points_of(p))] if parent and parent.is_dir() else []
+        archive = None
+        if folders:
+            old_days = read_days(folders, old_keys, load_registry())
+            labels = read_labels(Path(args.labels), load_registry())
+            again = build_monitor(old, old_path, old_keys, old_days, labels, alpha, args.labels, years, clean_days)
+            archive = timeline.write_archive(out, cast(dict, again))
+        else:   # its days are elsewhere: the monitor.json it left here, when it is that point's
+            left = _earlier_monitor(out)
+            if left and old_keys.names(left[0]["operating_point"].get("identity")):
+                archive = timeline.write_archive(out, left[0])
+        replaced = {"file": str(old_path), "identity": old_keys.identity, "archive": str(archive) if archive else None}
+    entries = timeline.earlier_entries(out)
+    accepted = timeline.acceptance_on_days(days)
+    if accepted is None:
+        from stage_b.rules.acceptances import recorded as recorded_acceptance
+        found = recorded_acceptance(args.operating_point, point_keys(args.operating_point, op))
+        accepted = f"{found['words']} (accepted by {found['by']} at {found['at']})" if found else None
+    monitor["replaced"] = replaced
+    monitor["timeline"] = timeline.link_replaced(entries, replaced, accepted, monitor["operating_point"]["identity"])
 
 
 def _earlier_monitor(out: Path) -> list[dict]:
@@ -278,6 +353,13 @@ def print_days(monitor: MonitorFile) -> None:
     """Per mission and day: inspection state and audit share, audits, escapes, the detectors, the live escape bound,
     status."""
     from stage_b.labels.decisions import printable
+    from stage_b.monitoring.owner_status import owner_status
+    for entry in monitor.get("timeline") or []:
+        print(f"before: operating point {entry['file']} (days {', '.join(entry['days']) or 'none'})")
+        for mission, m in entry["missions"].items():
+            print(f"  {mission}: {m['status_line']}")
+    for mission, m in monitor["missions"].items():   # the line an owner repeats, first
+        print(f"{mission}: {owner_status(cast(dict, m), monitor.get('restore'))}")
     for mission, m in monitor["missions"].items():
         p = m["promise"]
         print(f"{mission}: signed miss rate <= {pct(p['miss_rate'])} (its detector withdraws at {p['alarm_level']:g});"

@@ -95,6 +95,9 @@ class MonitorFile(TypedDict):
     labels: str | None
     labels_head: dict | None      # the decisions log's head it was built from (stage_b.labels.decisions_log.head)
     created_at: str
+    restore: str                  # the command that re-certifies this point (a withdrawn mission's status line)
     missions: dict[str, MonitorMission]
     family: dict
     workload: dict
+    replaced: dict | None         # the point this one replaced: file, identity, archive (stage_b.monitoring.timeline)
+    timeline: list[dict]          # the archived earlier points, oldest first (stage_b.monitoring.timeline.summary)

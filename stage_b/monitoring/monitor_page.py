@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stage_b.contract.numbers import pct
 from stage_b.monitoring.monitor_format import MonitorDay, MonitorFile, MonitorMission
+from stage_b.monitoring.owner_status import owner_status
 from stage_b.pages.plot_training import pyplot_for, text_for
 from stage_b.rules.workload import table
 
@@ -137,10 +138,14 @@ def render(monitor: MonitorFile, png_name: str) -> str:
     rows = ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in day_cells(mission, m, d)) + "</tr>"
             for mission, m in monitor["missions"].items() for d in m["days"]]
     status = "".join(
-        f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: {e(m['status'])}</b>: "
-        f"{e(m['why'])}<br>inspection <b>{e(str(m.get('state')))}</b>: {e(str(m.get('state_why')))}; next day's audit "
-        f"share {pct(m.get('next_audit_share'))}</li>" for mission, m in monitor["missions"].items())
+        f"<li><b style='color:{STATUS_COLOUR.get(m['status'], '#222')}'>{e(mission)}: "
+        f"{e(owner_status(m, monitor.get('restore')))}</b></li>" for mission, m in monitor["missions"].items())
+    details = "".join(
+        f"<li>{e(mission)}: {e(m['status'])}: {e(m['why'])}<br>inspection <b>{e(str(m.get('state')))}</b>: "
+        f"{e(str(m.get('state_why')))}; next day's audit share {pct(m.get('next_audit_share'))}</li>"
+        for mission, m in monitor["missions"].items())
     family = monitor["family"].get("text")
+    joint = family if family and not family.startswith("no joint statement") else None
     years = monitor.get("false_alarm_years")
     return f"""<!doctype html>
 <html lang="zh-CN"><head><meta charset="utf-8"><title>group-qc monitor</title>
@@ -149,9 +154,19 @@ table {{ border-collapse: collapse; font-size: .85em; }} \
 th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
 </head><body>
 <h1>Promises on live work</h1>
-<p>Operating point {e(monitor['operating_point']['file'])} (sha256 {e(monitor['operating_point']['sha256'][:12])}…);
-days: {e(', '.join(monitor['days']))}; confidence {pct(monitor['confidence'])}.\
-{(' ' + e(family) + '.') if family else ''}</p>
+<ul class="status">{status}</ul>
+<p>Operating point {e(monitor['operating_point']['file'])} (identity \
+{e(str(monitor['operating_point'].get('identity') or monitor['operating_point']['sha256'])[:12])}…);
+days: {e(', '.join(monitor['days']))}; confidence {pct(monitor['confidence'])}.{(' ' + e(joint) + '.') if joint else ''}</p>
+{timeline_html(monitor)}
+<img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
+<table><tr>{''.join(f'<th>{e(c)}</th>' for c in DAY_COLUMNS)}</tr>
+{''.join(rows)}
+</table>
+{work_table(monitor)}
+<h2>How the guard decides</h2>
+<ul>{details}</ul>
+{('<p>' + e(family) + '.</p>') if family and not joint else ''}
 <p><b>What withdraws a promise: label evidence only.</b> The miss-rate detector holds live work to the miss rate the
 QC owner signed (of defective work orders, the share passed without a person), weighing each labelled group by how
 it was chosen (audits 1/share, reviewed groups 1); the escape detector holds the audited auto-passed groups to the
@@ -164,13 +179,14 @@ escape rate's live bound above its promise: the next day is audited at the tight
 escape rate seen within a day), back to normal after {monitor.get('tightened_clean_days')} tightened day(s) in a row
 whose audits bring no evidence against the promise. The live escape bound (a confidence sequence, valid on every day
 at once) says when a promise holds.</p>
-<ul>{status}</ul>
-<img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
-<table><tr>{''.join(f'<th>{e(c)}</th>' for c in DAY_COLUMNS)}</tr>
-{''.join(rows)}
-</table>
-{work_table(monitor)}</body></html>
+</body></html>
 """
+
+
+def timeline_html(monitor: MonitorFile) -> str:
+    """The operating points before this one, oldest first (monitor.json's `timeline`; stage_b.monitoring.timeline)."""
+    from stage_b.monitoring.timeline import timeline_html as render_timeline
+    return render_timeline(monitor)
 
 
 def _num(x) -> str:

@@ -28,10 +28,13 @@ def promise_text(entry: dict) -> str:
             return (f"{NO_AUTOMATION}: people decide every group (the rule certified for a miss rate <= {pct(target)} "
                     f"with {pct(confidence)} confidence decides none of the {entry['n']} {evidence} groups without "
                     f"review; {counted})")
-        escape = (entry.get("escape") or {}).get("upper")
-        return (f"of defective work orders at most {pct(target)} pass without a person"
-                + (f"; of the work orders passed without a person at most {pct(escape)} are defective"
-                   if escape is not None else "")
+        escape = entry.get("escape") or {}
+        # a rule that passes nothing without a person has no escape rate: "at most 100%" would promise nothing
+        passes = (f"; it passes no work order without a person (what it decides without review, it fails)"
+                  if escape.get("auto_passed") == 0 else
+                  f"; of the work orders passed without a person at most {pct(escape['upper'])} are defective"
+                  if escape.get("upper") is not None else "")
+        return (f"of defective work orders at most {pct(target)} pass without a person" + passes
                 + f"; {pct(confidence)} sure ({counted})")
     needed = entry.get("fail_groups_needed")
     return (f"cannot promise a miss rate <= {pct(target)} with {pct(confidence)} confidence: "
@@ -63,7 +66,8 @@ JOINT_STATEMENT_AT = 0.5   # a joint confidence below this says nothing a QC own
 
 def family_text(fam: dict, target_miss_rate: float | None = None) -> str:
     """The family statement in one sentence (report.md, monitor page): the promises' joint confidence (Bonferroni)
-    when it is a statement (at least JOINT_STATEMENT_AT), else that there is none, and what --family_wise would take
+    when it is a statement (at least JOINT_STATEMENT_AT), else that there is none (without the confidence that says
+    nothing), and what --family_wise would take
     (its per-claim confidence and, at `target_miss_rate`, the defective groups per mission without a miss)."""
     n = fam.get("certified_claims", fam["claims"])
     if not n:
@@ -79,8 +83,9 @@ def family_text(fam: dict, target_miss_rate: float | None = None) -> str:
     signed = 1 - (1 - per_claim) * claims if fam["family_wise"] else per_claim   # the confidence the owner asked for
     wanted = per_claim if fam["family_wise"] else 1 - (1 - signed) / claims
     needed = groups_needed(target_miss_rate, wanted) if target_miss_rate else None
-    return (f"no joint statement: {n} certified promise{'s' if n != 1 else ''} ({how}) hold together with confidence "
-            f"at least {pct(joint or 0.0)} (Bonferroni), which promises nothing together; each holds on its own. For "
-            f"all to hold together at {pct(signed)}, --family_wise certifies each claim at {pct(wanted)}"
+    # a joint confidence this low is no sentence to sign ("at least 0%"): say what holds and what would make more hold
+    return (f"no joint statement: each of the {n} certified promise{'s' if n != 1 else ''} ({how}) holds on its own, "
+            f"not all together. For all to hold together at {pct(signed)}, --family_wise certifies each claim at "
+            f"{pct(wanted)}"
             + (f", which at a {pct(target_miss_rate)} miss-rate target needs {needed} defective groups per mission "
                f"without a miss" if needed else ""))
