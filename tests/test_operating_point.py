@@ -421,8 +421,8 @@ def test_the_promise_is_one_sentence_with_both_numbers(entry, sentence):
 @pytest.mark.parametrize("claims, confidence, family_wise, certified, says", [
     # 8 promises at 80% each: "hold together with confidence at least 0%" said nothing, and is not said
     (8, 0.8, False, 8, "no joint statement: each of the 8 certified promises (each at 80%) holds on its own, not all "
-                       "together. For all to hold together at 80%, --family_wise certifies each claim at 97.5%, which at a 20% miss-rate target "
-                       "needs 17 defective groups per mission without a miss"),
+                       "together. For all to hold together at 80%, --family_wise certifies each claim at 97.5%, "
+                       "which at a 20% miss-rate target needs 17 defective groups per mission without a miss"),
     (2, 0.9, False, 2, "2 certified promises (each at 90%) hold together with confidence at least 80% (Bonferroni)"),
     (4, 0.8, False, 0, "no promise is certified"),
 ])

@@ -157,7 +157,8 @@ th, td {{ border: 1px solid #ccc; padding: .2em .5em; }}</style>
 <ul class="status">{status}</ul>
 <p>Operating point {e(monitor['operating_point']['file'])} (identity \
 {e(str(monitor['operating_point'].get('identity') or monitor['operating_point']['sha256'])[:12])}…);
-days: {e(', '.join(monitor['days']))}; confidence {pct(monitor['confidence'])}.{(' ' + e(joint) + '.') if joint else ''}</p>
+days: {e(', '.join(monitor['days']))}; confidence {pct(monitor['confidence'])}.\
+{(' ' + e(joint) + '.') if joint else ''}</p>
 {timeline_html(monitor)}
 <img src="{e(png_name)}" alt="days at a glance" style="max-width: 100%">
 <table><tr>{''.join(f'<th>{e(c)}</th>' for c in DAY_COLUMNS)}</tr>

@@ -30,7 +30,7 @@ def promise_text(entry: dict) -> str:
                     f"review; {counted})")
         escape = entry.get("escape") or {}
         # a rule that passes nothing without a person has no escape rate: "at most 100%" would promise nothing
-        passes = (f"; it passes no work order without a person (what it decides without review, it fails)"
+        passes = ("; it passes no work order without a person (what it decides without review, it fails)"
                   if escape.get("auto_passed") == 0 else
                   f"; of the work orders passed without a person at most {pct(escape['upper'])} are defective"
                   if escape.get("upper") is not None else "")
