@@ -75,6 +75,8 @@ PLANTS = [
      "faster_than_the_floor"),
     ("qc_core/engines.py", "    if route_library_logs() is None:\n        return\n",
      "    route_library_logs\n    return\n", "tests/test_judging_day.py", "one_process_writes"),
+    ("stage_b/monitoring/monitor.py", "        if folders:\n", "        if False:\n", "tests/test_timeline.py",
+     "keeps_the_replaced"),
 ]
 
 
