@@ -27,6 +27,9 @@ def day(name, state="normal", status="unverified", **counts):
       "days": [day("d1"), day("d2", state="tightened"), day("d3", state="tightened")]},
      "tightened since d2: audits at 30% of the groups passed without a person until the tightened days come back "
      "clean"),
+    ({"status": "holds", "state": "tightened", "next_audit_share": 0.3, "days": [day("d1", state="tightened")]},
+     "tightened since d1: audits at 30% of the groups passed without a person until the tightened days come back "
+     "clean; the promise holds so far"),
     ({"status": "withdrawn", "state": "withdrawn", "withdrawn_day": "d4",
       "days": [day("d4", state="withdrawn", withdrawn_here=True,
                    state_why="the miss rate is above the promised 10%: the detector reached 12 >= 10 on d4"),

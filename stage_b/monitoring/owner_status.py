@@ -52,7 +52,8 @@ def owner_status(m: dict, restore: str | None = None) -> str:
                 + (restore or "python -m stage_b.evaluate … --split held_out --replaces <this operating point>"))
     if m.get("state") == TIGHTENED:
         return (f"{TIGHTENED_SINCE} {tightened_since(days)}: audits at {pct(m.get('next_audit_share'))} of the groups "
-                f"passed without a person until the tightened days come back clean")
+                f"passed without a person until the tightened days come back clean"
+                + ("; the promise holds so far" if m.get("status") == "holds" else ""))
     if m.get("status") == "holds":
         return f"{HOLDING}: {m.get('why')}"
     if not days:
