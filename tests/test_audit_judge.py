@@ -123,6 +123,10 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
     assert all(r["route"] == REVIEW and r["review_scope"] == "mission" and r["review_why"][0].startswith(why)
                for r in lines), lines[0]["review_why"]
     assert "PROMISE WITHDRAWN" in result.stdout and f"{M}: promise withdrawn" in result.stdout
+    if how == "monitor":   # the owner's status line, first in the summary, with the command that restores it
+        line = f"{M}: withdrawn on day1 because the miss rate is above the promised"
+        assert line in result.stdout and "to restore, run python -m stage_b.evaluate" in result.stdout
+        assert result.stdout.index(line) < result.stdout.index("decided without review")
 
 
 def test_a_monitor_file_edited_by_hand_stops_the_judge_before_the_model_loads(tiny_qwen2_5_vl, tmp_path):

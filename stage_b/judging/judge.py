@@ -125,6 +125,7 @@ def judge(settings: JudgeSettings) -> int:
         print(f"judged {judged} groups in {time.perf_counter() - engine.started:.1f}s "
               f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
     verdicts = day_verdicts(settings.output_dir, day.missions)   # read once for both summaries
+    print_owner_status(settings, day.missions)
     print_automation(automation_of(settings.output_dir, day.missions, verdicts))
     pace = day_pace(settings)
     work = day_workload(verdicts, pace)
@@ -143,6 +144,19 @@ def judge(settings: JudgeSettings) -> int:
         write_day_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
                      pace)
     return 0
+
+
+def print_owner_status(settings: JudgeSettings, missions) -> None:
+    """Each mission's status line as the monitor the day was judged with left it (stage_b.monitoring.owner_status),
+    first in the summary."""
+    if not settings.monitor:
+        return
+    from stage_b.monitoring.monitor_file import load_monitor
+    from stage_b.monitoring.owner_status import owner_status
+    monitor = load_monitor(settings.monitor)
+    for mission in missions:
+        if mission in monitor["missions"]:
+            print(f"{mission}: {owner_status(monitor['missions'][mission], monitor.get('restore'))}")
 
 
 def day_pace(settings: JudgeSettings) -> Pace:
