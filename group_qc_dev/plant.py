@@ -77,6 +77,10 @@ PLANTS = [
      "    route_library_logs\n    return\n", "tests/test_judging_day.py", "one_process_writes"),
     ("stage_b/monitoring/monitor.py", "        if folders:\n", "        if False:\n", "tests/test_timeline.py",
      "keeps_the_replaced"),
+    ("stage_b/monitoring/plan_audits.py", "max(min(DETECT_FACTOR * r, DETECT_AT_MOST), 2 * r)",
+     "min(0.9 / 0.99, DETECT_FACTOR * r)", "tests/test_plan_audits.py", "rise_is_a_rate"),
+    ("stage_b/monitoring/plan_audits.py", "        if mission in withdrawn:", "        if False:",
+     "tests/test_plan_audits.py", "withdrawn_mission_is_marked"),
 ]
 
 

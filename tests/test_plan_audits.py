@@ -66,6 +66,35 @@ def test_the_command_prints_one_row_per_mission(op_file, capsys):
     assert f"| {M} | 150 |" in out and f"| {N} | 500 |" in out and "false withdrawals/year" in out
 
 
+@pytest.mark.parametrize("promised, rise", [
+    (0.025, 0.15),   # six times the promise
+    (0.1, 0.5),      # six times would be 60%: half of the auto-passed work is the most planned for by default
+    (0.2, 0.5),      # not "90%", a sixfold rise capped (planted: min(0.9, 6r))
+    (0.3, 0.6),      # at least twice the promise
+    (0.6, 0.99),
+])
+def test_the_default_rise_is_a_rate_that_can_happen(promised, rise):
+    assert plan.default_detect(promised) == pytest.approx(rise)
+
+
+def test_a_withdrawn_mission_is_marked_and_not_planned(op_file, tmp_path, capsys):
+    """A withdrawal recorded beside the operating point: the planner names it and plans nothing for it."""
+    from stage_b.rules.operating_point import load_operating_point, point_keys
+    copy = tmp_path / "operating_point.json"
+    copy.write_text(op_file.read_text(encoding="utf-8"), encoding="utf-8")
+    keys = point_keys(copy, load_operating_point(copy))
+    (tmp_path / "operating_point.withdrawals.jsonl").write_text(json.dumps(
+        {"mission": M, "operating_point": keys.identity, "operating_point_sha256": keys.file_sha256,
+         "why": "the miss rate is above the promised 20%", "withdrawn_day": "day4",
+         "withdrawn_at": "2026-11-28T10:00:00+00:00", "monitor": "m.json",
+         "recorded_at": "2026-11-28T10:00:01+00:00"}, ensure_ascii=False) + "\n",
+        encoding="utf-8")
+    assert plan.main(["--operating_point", str(copy), "--groups_per_day", "150"]) == 0
+    out = capsys.readouterr().out
+    assert f"{M}: WITHDRAWN (the miss rate is above the promised 20%)" in out and f"| {M} |" not in out
+    assert f"| {N} | 150 |" in out and "escape rate rise to see" in out and "x) |" in out
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--groups_per_day", "0"], "at least 1 group"),
     (["--groups_per_day", "-5"], "at least 1 group"),

@@ -36,7 +36,15 @@ from stage_b.rules.operating_point import MissionPoint, load_operating_point
 from stage_b.monitoring.simulate_days import WorkMix, run_mission, validation_of
 
 DEFAULT_WITHIN_DAYS = 2
-DETECT_FACTOR = 6.0           # the default rise to see: six times the promised escape rate (2.5% -> 15%)
+DETECT_FACTOR = 6.0           # the default rise to see: six times the promised escape rate (2.5% -> 15%) ...
+DETECT_AT_MOST = 0.5          # ... or, where that is past half of the auto-passed work, half of it (a rate that can
+                              # happen), at least twice the promise
+
+
+def default_detect(r: float) -> float:
+    """The default rise to see (DETECT_FACTOR x the promised rate r, or DETECT_AT_MOST where that is more, but never
+    less than 2 x r; under 0.99)."""
+    return min(0.99, max(min(DETECT_FACTOR * r, DETECT_AT_MOST), 2 * r))
 DEFAULT_SECONDS_PER_DECISION = 30.0   # a stated default pace of one reviewer decision on a blind audit
 SHARES = (0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
 RUNS = 200
@@ -92,6 +100,7 @@ class Plan:
     reviewer_hours_per_day: float | None
     clean_days_to_hold: float | None
     why: str = ""
+    promised: float | None = None   # the promised escape rate the rise starts from
 
 
 def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float | None, within_days: int,
@@ -107,11 +116,12 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
     if r is None:
         raise PlanError(f"{mission}: the operating point states no escape rate of auto-passed groups (the rule passed "
                         f"no validation group without review): there is nothing to audit")
-    detect = min(0.9, DETECT_FACTOR * r) if detect is None else detect
+    detect = default_detect(r) if detect is None else detect
     if detect <= r:
         raise PlanError(f"--detect {detect:g} is at or below {mission}'s promised escape rate {r:.3g}: nothing to "
                         f"detect (the promise allows it); give a rate above {r:.3g}, e.g. "
-                        f"{min(0.9, DETECT_FACTOR * r):.3g}")
+                        f"{default_detect(r):.3g}")
+    promised = r
     mix = mix_of(entry)
     auto_passed = groups * mix.auto_pass_share
     auto_decided = groups * (mix.defect_share * sum(mix.defective_routes)
@@ -122,7 +132,7 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
     if chosen is None or days is None:
         return Plan(mission, groups, auto_passed, detect, within_days, None, None, None, 1 / false_alarm_years, None,
                     None, f"not even every group audited withdraws within {within_days} days in {100 * quantile:.3g}% "
-                          f"of runs: allow more days, or judge more groups a day")
+                          f"of runs: allow more days, or judge more groups a day", promised)
     floor = "" if chosen > SHARES[0] else (
         f"{100 * SHARES[0]:g}% is the smallest share planned and already enough: it audits "
         f"{chosen * auto_decided:,.0f} groups a day, more than this rise needs at {groups:,} groups a day (fewer "
@@ -130,7 +140,7 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
     return Plan(mission, groups, auto_passed, detect, within_days, chosen, at_quantile(days, 0.5),
                 at_quantile(days, 0.9), 1 / false_alarm_years,
                 chosen * auto_decided * seconds_per_decision / 3600,
-                needed / (chosen * auto_passed) if needed is not None and auto_passed else None, floor)
+                needed / (chosen * auto_passed) if needed is not None and auto_passed else None, floor, promised)
 
 
 def plan_for_mix(mix: WorkMix, promise, groups: int, detect: float, within_days: int, delta: float,
@@ -234,8 +244,15 @@ def _plan(args) -> int:
     assert confidence is not None   # load_operating_point checks it
     delta = 1 - confidence
     groups = parse_groups(args.groups_per_day, sorted(op.missions))
+    from stage_b.rules.operating_point import point_keys
+    from stage_b.rules.withdrawals import recorded
+    withdrawn = recorded(args.operating_point, point_keys(args.operating_point, op))   # beside the point
     plans = []
     for mission, n in groups.items():
+        if mission in withdrawn:   # its groups all go to people: nothing to audit until it is certified again
+            print(f"{mission}: WITHDRAWN ({withdrawn[mission].get('why')}): every group goes to people, no audit to "
+                  f"plan until an operating point certified on later labels replaces this one")
+            continue
         try:
             plans.append(plan_mission(mission, op.missions[mission], n, detect, days, years, seconds, delta,
                                       quantile=quantile))
@@ -249,9 +266,9 @@ def _plan(args) -> int:
 
 
 def table(plans: list[Plan]) -> str:
-    head = ("mission", "groups/day", "auto-passed/day", "detect", "share", "days (median, p90)",
+    head = ("mission", "groups/day", "auto-passed/day", "escape rate rise to see", "share", "days (median, p90)",
             "false withdrawals/year", "reviewer h/day", "clean days to hold")
-    rows = [head] + [(p.mission, str(p.groups_per_day), f"{p.auto_passed_per_day:.0f}", f"{100 * p.detect:.3g}%",
+    rows = [head] + [(p.mission, str(p.groups_per_day), f"{p.auto_passed_per_day:.0f}", _rise(p),
                       f"{100 * p.share:.3g}%" if p.share is not None else "none",
                       f"{_days(p.median_days, p.within_days)}, {_days(p.p90_days, p.within_days)}"
                       if p.share is not None else p.why,
@@ -259,6 +276,13 @@ def table(plans: list[Plan]) -> str:
                       f"{p.reviewer_hours_per_day:.2f}" if p.reviewer_hours_per_day is not None else "-",
                       f"{p.clean_days_to_hold:.1f}" if p.clean_days_to_hold is not None else "-") for p in plans]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows[:1] + [tuple("---" for _ in head)] + rows[1:])
+
+
+def _rise(p: Plan) -> str:
+    """The rise in words: "from 2.5% to 15% (6x)", the rate of auto-passed groups that are defective."""
+    if p.promised:
+        return f"from {100 * p.promised:.3g}% to {100 * p.detect:.3g}% ({p.detect / p.promised:.2g}x)"
+    return f"to {100 * p.detect:.3g}%"
 
 
 def _days(day: float | None, within_days: int) -> str:
