@@ -81,6 +81,8 @@ PLANTS = [
      "min(0.9 / 0.99, DETECT_FACTOR * r)", "tests/test_plan_audits.py", "rise_is_a_rate"),
     ("stage_b/monitoring/plan_audits.py", "        if mission in withdrawn:", "        if False:",
      "tests/test_plan_audits.py", "withdrawn_mission_is_marked"),
+    ("stage_a/runner.py", "input_dir=stored(self.input_dir.resolve(), self.main.path.resolve().parent),",
+     "input_dir=self.input_dir.resolve(),", "tests/test_portable_paths.py", "stage_a_record_names"),
 ]
 
 

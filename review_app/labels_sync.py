@@ -64,7 +64,7 @@ def sync_once(store: Store, project: Project) -> dict:
     events = decision_store.unsynced(store)
     if not events:
         return {"added": 0, "refused": 0, "pending": 0}
-    sources = SourceFiles(project.registry)
+    sources = SourceFiles(project.registry, [project.root])
     histories = decision_store.histories(store, {ev.day for ev in events})
     checked, ids, refused = [], [], 0
     for ev in events:

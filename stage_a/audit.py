@@ -18,6 +18,7 @@ from qc_core.errors import UserError
 from qc_core.exits import run_cli
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest
 from qc_core.missions import load_registry
+from qc_core.paths import with_input_dir_resolved
 from .outputs import MissionOutputs
 from qc_core.records import summaries_of
 from review.page import LABEL_TEXT, render_review, report
@@ -44,7 +45,7 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
         failed = [r for _, r in iter_jsonl(errors)] if errors.is_file() else []
         if not records and not failed:
             continue
-        input_dirs += [r.get("input_dir") for r in records]
+        input_dirs += [with_input_dir_resolved(r, main.parent).get("input_dir") for r in records]   # stored relative
         for e in failed:
             folder = e.get("path") or ""
             cards.append({"group_id": e.get("group_id") or folder, "mission": mission.name, "outcome": "error",

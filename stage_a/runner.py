@@ -32,6 +32,7 @@ from qc_core.jsonl import JsonlAppender, output_lock, write_jsonl_atomic
 from qc_core.missions import Mission, is_all, load_registry
 from .outputs import MissionOutputs, existing_error_keys, existing_group_ids, shard_from_env, shard_of
 from .prompts import stage_a_messages
+from qc_core.paths import stored
 from qc_core.records import RecordError, error_record, image_key, make_record, normalize_summary
 
 log = logging.getLogger("group_qc.stage_a")
@@ -274,8 +275,10 @@ class _MissionWriter:
                 self.fail(done.group, done.error, "summary")
                 continue
             try:
+                # the photo folder relative to the file that names it: a moved or copied project reads its own photos
                 record = make_record(done.group, done.summaries, self.model_name, self.adapters,
-                                     input_dir=self.input_dir.resolve(), model_fingerprint=self.fingerprint)
+                                     input_dir=stored(self.input_dir.resolve(), self.main.path.resolve().parent),
+                                     model_fingerprint=self.fingerprint)
             except RecordError as exc:
                 self.fail(done.group, str(exc), "summary")
                 continue

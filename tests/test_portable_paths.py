@@ -195,3 +195,37 @@ def test_a_label_never_names_a_photo_outside_its_folder(tmp_path, images):
                                               {"file": str(source), "sha256": file_sha256(source)})])
     with pytest.raises(DecisionsError, match="climbs out of its photo folder"):
         import_decisions([export], tmp_path / "labels")
+
+
+class _SaysFine:
+    """An engine that summarizes every photo the same way (the runner's `summarize` contract)."""
+
+    def summarize(self, requests):
+        from types import SimpleNamespace
+        return [SimpleNamespace(error=None, finish_reason="stop", text="接地线连接牢固") for _ in requests]
+
+
+def test_a_stage_a_record_names_its_photo_folder_relative_and_a_moved_project_reads_its_own(tmp_path):
+    """Stage-A records store input_dir relative to the file that holds them (qc_core.paths), so a project moved whole
+    loads its records with its own photo folder, never the old place (planted: the absolute folder stored)."""
+    from group_qc_dev.photos import jpeg
+    from stage_a.runner import StageAOptions, run_stage_a
+    from stage_b.data.dataset import load_records
+    from stage_b.data.settings import Selection
+    from tests.helpers import M
+    project = tmp_path / "project"
+    for g in ("g1", "g2"):
+        jpeg(project / "photos" / M / "审核通过" / g / "1.jpg")
+    (project / "model").mkdir()
+    (project / "model" / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    run_stage_a(StageAOptions(input_dir=str(project / "photos"), output_dir=str(project / "stage_a"),
+                              model=str(project / "model"), mission=M, progress=False), engine=_SaysFine())
+    (line,) = {json.loads(x)["input_dir"] for x in (project / "stage_a" / f"{M}_stage_a.jsonl").read_text(
+        encoding="utf-8").splitlines()}
+    assert line == "../photos"
+    moved = tmp_path / "elsewhere" / "project"
+    moved.parent.mkdir()
+    shutil.move(str(project), str(moved))
+    records = load_records(Selection(stage_a_dir=str(moved / "stage_a"), missions=M))
+    assert {r["input_dir"] for r in records} == {str(moved / "photos")}
+    assert all((Path(r["input_dir"]) / r["images"][0]).is_file() for r in records)

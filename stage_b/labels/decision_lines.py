@@ -67,26 +67,66 @@ def decided_at_problem(text) -> str | None:
 
 
 class SourceFiles:
-    """Source files read once: their sha256 and their groups by (mission, group id)."""
+    """Source files read once: their sha256 and their groups by (mission, group id). `roots`: the folders a moved or
+    copied project now lies in (the labels folder's project, or --root): a source is looked for there by its day
+    folder and file name first, and taken where its group's line is the one the reviewer saw."""
 
-    def __init__(self, registry):
+    ROOT_DEPTH = 3   # <root>/<day folder>/<file> to <root>/a/b/<day folder>/<file>: a project's days, not its photos
+
+    def __init__(self, registry, roots=()):
         self.registry = registry
+        self.roots = [Path(r) for r in roots]
         self.files: dict[str, tuple[str, dict] | str] = {}
         self.bands: dict[tuple[str, str], dict | None] = {}   # a file's band per mission, worked out once
+        self.found: dict[tuple[str, str], list[str]] = {}      # (day folder, file name) -> its paths under the roots
 
-    def locate(self, source: dict, page) -> tuple[str, tuple[str, dict] | str]:
-        """(the path, its facts) of a decision's source: where the page was made from, else relative to the page the
-        export came from (a day folder moved or copied with its page), else the first path's problem."""
+    def under_roots(self, stored: str) -> list[str]:
+        """The files under the roots whose day folder and name are the stored path's (module doc)."""
+        folder, name = Path(stored).parent.name, Path(stored).name
+        if (folder, name) not in self.found:
+            paths: list[str] = []
+            for root in self.roots:
+                for depth in range(self.ROOT_DEPTH):
+                    pattern = "/".join(["*"] * depth + [folder, name]) if folder else name
+                    paths += sorted(str(p) for p in root.glob(pattern) if p.is_file())
+            self.found[(folder, name)] = list(dict.fromkeys(paths))
+        return self.found[(folder, name)]
+
+    def locate(self, source: dict, page, mission: str | None = None, group_id: str | None = None
+               ) -> tuple[str, tuple[str, dict] | str]:
+        """(the path, its facts) of a decision's source: relative to the page the export came from (a day folder
+        moved or copied with its page), then under the roots by day folder and name, then where the page was made
+        from; the first whose group line (or whole file, for an export without line digests) is the one the reviewer
+        saw. Else the stored path's problem."""
+        candidates = [*self._beside_page(source, page), *self.under_roots(source["file"]), source["file"]]
+        for path in dict.fromkeys(os.path.normpath(c) for c in candidates):
+            facts = self.get(path)
+            if not isinstance(facts, str) and self._saw(facts, source, mission, group_id):
+                return path, facts
         first = self.get(source["file"])
-        if not isinstance(first, str) or not source.get("relative") or not isinstance(page, str):
-            return source["file"], first
+        if isinstance(first, str) and self.roots:
+            first = (f"{first}, and no {Path(source['file']).parent.name}/{Path(source['file']).name} holding the "
+                     f"group under {', '.join(map(str, self.roots))}: give the folder the project lies in now with "
+                     f"--root")
+        return source["file"], first
+
+    @staticmethod
+    def _beside_page(source: dict, page) -> list[str]:
+        if not source.get("relative") or not isinstance(page, str):
+            return []
         from urllib.parse import unquote, urlparse
         url = urlparse(page)
-        if url.scheme != "file":
-            return source["file"], first
-        moved = os.path.normpath(Path(unquote(url.path)).parent / source["relative"])
-        facts = self.get(moved)
-        return (moved, facts) if not isinstance(facts, str) else (source["file"], first)
+        return [str(Path(unquote(url.path)).parent / source["relative"])] if url.scheme == "file" else []
+
+    @staticmethod
+    def _saw(facts: tuple[str, dict], source: dict, mission, group_id) -> bool:
+        """Whether a candidate holds what the reviewer saw: the group's line digest, else the whole file's."""
+        sha, groups = facts
+        seen = source.get("line_sha256")
+        if seen is None or mission is None:
+            return sha == source.get("sha256")
+        record = groups.get((mission, group_id))
+        return record is not None and record_digest(record) == seen
 
     def band(self, path, mission: str) -> dict | None:
         """The review band of a verdict file's mission: the groups the judge sent to review for their own p_fail or
@@ -255,7 +295,7 @@ def _verified_source(rec: dict, mission: str, sources: SourceFiles) -> tuple[tup
     relative to the page, and the group's line the one the reviewer saw (its digest), else the whole file unchanged
     (an export from before decisions named their group's line)."""
     source = rec["source"]
-    path, facts = sources.locate(source, rec.get("page"))
+    path, facts = sources.locate(source, rec.get("page"), mission, rec["group_id"])
     if isinstance(facts, str):
         return None, facts
     sha, groups = facts
@@ -334,11 +374,11 @@ def check_history(history) -> tuple[list, str | None]:
     return history, None
 
 
-def read_decisions(files, registry=None, unnamed: str = "") -> list[dict]:
+def read_decisions(files, registry=None, unnamed: str = "", roots=()) -> list[dict]:
     """Every line of every file checked (module doc); DecisionsError naming each problem as file:line. `unnamed`
-    names the reviewer of lines without one (--reviewer)."""
+    names the reviewer of lines without one (--reviewer); `roots`: where the project lies now (SourceFiles)."""
     registry = registry or load_registry()
-    sources, out, problems = SourceFiles(registry), [], []
+    sources, out, problems = SourceFiles(registry, roots), [], []
     for path in map(Path, files):
         if not path.is_file():
             problems.append(f"{path}: no such decisions file")

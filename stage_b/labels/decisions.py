@@ -91,11 +91,14 @@ def check_labels_folder(output_dir: Path) -> None:
 
 
 def import_decisions(files, output_dir, registry=None, unnamed: str = "", min_kappa: float = DEFAULT_MIN_KAPPA,
-                     min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY) -> dict:
+                     min_gold_accuracy: float = DEFAULT_MIN_GOLD_ACCURACY, roots=()) -> dict:
     """Check, log, resolve and write (module doc). Returns {"added", "already", "groups", "summary", "written"}.
-    `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused."""
+    `unnamed`: the reviewer of lines that name none (--reviewer); without it they are refused. `roots`: where the
+    project lies now (--root; default the labels folder's parent): a source file is found there by its day folder
+    and name before the path the page stored, so exports made before a move import after it."""
     registry = registry or load_registry()
-    incoming = read_decisions(files, registry, _unnamed_reviewer(unnamed))
+    roots = list(roots) or [Path(output_dir).resolve().parent]
+    incoming = read_decisions(files, registry, _unnamed_reviewer(unnamed), roots)
     if not incoming:
         raise DecisionsError(f"no decision in {', '.join(map(str, files))}: decide groups on the review page before "
                              f"exporting (an export with nothing decided is empty)")
@@ -280,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "their lone labels certify nothing until confirmed); per mission, a reviewer right on fewer "
                         "than this share of 5 or more gold groups has their lone labels there held back "
                         "(default %(default)s)")
+    p.add_argument("--root", nargs="+", default=[],
+                   help="the folder(s) the project lies in now, when it moved since the pages were exported (default: "
+                        "the --output_dir's parent): each decision's source is found there by its day folder and "
+                        "file name, the group's line the one the reviewer saw")
     p.add_argument("--reviewer", default="", help="the reviewer of lines that name none (a page exported without a "
                                                  "name); without it such lines are refused")
     return p
@@ -289,7 +296,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer,
+        for root in args.root:
+            if not Path(root).is_dir():
+                raise DecisionsError(f"--root {root} is not a folder: give the folder the project lies in now")
+        result = import_decisions(args.decisions, args.output_dir, unnamed=args.reviewer, roots=args.root,
                                   min_kappa=check_min_kappa(args.min_kappa),
                                   min_gold_accuracy=check_min_gold_accuracy(args.min_gold_accuracy))
         print_import(result, Path(args.output_dir) / LOG)
