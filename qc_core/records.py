@@ -3,8 +3,9 @@ the merger and every reader (Stage-B). Pure (stdlib only).
 
     {"group_id", "mission", "label", "images", "per_image": {"图片_1": ..., ...}, "model", "created_at"}
     optional: "adapters" (Stage-A LoRA), "input_dir" (the folder `images` are relative to, stored relative
-    to the file that holds the record: qc_core.paths; review pages find the photos there), "model_fingerprint" (qc_core.checkpoints.stage_a_fingerprint of the model and adapters: a
-    promise names the Stage-A model it was certified on by it)
+    to the file that holds the record: qc_core.paths; review pages find the photos there), "model_fingerprint"
+    (qc_core.checkpoints.stage_a_fingerprint of the model and adapters: a promise names the Stage-A model it was
+    certified on by it)
 
 Writers (make_record, stage_a.convert) always write `model` and `created_at`; readers need only the fields a
 reader uses (REQUIRED_FIELDS), so files written by the project's public origin, which lack them, still load.

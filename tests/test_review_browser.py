@@ -61,7 +61,8 @@ def sign_in(driver, base: str, name: str, next_page: str = f"/review?day={DAY}")
 
 
 def ready(driver) -> None:
-    """Until the review page has its queue and a card on screen."""
+    """Until the review page has its queue and a card on screen (the count is "…" until the queue is loaded: an empty
+    queue reads 0 only after it was asked for)."""
     WebDriverWait(driver, 20).until(lambda d: d.execute_script(
         "var c = document.getElementById('card'), t = document.getElementById('total-count');"
         "return !!(c && t && (c.dataset.card || t.textContent === '0'));"))

@@ -265,7 +265,7 @@
     main.appendChild(GQ.el("div", {className: "bar"}, [
       GQ.el("label", {text: "day "}, [select]),
       viewing ? GQ.el("b", {text: "the queue of " + viewing + " (read-only)"}) : null,
-      GQ.el("span", {}, ["decided ", GQ.el("b", {id: "decided-count", text: "0"}), " of ", GQ.el("b", {id: "total-count", text: "0"})]),
+      GQ.el("span", {}, ["decided ", GQ.el("b", {id: "decided-count", text: "0"}), " of ", GQ.el("b", {id: "total-count", text: "…"})]),   // a number only once the queue is loaded
       GQ.el("span", {id: "connection", className: "state"}),
       GQ.el("span", {className: "keys", text: "keys: p 通过 · f 不通过 · u unsure (each moves on) · z undo · g next undecided · j/k · n note · ? help"})]));
     main.appendChild(GQ.el("div", {id: "keys-help", hidden: "hidden", className: "keys",
