@@ -360,16 +360,19 @@ def write_day(folder, digest, groups, mission=M):
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def write_labels(folder, decided: dict, confirmed: bool = True):
+def write_labels(folder, decided: dict, confirmed: bool = True, records: bool = False):
     """decided: {(mission, group id): "通过" | "不通过"}, reviewer r's import log, chained as the import does; with
-    `confirmed`, a second reviewer (r2) decided each 不通过 too, so every escape counts (stage_b.monitoring.monitor)."""
+    `confirmed`, a second reviewer (r2) decided each 不通过 too, so every escape counts (stage_b.monitoring.monitor);
+    with `records`, each decision carries the verdict line it was made on (a later import rewrites the labels)."""
     from stage_b.labels.decisions_log import append_log
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "decisions.jsonl").unlink(missing_ok=True)
     append_log(folder / "decisions.jsonl", [
         {"group_id": gid, "mission": mission, "decision": decision, "note": "", "reviewer": who,
          "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None, "p_fail": None,
-         "source": {"file": "x", "sha256": "y"}, "record": {}} for (mission, gid), decision in decided.items()
+         "source": {"file": "x", "sha256": "y"},
+         "record": {"group_id": gid, "mission": mission, "images": ["1.jpg"], "summaries": ["接地线连接牢固"],
+                    "verdict": "通过", "p_fail": 0.05} if records else {}} for (mission, gid), decision in decided.items()
         for who in (("r", "r2") if confirmed and decision == "不通过" else ("r",))], "")
 
 

@@ -407,6 +407,11 @@ def test_a_pooled_promise_counts_no_more_groups_than_the_missions_name():
      "of defective work orders at most 10% pass without a person; it passes no work order without a person (what it "
      "decides without review, it fails); 90% sure (0 missed of 22 defective validation groups; miss-rate upper bound "
      "9.96%)"),
+    # an escape bound of 100% promises nothing either (planted: "at most 100% are defective")
+    ({"escape": {"upper": 0.99996, "auto_passed": 3, "escapes": 2}, "validation_auto_decided": 6},
+     "of defective work orders at most 10% pass without a person; of the work orders passed without a person no "
+     "defective share below 100% can be promised yet (2 defective of 3 passed on validation); 90% sure (0 missed of "
+     "22 defective validation groups; miss-rate upper bound 9.96%)"),
     # a rule that passes nothing without review is no automation, not "certified" (planted: called certified)
     ({"validation_auto_decided": 0, "n": 40},
      "no automation: people decide every group (the rule certified for a miss rate <= 10% with 90% confidence decides "

@@ -30,10 +30,14 @@ def promise_text(entry: dict) -> str:
                     f"review; {counted})")
         escape = entry.get("escape") or {}
         # a rule that passes nothing without a person has no escape rate: "at most 100%" would promise nothing
+        upper = escape.get("upper")
         passes = ("; it passes no work order without a person (what it decides without review, it fails)"
                   if escape.get("auto_passed") == 0 else
-                  f"; of the work orders passed without a person at most {pct(escape['upper'])} are defective"
-                  if escape.get("upper") is not None else "")
+                  f"; of the work orders passed without a person no defective share below 100% can be promised yet "
+                  f"({escape.get('escapes')} defective of {escape.get('auto_passed')} passed on {evidence})"
+                  if upper is not None and pct(upper) == "100%" else
+                  f"; of the work orders passed without a person at most {pct(upper)} are defective"
+                  if upper is not None else "")
         return (f"of defective work orders at most {pct(target)} pass without a person" + passes
                 + f"; {pct(confidence)} sure ({counted})")
     needed = entry.get("fail_groups_needed")
