@@ -372,7 +372,8 @@ def write_labels(folder, decided: dict, confirmed: bool = True, records: bool = 
          "decided_at": "2026-11-27T10:00:00+00:00", "verdict": None, "p_fail": None,
          "source": {"file": "x", "sha256": "y"},
          "record": {"group_id": gid, "mission": mission, "images": ["1.jpg"], "summaries": ["接地线连接牢固"],
-                    "verdict": "通过", "p_fail": 0.05} if records else {}} for (mission, gid), decision in decided.items()
+                    "verdict": "通过", "p_fail": 0.05} if records else {}}
+        for (mission, gid), decision in decided.items()
         for who in (("r", "r2") if confirmed and decision == "不通过" else ("r",))], "")
 
 
