@@ -105,6 +105,15 @@ def outside_why(rel: str, path: Path, input_dirs: list[Path]) -> str | None:
             f"({', '.join(map(str, input_dirs)) or 'none given'}); pass --input_dir with the folder that holds it")
 
 
+def _not_followed(cards: list[dict], named_dirs, followed: list[str]) -> str:
+    """What the page says of the folders records name that it did not follow (outside the project and the folders
+    the command names)."""
+    others = sorted({str(d) for d in named_dirs or [] if isinstance(d, str) and d and str(Path(d).resolve())
+                     not in followed})
+    return (f" Not followed (outside the folder the command runs in and the folders it names): "
+            f"{', '.join(others)}; pass --input_dir with the one that holds them." if others else "")
+
+
 def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: list[tuple[str, str]],
                   input_dirs: list[Path], intro: list[str] = (), tables: list[dict] = (), images: list[dict] = (),
                   per_page: int = CARDS_PER_PAGE, sources: list[dict] = (), named_dirs: list = ()) -> dict:
@@ -113,6 +122,11 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
     `input_dirs`: the folders the command names (the only ones photos are shown from); `named_dirs`: the ones the
     records name, for the line that says where photos come from (page_photo_folders)."""
     input_dirs, photo_line = page_photo_folders(input_dirs, named_dirs)
+    own = sorted({str(c["photo_dir"]) for c in cards if c.get("photo_dir")})
+    if own:   # each group's photos from its own record's folder (several input folders: days, shared storage)
+        photo_line = (f"Photos from each group's own folder ({', '.join(own)})"
+                      + (f", then {', '.join(map(str, input_dirs))}." if input_dirs else ".")
+                      + _not_followed(cards, named_dirs, own))
     review = Path(out_dir) / REVIEW_DIR
     review.mkdir(parents=True, exist_ok=True)
     for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
@@ -152,18 +166,43 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
             "missing_photos": missing, "page_id": page_id, "no_folder": None if input_dirs else photo_line}
 
 
+def card_folders(card: dict, input_dirs: list[Path]) -> list[Path]:
+    """The folders a card's photos are looked for in: its own record's folder first (`photo_dir`, set by a caller that
+    vetted it: trusted_record_folder), then the folders the command names."""
+    own = card.get("photo_dir")
+    return [Path(own).resolve(), *input_dirs] if own else input_dirs
+
+
+def trusted_record_folder(folder, given: list[Path], root: Path | None = None) -> Path | None:
+    """A record's own photo folder, when a page may follow it: inside the folder the command runs in (`root`, the
+    project) or inside a folder the command names. A received file whose records name `/` or another tree is not
+    followed (issue 34): it is named on the page instead, with the --input_dir that would show it."""
+    if not isinstance(folder, (str, Path)) or not str(folder):
+        return None
+    try:
+        path = Path(folder).resolve()
+    except (OSError, RuntimeError):
+        return None
+    roots = [Path(root or Path.cwd()).resolve(), *(Path(g).resolve() for g in given)]
+    return path if any(path == r or r in path.parents for r in roots) else None
+
+
 def _photo_views(cards: list[dict], input_dirs: list[Path], review: Path):
     """(photo_view(rel, index, summary, card) -> what a card shows of one photo, the thumbnail report, the photos not
-    shown): thumbnails made once for every photo inside the input folders; a photo outside them is refused."""
-    photos = {rel: find_photo(rel, input_dirs) for card in cards for rel in card["images"]}
-    refused = {rel: why for rel, path in photos.items() if (why := outside_why(rel, path, input_dirs))}
-    thumbs, report = make_thumbnails([p for rel, p in photos.items() if rel not in refused], review / "thumbs")
-    thumbs.update({photos[rel]: Thumb(None, why) for rel, why in refused.items()})
+    shown): thumbnails made once for every photo inside the card's folders (card_folders); a photo outside them is
+    refused."""
+    photos = {(card.get("photo_dir"), rel): find_photo(rel, card_folders(card, input_dirs))
+              for card in cards for rel in card["images"]}
+    folders = {card.get("photo_dir"): card_folders(card, input_dirs) for card in cards}
+    refused = {key: why for key, path in photos.items() if (why := outside_why(key[1], path, folders[key[0]]))}
+    thumbs, report = make_thumbnails([p for key, p in photos.items() if key not in refused], review / "thumbs")
+    thumbs.update({photos[key]: Thumb(None, why) for key, why in refused.items()})
     missing = sorted(str(p) for p, t in thumbs.items() if t.name is None)
 
     def photo_view(rel: str, index: int, summary: str, card: dict) -> dict:
-        path = photos[rel]
-        thumb = Thumb(None, refused[rel]) if rel in refused else thumbs[path]
+        key = (card.get("photo_dir"), rel)
+        path = photos[key]
+        thumb = Thumb(None, refused[key]) if key in refused else thumbs[path]
         return {"key": image_key(index), "summary": summary, "file": rel,
                 "cited": index in card.get("cited", ()), "defect": index in card.get("defect", ()),
                 "thumb": quote(f"thumbs/{thumb.name}") if thumb.name else None,

@@ -451,6 +451,39 @@ def test_an_evaluation_page_takes_its_photo_folder_from_the_command_only():
     assert review_inputs(records, "/photos")["input_dirs"] == [__import__("pathlib").Path("/photos")]
 
 
+def test_an_evaluation_page_finds_each_groups_photos_in_its_own_records_folder(tmp_path, monkeypatch, capsys):
+    """A re-certification's groups come from several photo folders (a day each): each card's photos are found from
+    its own record (inside the project the command runs in), the same relative photo path in two folders shows each
+    group its own; a folder gone is named with its count; a folder outside the project is named, not followed
+    (planted: the records' folders ignored -> no photo shown)."""
+    from group_qc_dev.photos import jpeg
+    from stage_b.evaluate.outputs import write_evaluation_review
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    records, predictions = {}, []
+    for day, size in (("day2", (40, 30)), ("day3", (30, 40)), ("gone", (20, 20)), (str(outside), (20, 20))):
+        folder = tmp_path / "photos" / day if day != str(outside) else outside
+        jpeg(folder / M / "g1" / "1.jpg", size=size)
+        gid = f"g-{Path(day).name}"
+        records[(M, gid)] = {"group_id": gid, "mission": M, "images": [f"{M}/g1/1.jpg"], "input_dir": str(folder),
+                             "per_image": {"图片_1": "接地线松动"}, "label": "fail"}
+        predictions.append({"group_id": gid, "mission": M, "expected": "不通过", "predicted": "通过",
+                            "completion": "通过\n理由: 图片_1 接地线", "p_fail": 0.1})
+    __import__("shutil").rmtree(tmp_path / "photos" / "gone")
+    metrics = {"per_mission": {}, "overall": {
+        "n": 4, "accuracy": 0, "accuracy_ci95": [0, 1], "miss_rate": 1, "miss_rate_ci95": [0, 1], "overkill_rate": 0,
+        "overkill_rate_ci95": [0, 1], "invalid_verdicts": 0}}
+    write_evaluation_review(tmp_path / "out", predictions, metrics, "t", records=records, input_dirs=[],
+                            named_dirs=[r["input_dir"] for r in records.values()])
+    page = (tmp_path / "out" / "review" / "index.html").read_text(encoding="utf-8")
+    thumbs = sorted((tmp_path / "out" / "review" / "thumbs").glob("*.jpg"))
+    assert len(thumbs) == 2   # day2's and day3's photo, each its own though both are M/g1/1.jpg
+    assert "Photos from each group&#39;s own folder" in page or "Photos from each group's own folder" in page
+    assert "Not followed (outside the folder the command runs in" in page and str(outside) in page
+    err = capsys.readouterr().err
+    assert f"photos missing in {(tmp_path / 'photos' / 'gone').resolve()}: 1 of 1" in err
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Which page a decision belongs to; which folder a photo is in
 # --------------------------------------------------------------------------------------------------------------

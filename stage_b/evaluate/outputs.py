@@ -194,6 +194,12 @@ def write_evaluation_review(output_dir: Path, predictions: list[dict], metrics: 
     sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
     source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
     cards = evaluation_cards(predictions, records, all, source_of, grounded)
+    from review.page import trusted_record_folder
+    for card in cards:   # each group's photos from its own record's folder, where the page may follow it
+        folder = trusted_record_folder((records.get((card["mission"], card["group_id"])) or {}).get("input_dir"),
+                                       [Path(d) for d in input_dirs])
+        if folder is not None:
+            card["photo_dir"] = str(folder)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
                            input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
                            sources=sources,
@@ -202,13 +208,29 @@ def write_evaluation_review(output_dir: Path, predictions: list[dict], metrics: 
                                   + (", then every other group." if all else "; --review_all adds every group."),
                                   "Each photo is marked when the reason cites it and when its summary shows a defect."])
     report(result)
+    for line in missing_by_folder(cards, result["missing_photos"]):
+        print(line, file=sys.stderr)
     return result
+
+
+def missing_by_folder(cards: list[dict], missing: list[str]) -> list[str]:
+    """Per photo folder of the cards, how many of its photos the page could not show (a folder moved, or photos
+    deleted): "photos missing in FOLDER: k of n"."""
+    wanted: dict[str, set] = {}
+    for card in cards:
+        if card.get("photo_dir"):
+            wanted.setdefault(card["photo_dir"], set()).update(str(Path(card["photo_dir"]).resolve() / rel)
+                                                              for rel in card["images"])
+    gone = set(missing)
+    return [f"photos missing in {folder}: {len(paths & gone)} of {len(paths)}"
+            for folder, paths in sorted(wanted.items()) if paths & gone]
+
 
 def review_inputs(records: list[dict], input_dir: str | None = None, files=(), *, review_all: bool = False) -> dict:
     """What write_evaluation_review needs: the Stage-A records by (mission, group id), the file each came from (a
     reviewer's decision names it), and the photo folders (`input_dir`: the command's --input_dir or GROUP_QC_INPUT_DIR;
-    else nothing: a page shows photos only from folders the command names; the records' folders are named, not
-    followed)."""
+    each card also looks in its own record's folder where the page may follow it: review.page.trusted_record_folder;
+    the other folders records name are named, not followed)."""
     named = [r.get("input_dir") for r in records]
     return {"records": {(r["mission"], r["group_id"]): r for r in records},
             "input_dirs": [Path(input_dir)] if input_dir else [], "named_dirs": named,
