@@ -89,6 +89,8 @@ PLANTS = [
      "tests/test_operating_point.py", "one_sentence_with_both"),
     ("stage_b/evaluate/outputs.py", "        if folder is not None:\n            card[\"photo_dir\"]",
      "        if False:\n            card[\"photo_dir\"]", "tests/test_review_page.py", "own_records_folder"),
+    ("stage_b/judging/settings.py", '    return tuple(str(p) for p in sorted(Path(labels).glob("*_stage_a.jsonl")))',
+     "    return ()", "tests/test_gold.py", "default_once_labels"),
 ]
 
 

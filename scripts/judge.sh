@@ -6,7 +6,7 @@
 #        (operating_point=<operating_point.json> | threshold=<0..1>) \
 #        [batch_size=16] [audit_share=0.05|plan] [audit_seed=N] [labels=<labels dir>]
 #        [monitor=<monitor.json> | monitor=none monitor_why="why, in words"] [accept_weaker="the owner's words"]
-#        [reviewers=王工,李工 [overlap_share=0.1]]
+#        [reviewers=王工,李工 [overlap_share=0.1]] [gold_share=0.05|0]
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"] [verbose=1]
 #
@@ -24,7 +24,8 @@
 # acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.rules.replacement):
 # without it every group of such a mission goes to review. reviewers= splits the groups
 # sent to people among them, overlap_share= of them decided by two, blind to each other (stage_b.labels.assign; the import
-# measures their agreement).
+# measures their agreement). With labels=, gold_share= of each mission's groups (default 0.05; 0 turns it off) are
+# known-answer groups drawn from the labels, looking like blind audits, that measure each reviewer (stage_b.labels.gold).
 #
 # input_dir holds unreviewed groups: <mission>/<group folder>/*.jpg. Per mission: Stage-A summaries go to
 # <output_dir>/stage_a/<mission>_stage_a.jsonl, then verdicts to <output_dir>/<mission>_verdicts.jsonl
@@ -40,11 +41,11 @@ source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY, settings
 
 mission=all; cuda=cpu; input_dir=""; output_dir=""; stage_a_model=""; stage_a_adapters=""; model=""; adapters=""
 operating_point=""; threshold=""; batch_size=16; stage_a_extra=(); judge_extra=(); audit_share=0.05; audit_seed=""
-labels=""; monitor=""; monitor_why=""; accept_weaker=""; reviewers=""; overlap_share=""; monitor_extra=(); verbose=0
+labels=""; monitor=""; monitor_why=""; accept_weaker=""; reviewers=""; overlap_share=""; monitor_extra=(); verbose=0; gold_share=""
 settings "mission cuda input_dir output_dir stage_a_model stage_a_adapters model adapters operating_point threshold
           batch_size audit_share audit_seed labels monitor monitor_why accept_weaker reviewers overlap_share stage_a_extra:words
           judge_extra:words
-          monitor_extra:words verbose:flag" \
+          monitor_extra:words verbose:flag gold_share" \
          "input_dir output_dir stage_a_model model" "$@"
 from_caller_dir
 if [ -z "$operating_point" ] && [ -z "$threshold" ]; then
@@ -138,6 +139,7 @@ judge_args=(--model "$model" --output_dir "$output_dir" --batch_size "$batch_siz
 [ -n "$audit_seed" ] && judge_args+=(--audit_seed "$audit_seed")
 [ -n "$reviewers" ] && judge_args+=(--reviewers "$reviewers")
 [ -n "$overlap_share" ] && judge_args+=(--overlap_share "$overlap_share")
+[ -n "$gold_share" ] && judge_args+=(--gold_share "$gold_share")
 [ -n "$accept_weaker" ] && judge_args+=(--accept_weaker "$accept_weaker")
 [ -n "$labels" ] && [ -d "$labels" ] && judge_args+=(--labels "$labels")   # the reviewers' measured pace
 if [ -n "$monitor" ] && [ "$monitor" != "none" ]; then

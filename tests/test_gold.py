@@ -232,3 +232,38 @@ def test_a_group_judged_today_is_never_drawn_as_gold():
     for seed in range(5):
         drawn = [g["group_id"] for g in mix_in(gold, today, 1.0, seed)[M]]
         assert sorted(drawn) == ["QC-OLD-0", "QC-OLD-2"], seed
+
+
+@pytest.mark.parametrize("flags, labels_has_files, gold, share", [
+    ([], True, "labels", 0.05),                      # labels exist: their groups are the gold, at 5%
+    (["--gold_share", "0.1"], True, "labels", 0.1),
+    (["--gold_share", "0"], True, None, 0.0),        # turned off, said on the summary
+    ([], False, None, 0.0),                          # an empty labels folder: no gold yet
+    (["--gold", "g.jsonl"], True, "g.jsonl", 0.05),  # --gold names the files: the labels are not added
+])
+def test_gold_is_on_by_default_once_labels_exist(tmp_path, flags, labels_has_files, gold, share):
+    """Every reviewer is measured within days: with --labels, the labelled groups are the day's gold at 5%
+    (planted: default_gold returning nothing -> a plain day has no gold check)."""
+    from stage_b.judging.settings import JudgeSettings, build_parser
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    if labels_has_files:
+        (labels / f"{M}_stage_a.jsonl").write_text("", encoding="utf-8")
+    settings = JudgeSettings.from_args(build_parser().parse_args(
+        ["--model", "m", "--stage_a_dir", "sa", "--output_dir", "o", "--threshold", "0.5", "--labels", str(labels),
+         *flags]))
+    expected = {"labels": (str(labels / f"{M}_stage_a.jsonl"),), "g.jsonl": ("g.jsonl",), None: ()}[gold]
+    assert settings.gold == expected and settings.gold_share == share
+
+
+@pytest.mark.parametrize("gold, share, says", [
+    (("labels/x_stage_a.jsonl",), 0.05, "gold: 1 known-answer group(s) among the day's review cards (0.05 of each "
+                                        "mission's groups, from labels)"),
+    ((), 0.0, "gold: off (--gold_share 0): no reviewer is measured on known answers today"),
+])
+def test_the_summary_says_whether_the_day_holds_gold(capsys, gold, share, says):
+    from types import SimpleNamespace
+
+    from stage_b.judging.judge import print_gold
+    print_gold(SimpleNamespace(gold=gold, gold_share=share, labels="labels"), [{"gold": {"label": "pass"}}, {}])
+    assert says in capsys.readouterr().out

@@ -77,6 +77,17 @@ def test_the_default_rise_is_a_rate_that_can_happen(promised, rise):
     assert plan.default_detect(promised) == pytest.approx(rise)
 
 
+@pytest.mark.parametrize("groups, share, says", [
+    (150, None, "gold at 5% of 150 groups a day is 8 known-answer check(s) a day; a reviewer right on 11 in a row "
+                "meets the bar at 90% confidence: about 2 days"),
+    (20, None, "is 1 known-answer check(s) a day; a reviewer right on 11 in a row meets the bar at 90% confidence: "
+               "about 11 days"),
+    (150, 0.0, "no gold a day at this share"),
+])
+def test_the_planner_says_how_soon_gold_measures_a_reviewer(groups, share, says):
+    assert says in plan.gold_days(groups, share)
+
+
 def test_a_withdrawn_mission_is_marked_and_not_planned(op_file, tmp_path, capsys):
     """A withdrawal recorded beside the operating point: the planner names it and plans nothing for it."""
     from stage_b.rules.operating_point import load_operating_point, point_keys

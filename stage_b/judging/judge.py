@@ -126,6 +126,7 @@ def judge(settings: JudgeSettings) -> int:
               f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
     verdicts = day_verdicts(settings.output_dir, day.missions)   # read once for both summaries
     print_owner_status(settings, day.missions)
+    print_gold(settings, verdicts)
     print_automation(automation_of(settings.output_dir, day.missions, verdicts))
     pace = day_pace(settings)
     work = day_workload(verdicts, pace)
@@ -144,6 +145,18 @@ def judge(settings: JudgeSettings) -> int:
         write_day_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
                      pace)
     return 0
+
+
+def print_gold(settings: JudgeSettings, verdicts: list[dict]) -> None:
+    """What the summary says of gold: how many known-answer groups the day holds, at which share, from where, and how
+    to turn it off (gold is on by default once labels exist: stage_b.judging.settings.default_gold)."""
+    mixed = sum(bool(v.get("gold")) for v in verdicts)
+    if settings.gold:
+        print(f"gold: {mixed} known-answer group(s) among the day's review cards ({settings.gold_share:g} of each "
+              f"mission's groups, from {', '.join(sorted({str(Path(g).parent) for g in settings.gold}))}); they "
+              f"measure each reviewer (stage_b.decisions' reviewer table); --gold_share 0 turns gold off")
+    elif settings.labels and settings.gold_share == 0:
+        print("gold: off (--gold_share 0): no reviewer is measured on known answers today")
 
 
 def print_owner_status(settings: JudgeSettings, missions) -> None:

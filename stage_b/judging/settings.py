@@ -69,10 +69,11 @@ class JudgeSettings:
         reviewers = tuple(check_reviewers(args.reviewers))
         overlap_share = check_overlap_share(args.overlap_share if args.overlap_share is not None else
                                             DEFAULT_OVERLAP_SHARE if len(reviewers) > 1 else 0.0, list(reviewers))
+        gold = tuple(args.gold) or default_gold(args.labels, args.gold_share)
         gold_share = check_gold_share(args.gold_share if args.gold_share is not None else
-                                      DEFAULT_GOLD_SHARE if args.gold else 0.0)
+                                      DEFAULT_GOLD_SHARE if gold else 0.0)
         return cls(engine, selection_flags(args), Path(args.output_dir), args.operating_point, args.threshold,
-                   args.allow_uncertified, audit_share, args.audit_seed, reviewers, overlap_share, tuple(args.gold),
+                   args.allow_uncertified, audit_share, args.audit_seed, reviewers, overlap_share, gold,
                    gold_share, args.monitor, check_no_monitor(args.no_monitor, args.monitor),
                    check_words(args.accept_weaker, "--accept_weaker", "the new Stage-A camera needs the lower "
                                                                       "threshold; signed 王经理"),
@@ -80,6 +81,15 @@ class JudgeSettings:
                    None if args.seconds_per_decision is None else in_range(
                        args.seconds_per_decision, "--seconds_per_decision", 1, 3600, "seconds, e.g. 30", JudgeError),
                    args.labels)
+
+
+def default_gold(labels, gold_share) -> tuple[str, ...]:
+    """Gold by default once labels exist: the labels folder's labelled Stage-A files (`<mission>_stage_a.jsonl`, what
+    stage_b.labels.decisions writes) at DEFAULT_GOLD_SHARE, so every reviewer is measured; none with --gold_share 0
+    or without labels."""
+    if not labels or str(gold_share).strip() in ("0", "0.0", "0.00"):
+        return ()
+    return tuple(str(p) for p in sorted(Path(labels).glob("*_stage_a.jsonl")))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(stage_b.labels.gold)")
     p.add_argument("--gold_share", default=None,
                    help=f"gold groups per mission, as a share of the mission's groups today (default "
-                        f"{DEFAULT_GOLD_SHARE} with --gold)")
+                        f"{DEFAULT_GOLD_SHARE} with --gold, and with --labels, whose labelled groups are then the "
+                        f"gold; 0 turns gold off)")
     p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
                                      "promise it withdrew goes to review, saying why")
     p.add_argument("--no_monitor", metavar="WHY",
@@ -137,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"pages measured, from --labels, else {DEFAULT_SECONDS_PER_DECISION:g}; "
                         f"stage_b.rules.workload)")
     p.add_argument("--labels", help="the labels folder python -m stage_b.decisions writes: its decisions log gives the "
-                                    "reviewers' measured pace")
+                                    "reviewers' measured pace, and its labelled groups are the day's gold unless "
+                                    "--gold names others or --gold_share is 0")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p

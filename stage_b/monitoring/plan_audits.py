@@ -262,7 +262,28 @@ def _plan(args) -> int:
     for p in plans:
         if p.share is not None and p.why:
             print(f"{p.mission}: {p.why}")
+    print(gold_days(sum(groups.values())))
     return 0
+
+
+def gold_days(groups_per_day: int, gold_share: float | None = None) -> str:
+    """How soon gold measures a reviewer at the day's volume: the known-answer checks a day at the judge's default
+    gold share (stage_b.labels.gold), and the right answers in a row that show a reviewer meets the bar
+    (stage_b.labels.reviewer_quality.gold_to_decide, at the reviewer table's confidence)."""
+    from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
+    from stage_b.labels.gold import DEFAULT_GOLD_SHARE
+    from stage_b.labels.reviewer_quality import bar_of, gold_to_decide
+    from stage_b.stats.certify import DEFAULT_CONFIDENCE
+    share = DEFAULT_GOLD_SHARE if gold_share is None else gold_share
+    per_day = math.ceil(share * groups_per_day) if share > 0 else 0
+    needed = gold_to_decide(0, 0, bar_of(DEFAULT_MIN_GOLD_ACCURACY), DEFAULT_CONFIDENCE, DEFAULT_CONFIDENCE)
+    if not per_day or needed is None:
+        return "reviewers: no gold a day at this share: no reviewer is measured on known answers"
+    days = math.ceil(needed / per_day)
+    return (f"reviewers: gold at {100 * share:g}% of {groups_per_day:,} groups a day is {per_day} known-answer "
+            f"check(s) a day; a reviewer right on {needed} in a row meets the bar at {100 * DEFAULT_CONFIDENCE:g}% "
+            f"confidence: about {days} day{'s' if days != 1 else ''} for a reviewer who decides every gold card "
+            f"({days} x k days when k reviewers share them)")
 
 
 def table(plans: list[Plan]) -> str:
