@@ -94,6 +94,7 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
     """Each operating point in the project: its promises in the owner's words, each mission's state, status and
     next audit share from the monitor of that point, and what is weaker than the point it replaces (module doc)."""
     from stage_b.monitoring.monitor_file import load_monitor
+    from stage_b.monitoring.owner_status import owner_status
     from stage_b.rules.acceptances import recorded as recorded_acceptance
     from stage_b.rules.operating_point import load_operating_point
     from stage_b.rules.operating_point import point_keys
@@ -122,7 +123,10 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
         missions = {}
         for name, point in op.missions.items():
             live = (monitor or {}).get("missions", {}).get(name) or {}
-            missions[name] = {"certified": point.certified, "promise": point.promise,
+            missions[name] = {"status_line": owner_status(live, monitor.get("restore")) if live and monitor else
+                              "not certified: people decide every group" if not point.certified else
+                              "not yet verified: no monitor of this operating point yet",
+                              "certified": point.certified, "promise": point.promise,
                               "state": live.get("state"), "status": live.get("status"), "why": live.get("why"),
                               "next_audit_share": live.get("next_audit_share"),
                               "withdrawn_day": live.get("withdrawn_day")}

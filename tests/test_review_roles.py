@@ -237,6 +237,8 @@ def test_the_owner_reads_the_promises_and_accepts_a_weaker_one_in_words(served, 
     new = points[weaker_point]
     assert list(new["weaker"]) == ["BBU接地线检查"] and new["acceptance"] is None
     assert "at most 20% pass without a person" in new["missions"]["BBU接地线检查"]["promise"]
+    # the owner's status line per mission, first on the page (no monitor of this point yet: said)
+    assert new["missions"]["BBU接地线检查"]["status_line"] == "not yet verified: no monitor of this operating point yet"
     assert owner.post("/api/acceptances", json={"point": weaker_point, "words": "x" * 3}).status_code == 422
     nothing = owner.post("/api/acceptances", json={"point": "eval/old/operating_point.json",
                                                     "words": "accepted, it is weaker"})

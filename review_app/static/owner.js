@@ -13,6 +13,11 @@
         box.appendChild(part);
         if (p.error) { part.appendChild(GQ.el("p", {className: "message", text: p.error})); return; }
         if (p.replaces) part.appendChild(GQ.el("p", {text: "replaces " + p.replaces}));
+        // the line an owner repeats, first: one per mission (stage_b.monitoring.owner_status)
+        part.appendChild(GQ.el("ul", {className: "status-lines"}, Object.keys(p.missions).map(function (m) {
+          var x = p.missions[m];
+          return GQ.el("li", {className: "status-" + (x.status || "none")}, [GQ.el("b", {text: m + ": "}), x.status_line]);
+        })));
         part.appendChild(GQ.el("p", {className: "keys", text: p.monitor ? "live state from " + p.monitor : "no monitor of this operating point yet: its promises are not checked on live work"}));
         part.appendChild(GQ.table(["mission", "the promise", "state", "status", "next audit share"],
           Object.keys(p.missions).map(function (m) {
