@@ -91,6 +91,8 @@ PLANTS = [
      "        if False:\n            card[\"photo_dir\"]", "tests/test_review_page.py", "own_records_folder"),
     ("stage_b/judging/settings.py", '    return tuple(str(p) for p in sorted(Path(labels).glob("*_stage_a.jsonl")))',
      "    return ()", "tests/test_gold.py", "default_once_labels"),
+    ("stage_b/evaluate/outputs.py", 'after_withdrawals(getattr(replaces, "withdrawals", {}), predictions)',
+     "after_withdrawals({}, predictions)", "tests/test_replacement.py", "names_the_withdrawal"),
 ]
 
 

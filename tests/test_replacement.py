@@ -247,3 +247,26 @@ def test_a_point_whose_replaces_block_was_deleted_is_refused_where_earlier_point
         {"group_id": "g", "mission": A, "operating_point": keys.identity,
          "fingerprints": {"model": "fp-model", "adapters": []}}, ensure_ascii=False) + "\n", encoding="utf-8")
     check_names_what_it_replaces(path, point, keys, checkpoints, tmp_path / "days" / "day2")
+
+
+def test_a_recertified_report_names_the_withdrawal_it_follows_and_the_labels_after_it(tmp_path, old_point):
+    """The owner's "what now": the report of a re-certification says the replaced point's withdrawal, when and why,
+    and how many scored groups were decided after it (planted: the withdrawals not read -> the report is silent)."""
+    from stage_b.evaluate.outputs import after_withdrawals
+    from stage_b.rules.withdrawals import withdrawals_path
+    keys = point_keys(old_point, load_operating_point(old_point))
+    line = {"mission": A, "operating_point": keys.identity, "operating_point_sha256": keys.file_sha256,
+            "why": "the miss rate is above the promised 20%", "withdrawn_day": "day4",
+            "withdrawn_at": "2026-11-28T10:00:00+00:00", "monitor": "m.json",
+            "recorded_at": "2026-11-28T10:00:01+00:00"}
+    withdrawals_path(old_point).write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    rc, path = certify(tmp_path, "after", day_predictions(0), "--replaces", str(old_point))
+    assert rc == 0
+    report = (path.parent / "report.md").read_text(encoding="utf-8")
+    assert f"**{A}** was withdrawn at the point this one replaces on day4 (2026-11-28T10:00:00+00:00) because the " \
+           f"miss rate is above the promised 20%; 0 of the groups scored here were decided by reviewers after the " \
+           f"withdrawal: none, so this re-certification rests on evidence from before it" in report
+    # scored groups from the labels carry when they were decided (stage_b.evaluate.held_out.with_evidence)
+    scored = [{"mission": A, "evidence": {"decided_at": at}} for at in
+              ("2026-11-28T12:00:00+00:00", "2026-11-28T09:00:00+00:00", None, "2026-11-29T08:00:00+00:00")]
+    assert after_withdrawals({A: line}, scored)[A]["labels_after"] == 2

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -84,14 +84,16 @@ class Replaced:
     path: str
     sha256: str
     content: dict
+    withdrawals: dict = field(default_factory=dict)   # {mission: its withdrawal line} recorded beside the old point
 
     @classmethod
     def read(cls, path: str) -> "Replaced":
         from qc_core.jsonl import file_sha256
-        from stage_b.rules.operating_point import load_operating_point
-        load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
+        from stage_b.rules.operating_point import load_operating_point, point_keys
+        from stage_b.rules.withdrawals import recorded
+        old = load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
         return cls(path, file_sha256(path), read_back(json.loads(Path(path).read_text(encoding="utf-8")),
-                                                      Path(path).parent))
+                                                      Path(path).parent), recorded(path, point_keys(path, old)))
 
 
 class Scored(NamedTuple):

@@ -21,7 +21,8 @@ def with_evidence(predictions: list[dict], records: list[dict]) -> list[dict]:
     for p in predictions:
         review = reviews.get((p["mission"], p["group_id"]))
         out.append({**p, "evidence": {"weight": evidence_weight(review), "why_not": why_not_fair(review),
-                                      "route": (review or {}).get("route")}})
+                                      "route": (review or {}).get("route"),
+                                      "decided_at": (review or {}).get("decided_at")}})
     return out
 
 def promise_basis(records: list[dict], scored: set) -> dict:

@@ -41,6 +41,19 @@ def operating_curves(predictions: list[dict], missions: list[str], by_mission: d
             "points": {m: by_mission.get(m, []) for m in missions}, "overall_points": pooled,
             "groups_without_p_fail": sum(p.get("p_fail") is None for p in predictions)}
 
+def after_withdrawals(withdrawals: dict, predictions: list[dict]) -> dict:
+    """{mission: {"day", "at", "why", "labels_after"}} for each mission the replaced point had withdrawn: when and why,
+    and how many of the groups this re-certification scores reviewers decided after it (a promise lifted on evidence
+    that came before its withdrawal would be the same broken promise again)."""
+    out = {}
+    for mission, line in sorted(withdrawals.items()):
+        at = line.get("withdrawn_at")
+        after = sum(1 for p in predictions if p["mission"] == mission and at
+                    and ((p.get("evidence") or {}).get("decided_at") or "") > at)
+        out[mission] = {"day": line.get("withdrawn_day"), "at": at, "why": line.get("why"), "labels_after": after}
+    return out
+
+
 def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
                   data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
                   review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
@@ -76,6 +89,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
                                    stage_a=stage_a, family_wise=family_wise)
         if replaces is not None:
             op["replaces"] = compare(replaces.content, op, replaces.path, replaces.sha256)
+            metrics["replaced_withdrawals"] = after_withdrawals(getattr(replaces, "withdrawals", {}), predictions)
         metrics["operating_point"] = {k: op[k] for k in ("review_share", "confidence", "family", "missions", "overall",
                                                          "automation", "replaces") if k in op}
     if review is not None:

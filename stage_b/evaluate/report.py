@@ -115,6 +115,13 @@ def render_promises(metrics: dict) -> list[str]:
     if op.get("family"):
         targets = [e["target_miss_rate"] for e in op["missions"].values() if e.get("target_miss_rate")]
         lines += ["", f"All together: {family_text(op['family'], min(targets, default=None))}."]
+    for name, w in _md_items(metrics.get("replaced_withdrawals") or {}):   # what now, where the owner looks
+        lines += ["", f"- **{name}** was withdrawn at the point this one replaces on {_md(str(w['day']))} "
+                      f"({_md(str(w['at']))}) because {_md(str(w['why']))}; {w['labels_after']} of the groups scored "
+                      f"here were decided by reviewers after the withdrawal"
+                      + ("" if w["labels_after"] else ": none, so this re-certification rests on evidence from before "
+                         "it; the judge keeps the mission withdrawn until a point certified on later labels replaces "
+                         "it")]
     if op.get("replaces"):
         lines += ["", *side_by_side_lines(op["replaces"])]
     a = op["automation"]
