@@ -337,6 +337,14 @@ c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") !
   done
   "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
     --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > "$OUT/days/monitor.log"
+  echo "  the QC owner's status line per mission (first on the monitor's page, the judge's summary and /owner):"
+  "$PY" - "$OUT/days/monitor/monitor.json" <<'PY'
+import json, sys
+from stage_b.monitoring.owner_status import owner_status
+monitor = json.load(open(sys.argv[1], encoding="utf-8"))
+for mission, m in monitor["missions"].items():
+    print(f"    {mission}: {owner_status(m, monitor.get('restore'))}")
+PY
   echo "  the monitor after day 5's review, per day and mission (the whole story: $OUT/days/monitor.log):"
   "$PY" -m group_qc_dev.monitor_table "$OUT/days/monitor/monitor.json" | sed 's/^/  /'
   "$PY" - "$OUT/days/day5" "$SHIFT" <<'PY'
