@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
+from typing import cast
 
 from stage_b.contract.numbers import pct
 from stage_b.monitoring.monitor_format import MonitorDay, MonitorFile, MonitorMission
@@ -187,7 +188,7 @@ at once) says when a promise holds.</p>
 def timeline_html(monitor: MonitorFile) -> str:
     """The operating points before this one, oldest first (monitor.json's `timeline`; stage_b.monitoring.timeline)."""
     from stage_b.monitoring.timeline import timeline_html as render_timeline
-    return render_timeline(monitor)
+    return render_timeline(cast(dict, monitor))
 
 
 def _num(x) -> str:

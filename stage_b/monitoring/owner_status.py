@@ -13,6 +13,7 @@ monitor.json, in words a person can act on. Pure (the stats it counts with).
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from stage_b.contract.numbers import pct
 from stage_b.monitoring.inspection import NOT_CERTIFIED, TIGHTENED, WITHDRAWN
@@ -39,7 +40,7 @@ def days_to_verify(more: int, last: dict | None) -> str:
     return f"about {days} day{'s' if days != 1 else ''} at today's volume"
 
 
-def owner_status(m: dict, restore: str | None = None) -> str:
+def owner_status(m: Mapping[str, Any], restore: str | None = None) -> str:
     """The mission's status line (module doc); `m` a mission of monitor.json, `restore` the command that re-certifies
     its operating point (monitor.json's `restore`)."""
     days = m.get("days") or []
@@ -56,7 +57,7 @@ def owner_status(m: dict, restore: str | None = None) -> str:
                 + ("; the promise holds so far" if m.get("status") == "holds" else ""))
     if m.get("status") == "holds":
         return f"{HOLDING}: {m.get('why')}"
-    if not days:
+    if last is None:
         return f"{NOT_YET}: no day judged yet"
     open_now = (sum(int(d.get("audits_disputed") or 0) for d in days),
                 sum(int(d.get("escapes_unconfirmed") or 0) for d in days))
