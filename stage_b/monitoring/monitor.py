@@ -321,7 +321,7 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
         archive = None
         if folders:
             old_days = read_days(folders, old_keys, load_registry())
-            labels = read_labels(Path(args.labels), load_registry())
+            labels = read_labels(Path(args.labels), load_registry(), check_min_gold_accuracy(args.min_gold_accuracy))
             again = build_monitor(old, old_path, old_keys, old_days, labels, alpha, args.labels, years, clean_days)
             archive = timeline.write_archive(out, cast(dict, again))
         else:   # its days are elsewhere: the monitor.json it left here, when it is that point's
