@@ -642,3 +642,23 @@ def test_a_withdrawal_is_dated_by_the_latest_label_of_its_evidence():
     labels = Labels({(M, "a"): "不通过", (M, "b"): "通过"},
                     {(M, "a"): "2026-11-28T09:00:00+00:00", (M, "b"): "2026-11-28T17:30:00+00:00"})
     assert mon.withdrawal_time(M, "d1", days, labels) == "2026-11-28T17:30:00+00:00"
+
+
+def test_the_restore_command_names_the_points_own_checkpoints_and_data(tmp_path):
+    """A withdrawn mission's status line ends with the command that re-certifies its point: the model as the point
+    names it (read back resolved against the point's file, not joined to it twice), its Stage-A files (stored
+    relative to the point) plus the labels, --replaces the point."""
+    import shlex
+    from stage_b.rules.operating_point import load_operating_point
+    _, op_path, _ = make_op(tmp_path)
+    raw = json.loads(op_path.read_text(encoding="utf-8"))
+    raw["model"]["path"] = "../models/start"
+    raw["data"] = {"selection": {"files": ["../stage_a/*_stage_a.jsonl"]}}
+    (tmp_path / "eval").mkdir()
+    moved = tmp_path / "eval" / "op.json"
+    moved.write_text(json.dumps(raw, ensure_ascii=False), encoding="utf-8")
+    words = shlex.split(mon.restore_command(load_operating_point(moved), moved, tmp_path / "labels"))
+    assert words[words.index("--model") + 1] == str(tmp_path / "models" / "start")
+    assert words[words.index("--stage_a_files") + 1] == (f"{tmp_path / 'stage_a' / '*_stage_a.jsonl'},"
+                                                        f"{tmp_path / 'labels' / '*_stage_a.jsonl'}")
+    assert words[words.index("--replaces") + 1] == str(moved) and "held_out" in words

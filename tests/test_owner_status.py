@@ -10,6 +10,7 @@ PROMISE = {"escape_rate": 0.1, "prior": [1.0, 9.0], "confidence": 0.8}
 
 def day(name, state="normal", status="unverified", **counts):
     return {"day": name, "state": state, "status": status, "cum_escapes": 0, "cum_audited": 10, "auto_passed": 40,
+            "judged": 50,
             "next_audit_share": 0.05, "state_why": "", **counts}
 
 
@@ -55,6 +56,18 @@ def test_no_status_line_promises_nothing():
     (["tightened", "normal"], None), ([], None)])
 def test_tightened_since_is_the_first_day_of_the_run_it_is_in(states, since):
     assert tightened_since([day(f"d{i}", state=s) for i, s in enumerate(states)]) == since
+
+
+def test_todays_volume_is_the_last_day_the_mission_had_work():
+    """A day judged for other missions only (the mission's row has no groups) does not make the volume 0."""
+    m = {"status": "unverified", "state": "normal", "promise": PROMISE,
+         "days": [day("d1"), day("d2", judged=0, auto_passed=0)]}
+    assert owner_status(m).endswith("(about 14 days at today's volume)")
+
+
+def test_a_promise_without_an_escape_rate_says_there_is_nothing_to_check():
+    m = {"status": "unverified", "state": "normal", "promise": {**PROMISE, "escape_rate": None}, "days": [day("d1")]}
+    assert owner_status(m).startswith("not yet verified: nothing to check on live work")
 
 
 @pytest.mark.parametrize("more, last, says", [

@@ -166,9 +166,10 @@ def restore_command(op: OperatingPoint, op_path, labels_dir) -> str:
         files = [str(Path(near(stage_a)) / "*_stage_a.jsonl")]
     if labels_dir:
         files.append(str(Path(labels_dir) / "*_stage_a.jsonl"))
-    words = ["python", "-m", "stage_b.evaluate", "--model", near(op.model.get("path", "<model>"))]
+    # the checkpoints are read back already resolved (stage_b.rules.operating_point.load_operating_point)
+    words = ["python", "-m", "stage_b.evaluate", "--model", os.path.normpath(str(op.model.get("path", "<model>")))]
     for a in op.adapters or []:
-        words += ["--adapters", near(a.get("path") if isinstance(a, dict) else a)]
+        words += ["--adapters", os.path.normpath(str(a.get("path") if isinstance(a, dict) else a))]
     words += ["--split", "held_out"] + (["--stage_a_files", ",".join(dict.fromkeys(files))] if files else [])
     words += ["--replaces", str(op_path), "--output_dir", str(here.parent / f"{here.name}-recertified")]
     return shlex.join(words)

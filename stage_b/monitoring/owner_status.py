@@ -44,7 +44,8 @@ def owner_status(m: Mapping[str, Any], restore: str | None = None) -> str:
     """The mission's status line (module doc); `m` a mission of monitor.json, `restore` the command that re-certifies
     its operating point (monitor.json's `restore`)."""
     days = m.get("days") or []
-    last = days[-1] if days else None
+    worked = [d for d in days if int(d.get("judged") or 0)]   # "today's volume": the last day the mission had work
+    last = worked[-1] if worked else (days[-1] if days else None)
     if m.get("status") == NOT_CERTIFIED or m.get("state") == NOT_CERTIFIED:
         return "not certified: people decide every group"
     if m.get("status") == WITHDRAWN:
@@ -68,7 +69,8 @@ def owner_status(m: Mapping[str, Any], restore: str | None = None) -> str:
     p = m.get("promise") or {}
     rate = p.get("escape_rate")
     if rate is None:
-        return f"{NOT_YET}: {m.get('why')}"
+        return (f"{NOT_YET}: nothing to check on live work: its promise states no escape rate of the groups passed "
+                f"without a person (none was on validation); certify it again on more groups to get one")
     more = audits_needed(int(last["cum_escapes"]), int(last["cum_audited"]), rate, tuple(p["prior"]),
                          1 - float(p["confidence"]))
     if more is None:
