@@ -83,7 +83,7 @@ PLANTS = [
      "tests/test_plan_audits.py", "withdrawn_mission_is_marked"),
     ("stage_a/runner.py", "input_dir=stored(self.input_dir.resolve(), self.main.path.resolve().parent),",
      "input_dir=self.input_dir.resolve(),", "tests/test_portable_paths.py", "stage_a_record_names"),
-    ("stage_b/labels/decision_lines.py", '*self.under_roots(source["file"]), source["file"]]', 'source["file"]]',
+    ("stage_b/labels/source_files.py", '*self.under_roots(source["file"]), source["file"]]', 'source["file"]]',
      "tests/test_timeline.py", "moved_project"),
     ("stage_b/rules/promise_texts.py", 'if upper is not None and pct(upper) == "100%" else', "if False else",
      "tests/test_operating_point.py", "one_sentence_with_both"),

@@ -29,7 +29,8 @@ from qc_core.jsonl import LockedError
 from review_app import decision_store
 from review_app.project import Project
 from review_app.store import Store, StoreError
-from stage_b.labels.decision_lines import SourceFiles, check_line
+from stage_b.labels.decision_lines import check_line
+from stage_b.labels.source_files import SourceFiles
 from stage_b.labels.decisions import import_checked
 
 COALESCE_SECONDS = 1.0

@@ -262,8 +262,6 @@ def test_gold_is_on_by_default_once_labels_exist(tmp_path, flags, labels_has_fil
     ((), 0.0, "gold: off (--gold_share 0): no reviewer is measured on known answers today"),
 ])
 def test_the_summary_says_whether_the_day_holds_gold(capsys, gold, share, says):
-    from types import SimpleNamespace
-
-    from stage_b.judging.judge import print_gold
-    print_gold(SimpleNamespace(gold=gold, gold_share=share, labels="labels"), [{"gold": {"label": "pass"}}, {}])
+    from stage_b.judging.day_summary import print_gold
+    print_gold(gold, share, "labels", [{"gold": {"label": "pass"}}, {}])
     assert says in capsys.readouterr().out

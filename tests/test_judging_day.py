@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from qc_core.paths import with_input_dir_resolved
+
 from stage_b.judging import day, judge
 from tests.helpers import read_lines, run_judge
 from tests.test_judge import ENV, MISSIONS, REPO, unreviewed  # noqa: F401 (a fixture)
@@ -70,7 +72,9 @@ def test_one_process_writes_the_verdicts_the_two_commands_write(unreviewed, tiny
     assert together.stdout.index("photos in") < together.stdout.index("to judge")
     for mission in MISSIONS.split(","):
         name = f"{mission}_stage_a.jsonl"
-        summaries = ({r["group_id"]: {k: v for k, v in r.items() if k != "created_at"} for r in read_lines(f)}
+        # input_dir is stored relative to each file (qc_core.paths): compared as the folder it names
+        summaries = ({r["group_id"]: {k: v for k, v in with_input_dir_resolved(r, f.parent).items()
+                                      if k != "created_at"} for r in read_lines(f)}
                      for f in (root / "stage_a" / name, tmp_path / "sa" / name))
         assert next(summaries) == next(summaries)
         kept = ("group_id", "summaries", "verdict", "reply", "needs_review", "review_why")

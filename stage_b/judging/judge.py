@@ -56,6 +56,7 @@ from stage_b.rules.workload import (Pace, day_workload, measured_pace, sentence,
 from stage_b.judging.settings import JudgeError, JudgeSettings, NO_MONITOR, build_parser
 from stage_b.judging.verdict_file import check_resumable, errors_path, verdict_record, verdicts_path
 from stage_b.judging.day_review import day_verdicts, automation_of, page_photo_dirs, print_automation, write_day_review
+from stage_b.judging.day_summary import print_gold, print_owner_status
 from stage_b.judging.scoring import LazyEngine, score_and_write, prompt_rows
 
 
@@ -125,8 +126,8 @@ def judge(settings: JudgeSettings) -> int:
         print(f"judged {judged} groups in {time.perf_counter() - engine.started:.1f}s "
               f"({judged / engine.seconds:.2f} groups/s) -> {settings.output_dir}")
     verdicts = day_verdicts(settings.output_dir, day.missions)   # read once for both summaries
-    print_owner_status(settings, day.missions)
-    print_gold(settings, verdicts)
+    print_owner_status(settings.monitor, day.missions)
+    print_gold(settings.gold, settings.gold_share, settings.labels, verdicts)
     print_automation(automation_of(settings.output_dir, day.missions, verdicts))
     pace = day_pace(settings)
     work = day_workload(verdicts, pace)
@@ -145,31 +146,6 @@ def judge(settings: JudgeSettings) -> int:
         write_day_review(settings.output_dir, in_folder, page_photo_dirs(settings.output_dir, day.selection.input_dir),
                      pace)
     return 0
-
-
-def print_gold(settings: JudgeSettings, verdicts: list[dict]) -> None:
-    """What the summary says of gold: how many known-answer groups the day holds, at which share, from where, and how
-    to turn it off (gold is on by default once labels exist: stage_b.judging.settings.default_gold)."""
-    mixed = sum(bool(v.get("gold")) for v in verdicts)
-    if settings.gold:
-        print(f"gold: {mixed} known-answer group(s) among the day's review cards ({settings.gold_share:g} of each "
-              f"mission's groups, from {', '.join(sorted({str(Path(g).parent) for g in settings.gold}))}); they "
-              f"measure each reviewer (stage_b.decisions' reviewer table); --gold_share 0 turns gold off")
-    elif settings.labels and settings.gold_share == 0:
-        print("gold: off (--gold_share 0): no reviewer is measured on known answers today")
-
-
-def print_owner_status(settings: JudgeSettings, missions) -> None:
-    """Each mission's status line as the monitor the day was judged with left it (stage_b.monitoring.owner_status),
-    first in the summary."""
-    if not settings.monitor:
-        return
-    from stage_b.monitoring.monitor_file import load_monitor
-    from stage_b.monitoring.owner_status import owner_status
-    monitor = load_monitor(settings.monitor)
-    for mission in missions:
-        if mission in monitor["missions"]:
-            print(f"{mission}: {owner_status(monitor['missions'][mission], monitor.get('restore'))}")
 
 
 def day_pace(settings: JudgeSettings) -> Pace:

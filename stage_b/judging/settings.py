@@ -147,9 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the pace that prices the day's review work in person-hours (default: the median the review "
                         f"pages measured, from --labels, else {DEFAULT_SECONDS_PER_DECISION:g}; "
                         f"stage_b.rules.workload)")
-    p.add_argument("--labels", help="the labels folder python -m stage_b.decisions writes: its decisions log gives the "
-                                    "reviewers' measured pace, and its labelled groups are the day's gold unless "
-                                    "--gold names others or --gold_share is 0")
+    p.add_argument("--labels", help="the labels folder stage_b.decisions writes: the reviewers' measured pace, and the "
+                                    "day's gold unless --gold names others or --gold_share is 0")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p
