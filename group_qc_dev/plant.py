@@ -93,6 +93,10 @@ PLANTS = [
      "    return ()", "tests/test_gold.py", "default_once_labels"),
     ("stage_b/evaluate/outputs.py", 'after_withdrawals(getattr(replaces, "withdrawals", {}), predictions)',
      "after_withdrawals({}, predictions)", "tests/test_replacement.py", "names_the_withdrawal"),
+    ("stage_b/train/launch.py",
+     "    args = reward_args(model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection))",
+     "    args = model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection)", "tests/test_rewards.py",
+     "new_reward"),
 ]
 
 

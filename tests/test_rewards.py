@@ -131,3 +131,42 @@ def test_a_first_line_naming_both_verdicts_is_no_verdict(first_line):
     (scored,) = predictions_from_rows([{"group_id": "QC-H-20250101-1", "mission": A, "solution": FAIL,
                                         "summaries": summaries}], [reply])
     assert scored["predicted"] is None and set(scored["rewards"].values()) == {0.0}
+
+
+def test_a_new_reward_is_added_in_one_place_and_the_launcher_preflight_and_lora_follow(tiny_qwen2_5_vl,
+                                                                                       monkeypatch):
+    """REWARDS and REWARD_WEIGHTS are the one list: a fourth reward registered there reaches the launcher's swift
+    argv (a config that leaves the rewards out), the preflight's default weights and `stage_b.lora --swift_args`
+    (planted: the launcher's reward_args skipped -> no reward reaches swift)."""
+    import io
+    from contextlib import redirect_stdout
+
+    from stage_b.train import lora, rewards
+    from stage_b.train.launch import build_command
+    from stage_b.train.launch_settings import LaunchSettings
+    from stage_b.train.preflight import PreflightSettings
+
+    def qc_extra(completions, **kwargs):
+        return [0.0 for _ in completions]
+    monkeypatch.setitem(rewards.REWARDS, "qc_extra", qc_extra)
+    monkeypatch.setitem(rewards.REWARD_WEIGHTS, "qc_extra", 0.5)
+    _, argv, _ = build_command(LaunchSettings(str(tiny_qwen2_5_vl), cuda="cpu", lora_last_k=2), environ={},
+                               can_import=lambda name: True)
+    funcs = argv[argv.index("--reward_funcs") + 1:argv.index("--reward_funcs") + 5]
+    weights = argv[argv.index("--reward_weights") + 1:argv.index("--reward_weights") + 5]
+    assert funcs == ["qc_label", "qc_format", "qc_consistency", "qc_extra"]
+    assert weights == ["1.0", "0.25", "0.25", "0.5"]
+    settings = PreflightSettings(None, {})   # type: ignore[arg-type] - only the weights are read here
+    assert settings.reward_weights == (1.0, 0.25, 0.25, 0.5)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        lora.main(["--model", str(tiny_qwen2_5_vl), "--last_k", "2", "--swift_args", "--grpo"])
+    assert ("--reward_funcs qc_label qc_format qc_consistency qc_extra --reward_weights 1 0.25 0.25 0.5"
+            in out.getvalue())
+
+
+def test_a_reward_without_a_weight_is_named(monkeypatch):
+    from stage_b.train import rewards
+    monkeypatch.setitem(rewards.REWARDS, "qc_unweighted", lambda completions, **kw: [0.0] * len(completions))
+    with pytest.raises(KeyError, match="no weight for reward.*qc_unweighted"):
+        rewards.reward_weights()

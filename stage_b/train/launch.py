@@ -50,6 +50,7 @@ from qc_core.missions import is_all, load_registry
 
 from stage_b.data.dataset import build_rows
 from stage_b.train.lora import target_regex
+from stage_b.train.rewards import reward_args
 from stage_b.data.settings import (ENV_LORA_LAST_K, ENV_STAGE_A_FILES, parse_flag, parse_seed,
                                    selection_from)
 from stage_b.train.launch_settings import (COLOCATE_ONLY, DEFAULT_CONFIG, DEFAULT_EVAL_STEPS, importable,
@@ -96,7 +97,7 @@ def build_command(settings: LaunchSettings, environ=None, val_groups: int | None
     env, notes = launch_environment(settings, environ)
     _, args = read_config(settings.config)
     use_val = uses_validation(settings, args)
-    args = model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection)
+    args = reward_args(model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection))
     args = rollout_args(settings, training_args(settings, args))
     args, device_env, processes, missing = device_args(settings, args, can_import)
     args = validation_args(settings, args, use_val, selection, processes, val_groups)
@@ -274,7 +275,7 @@ def variant_text(name: str, config=DEFAULT_CONFIG) -> str:
               f"# {what}. By hand, from any folder:\n"
               f"#   swift rlhf configs/{file} --model <Qwen-VL dir> \\\n"
               f"#     $(python -m stage_b.lora --model <Qwen-VL dir> --last_k 4 --swift_args)\n")
-    return header + yaml.safe_dump({"ENV": env, **make(args)}, allow_unicode=True, sort_keys=False)
+    return header + yaml.safe_dump({"ENV": env, **make(reward_args(args))}, allow_unicode=True, sort_keys=False)
 
 
 def cpu_config_text(config=DEFAULT_CONFIG) -> str:

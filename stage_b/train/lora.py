@@ -2,8 +2,9 @@
 
 `python -m stage_b.lora --model DIR --last_k 4` prints the anchored `--target_regex` for a checkpoint;
 with `--swift_args`, every flag `swift rlhf <yaml>` needs beside --model, for any local Qwen-VL folder and from any
-folder: `--model_type`, `--template` (from config.json), `--target_regex` and `--external_plugins` (absolute).
-Without --last_k, `--swift_args` leaves out the regex: what `swift infer`/`swift deploy` take.
+folder: `--model_type`, `--template` (from config.json), `--target_regex` and `--external_plugins` (absolute); with
+`--grpo` the rewards and their weights too (stage_b.train.rewards: `swift rlhf` by hand). Without --last_k,
+`--swift_args` leaves out the regex: what `swift infer`/`swift deploy` take.
 Module paths are those of current transformers (5.x) Qwen-VL classes, as ms-swift matches them:
 language model `model.language_model.layers.<i>`, vision tower `model.visual`, aligner
 `model.visual.merger` (Qwen3-VL adds `model.visual.deepstack_merger_list`).
@@ -20,6 +21,7 @@ from pathlib import Path
 from qc_core.errors import UserError
 from qc_core.checkpoints import resolve_model
 from qc_core.exits import run_cli
+from stage_b.train.rewards import swift_reward_args
 
 LLM_LAYER = re.compile(r"(?:^|\.)language_model\.layers\.(\d+)\.")
 FROZEN_PARTS = ("visual.",)  # vision tower and aligner (merger, deepstack mergers) live under it
@@ -94,6 +96,8 @@ def main(argv=None) -> int:
     p.add_argument("--last_k", type=int, help="number of final LLM blocks to adapt (required without --swift_args)")
     p.add_argument("--swift_args", action="store_true",
                    help="print --model_type --template --target_regex --external_plugins for swift rlhf")
+    p.add_argument("--grpo", action="store_true",
+                   help="with --swift_args: the rewards and their weights too (stage_b.train.rewards), for swift rlhf")
     args = p.parse_args(argv)
 
     def body() -> int:
@@ -108,7 +112,8 @@ def main(argv=None) -> int:
         # one line, unquoted words: `$(python -m stage_b.lora … --swift_args)` splits into flags (the regex holds
         # no space, *, ? or [, so the shell neither splits nor globs it)
         print(f"--model_type {spec.model_type} --template {spec.template}"
-              + (f" --target_regex {regex}" if regex else "") + f" --external_plugins {plugin}")
+              + (f" --target_regex {regex}" if regex else "") + (f" {swift_reward_args()}" if args.grpo else "")
+              + f" --external_plugins {plugin}")
         return 0
     return run_cli(body)
 

@@ -19,7 +19,7 @@ from qc_core.exits import run_cli
 
 from stage_b.data.dataset import build_rows
 from stage_b.model.engine_settings import EngineSettings, add_engine_args
-from stage_b.train.rewards import REWARDS
+from stage_b.train.rewards import REWARDS, reward_weights
 from stage_b.train.run_record import selection_for
 from stage_b.data.settings import add_selection_args, selection_flags
 
@@ -44,7 +44,8 @@ def score(rows: list[dict], completions: list[list[str]], weights: list[float]) 
         kwargs = {"solution": [row["solution"]] * len(group), "summaries": [row["summaries"]] * len(group),
                   "mission": [row["mission"]] * len(group)}
         per_reward = {name: func(group, **kwargs) for name, func in REWARDS.items()}
-        totals = [sum(w * per_reward[name][i] for w, name in zip(weights, REWARDS)) for i in range(len(group))]
+        totals = [sum(w * per_reward[name][i] for w, name in zip(weights, REWARDS, strict=True))
+                  for i in range(len(group))]
         s = stats.setdefault(row["mission"], {"groups": 0, "completions": 0, "zero_advantage_groups": 0,
                                               **{f"{name}_sum": 0.0 for name in REWARDS}})
         s["groups"] += 1
@@ -93,13 +94,18 @@ class PreflightSettings:
     groups: int = 16
     num_generations: int = 8
     temperature: float = 1.0
-    reward_weights: tuple[float, ...] = (1.0, 0.25, 0.25)
+    reward_weights: tuple[float, ...] = ()   # empty: REWARD_WEIGHTS (stage_b.train.rewards)
     seed: int = 0
     output_json: str | None = None
 
     def __post_init__(self):
         if self.groups < 1 or self.num_generations < 2:
             raise UserError("--groups must be >= 1 and --num_generations >= 2 (advantages need two samples)")
+        if not self.reward_weights:
+            object.__setattr__(self, "reward_weights", tuple(reward_weights()))
+        if len(self.reward_weights) != len(REWARDS):
+            raise UserError(f"--reward_weights takes one weight per reward ({', '.join(REWARDS)}): "
+                            f"{len(self.reward_weights)} given")
 
 
 def main(argv=None) -> int:
@@ -111,15 +117,17 @@ def main(argv=None) -> int:
     p.add_argument("--groups", type=int, default=16, help="groups per mission")
     p.add_argument("--num_generations", type=int, default=8, help="samples per group, as in training")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, as in training")
-    p.add_argument("--reward_weights", type=float, nargs=3, default=[1.0, 0.25, 0.25],
-                   help="weights of qc_label qc_format qc_consistency, as in training")
+    p.add_argument("--reward_weights", type=float, nargs="+", default=None,
+                   help=f"weights of {' '.join(REWARDS)}, as in training (default "
+                        f"{' '.join(f'{w:g}' for w in reward_weights())}: stage_b.train.rewards)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_json", help="also write the statistics here")
     args = p.parse_args(argv)
 
     def settings() -> PreflightSettings:
         return PreflightSettings(EngineSettings.from_args(args), selection_flags(args), args.split, args.groups,
-                                 args.num_generations, args.temperature, tuple(args.reward_weights), args.seed,
+                                 args.num_generations, args.temperature,
+                                 tuple(args.reward_weights or ()), args.seed,
                                  args.output_json)
     return run_cli(lambda: preflight(settings()))
 

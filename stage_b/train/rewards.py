@@ -89,3 +89,33 @@ def copied_share(reason: str, source: str, run: int = COPY_RUN) -> float:
 
 
 REWARDS = {"qc_label": qc_label, "qc_format": qc_format, "qc_consistency": qc_consistency}
+# Each reward's weight, beside the list: the verdict is what QC owners pay for; format keeps the output parseable;
+# grounding discourages reasons that cite missing photos or invent defects, without outweighing the verdict. The
+# launcher (a YAML without reward_funcs/reward_weights) and the preflight take both from here.
+REWARD_WEIGHTS = {"qc_label": 1.0, "qc_format": 0.25, "qc_consistency": 0.25}
+
+
+def reward_args(args: dict) -> dict:
+    """`swift rlhf` arguments with the rewards and their weights taken from here where a config leaves them out (a
+    config that names rewards without weights gets theirs); one weight per reward, or ValueError naming both."""
+    names = list(args.get("reward_funcs") or REWARDS)
+    weights = list(args.get("reward_weights") or reward_weights(names))
+    if len(weights) != len(names):
+        raise ValueError(f"reward_weights {weights} do not give one weight per reward of reward_funcs {names}")
+    return {**args, "reward_funcs": names, "reward_weights": weights}
+
+
+def swift_reward_args() -> str:
+    """The flags `swift rlhf <yaml>` needs for the rewards when run by hand (stage_b.lora --swift_args prints them)."""
+    return (f"--reward_funcs {' '.join(REWARDS)} --reward_weights "
+            + " ".join(f"{w:g}" for w in reward_weights()))
+
+
+def reward_weights(names=None) -> list[float]:
+    """The weights of `names` (default: every reward, in REWARDS' order); a reward without a weight is named."""
+    names = list(REWARDS) if names is None else list(names)
+    missing = [n for n in names if n not in REWARD_WEIGHTS]
+    if missing:
+        raise KeyError(f"no weight for reward(s) {', '.join(missing)}: add it beside REWARDS "
+                       f"(stage_b/train/rewards.py)")
+    return [REWARD_WEIGHTS[n] for n in names]
