@@ -1,4 +1,4 @@
-"""The pure core stays free of torch, transformers, ms-swift and datasets: each module the README's layout table
+"""The pure core stays free of torch, transformers, ms-swift and datasets: each module the layout table
 lists as core is imported alone in a fresh interpreter, and none of those may be imported with it."""
 from __future__ import annotations
 
@@ -74,16 +74,16 @@ def test_a_core_module_imports_nothing_heavy(module):
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_every_module_is_placed_in_the_readme_layout_table(package):
-    """A new module must be classified (pure core, renderer, adapter or command) in the README's row for its
+def test_every_module_is_placed_in_the_layout_table(package):
+    """A new module must be classified (pure core, renderer, adapter or command) in the layout table's row for its
     package, or the core list could silently leave it out."""
     row = next(line for line in docs_text().splitlines()
                if line.startswith(f"| `{package}/` |"))
     named = set(re.findall(r"`(\w+)`", row))
     modules = {p.stem for p in (REPO / package).glob("*.py") if p.stem not in ("__init__", "__main__")} | {
         p.parent.name for p in (REPO / package).glob("*/__init__.py")}   # a module that is a package
-    assert modules - named == set(), f"{package} modules missing from the README's layout table"
-    assert named - modules <= {"templates"}, f"the README names {package} modules that do not exist"
+    assert modules - named == set(), f"{package} modules missing from the layout table (docs/architecture.md)"
+    assert named - modules <= {"templates"}, f"the layout table names {package} modules that do not exist"
 
 
 def test_stage_a_imports_nothing_from_stage_b():
