@@ -4,15 +4,50 @@ promise more is refused), the confidences of the family statement, and the field
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from qc_core.errors import UserError
 from stage_b.contract.bounds import in_range
 from stage_b.contract.numbers import pct
 from stage_b.stats.certify import CertificationError, beta_upper, check_confidence, groups_needed, upper_bound
 
-if TYPE_CHECKING:   # the record these checks read; stage_b.rules.operating_point imports this module
-    from stage_b.rules.operating_point import MissionPoint
+
+
+class MissionPoint(Protocol):
+    """What these checks read of a mission's point: stage_b.rules.operating_point.MissionPoint is one. Stated here as a
+    protocol so that this module depends on no record module (the record imports these checks, not the other way)."""
+    @property
+    def threshold(self) -> float | None: ...
+    @property
+    def threshold_fail(self) -> float | None: ...
+    @property
+    def certified(self) -> bool: ...
+    @property
+    def confidence(self) -> float | None: ...
+    @property
+    def target_miss_rate(self) -> float | None: ...
+    @property
+    def target_overkill_rate(self) -> float | None: ...
+    @property
+    def overkill_certified(self) -> bool: ...
+    @property
+    def weighted(self) -> bool: ...
+    @property
+    def n_fail(self) -> int | None: ...
+    @property
+    def misses(self) -> int | None: ...
+    @property
+    def n_pass(self) -> int | None: ...
+    @property
+    def auto_overkills(self) -> int | None: ...
+    @property
+    def miss_effective_counts(self) -> list | None: ...
+    @property
+    def escape(self) -> dict | None: ...
+    @property
+    def profile(self) -> dict | None: ...
+    @property
+    def stage_a(self) -> dict | None: ...
 
 
 class OperatingPointError(UserError):
