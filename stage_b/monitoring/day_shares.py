@@ -15,6 +15,7 @@ from qc_core.records import summaries_of
 
 from stage_b.contract.grounding import defect_photos
 from stage_b.monitoring.inspection import NORMAL, TIGHTENED, share_for_day
+from stage_b.monitoring.live_promise import DEFAULT_DRIFT_ALPHA, promise_of
 
 PLAN = "plan"
 UNMONITORED = "unmonitored"
@@ -32,7 +33,6 @@ def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_missio
                missions: list[str]) -> dict[str, dict]:
     """{mission: {"share", "state", "why"}} for today's run (module doc)."""
     from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
-    from stage_b.monitoring.monitor import DEFAULT_DRIFT_ALPHA, promise_of
     from stage_b.stats.drift import drift
     from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
     years = float((monitor or {}).get("false_alarm_years") or DEFAULT_FALSE_ALARM_YEARS)

@@ -60,46 +60,17 @@ from stage_b.monitoring.days import (
     seen_heads,
     verdict_files,
 )
-from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN, Promise
+from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN
+from stage_b.monitoring.live_promise import (  # noqa: F401 - the command's names, kept for its readers
+    DEFAULT_DRIFT_ALPHA, MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of, promised_escape)
 from stage_b.monitoring.monitor_format import MonitorFile
-from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, Bounds, replay
+from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, replay
 from stage_b.rules.operating_point import MissionPoint, OperatingPoint, load_operating_point, point_keys
 from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.promise_texts import family_text
-from stage_b.stats.confidence_sequence import audits_needed, cs_bounds, prior_for
-from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, alarm_level, check_false_alarm_years
+from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, check_false_alarm_years
 from stage_b.stats.drift import drift
 from stage_b.rules.withdrawals import lines_of as withdrawal_lines
-
-MONITOR_FORMAT = 1
-DEFAULT_DRIFT_ALPHA = 0.001
-MAX_DRIFT_ALPHA = 0.1   # a drift test that fires on one honest day in ten tightens too often to mean anything
-
-
-def promised_escape(entry: MissionPoint | None) -> float | None:
-    """The promised escape rate: the validation bound of the escape rate of auto-passed groups, when the rule passed
-    any validation group without review (otherwise there is no rate to hold live work to)."""
-    escape = (entry.escape if entry is not None else None) or {}
-    return escape.get("upper") if escape.get("auto_passed") else None
-
-
-def promise_of(entry: MissionPoint | None, false_alarm_years: float,
-               clean_days: int = TIGHTENED_CLEAN_DAYS) -> Promise:
-    """What a mission's live work is held to: the signed miss rate (its detector withdraws) and the escape rate
-    (its signals tighten), at the detector's alarm level."""
-    certified = entry is not None and entry.certified
-    escape = (entry.escape if entry is not None else None) or {}
-    n = (entry.extra.get("n") if entry is not None else None)
-    shares = {}
-    if entry is not None and isinstance(n, int) and n > 0 and entry.n_fail is not None and escape.get("auto_passed"):
-        shares = {"caught_share": (entry.n_fail - escape["escapes"]) / n, "auto_pass_share": escape["auto_passed"] / n}
-    return Promise(miss_rate=entry.target_miss_rate if entry is not None and certified else None,
-                   escape_rate=promised_escape(entry),
-                   alarm_level=alarm_level(false_alarm_years), certified=certified, clean_days=clean_days, **shares)
-
-
-def bounds_for(escape_rate: float | None, delta: float) -> Bounds:
-    return Bounds(prior_for(escape_rate if escape_rate is not None else 0.05), delta, cs_bounds, audits_needed)
 
 
 def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,

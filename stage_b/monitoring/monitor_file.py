@@ -10,7 +10,7 @@ from pathlib import Path
 from qc_core.jsonl import read_json_file
 from stage_b.monitoring.days import MonitorError
 from stage_b.monitoring.inspection import WITHDRAWN, Promise
-from stage_b.monitoring.monitor import MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of
+from stage_b.monitoring.live_promise import MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of
 from stage_b.monitoring.monitor_replay import UNVERIFIED, replay
 from stage_b.rules.operating_point import OperatingPoint
 from stage_b.stats.detector import alarm_level

@@ -33,6 +33,7 @@ from qc_core.exits import run_cli
 
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, check_false_alarm_years
 from stage_b.rules.operating_point import MissionPoint, load_operating_point
+from stage_b.monitoring.live_promise import bounds_for, promise_of
 from stage_b.monitoring.simulate_days import WorkMix, run_mission, validation_of
 
 DEFAULT_WITHIN_DAYS = 2
@@ -107,7 +108,6 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
                  false_alarm_years: float, seconds_per_decision: float, delta: float,
                  drift_alpha: float = 0.001, quantile: float = DEFAULT_QUANTILE) -> Plan:
     """The plan of one mission (module doc)."""
-    from stage_b.monitoring.monitor import bounds_for, promise_of
     from stage_b.stats.confidence_sequence import audits_needed
     if not entry.certified:
         raise PlanError(f"{mission} is not certified: every group goes to review and nothing is audited")
