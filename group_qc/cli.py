@@ -1,8 +1,12 @@
 """`group-qc <command> …` (also `python -m group_qc`): one router, as `swift <cmd>` and `trl <cmd>` are; each command
-is a module of its own, imported only when it runs (the server does not load what Stage-A needs).
+is a module of its own, imported by name only when it runs (the server does not load what Stage-A needs, and the
+router itself imports no model library). `group-qc --help` lists every command with one line each; the older names
+(`python -m stage_b.judge`, `group-qc-judge`, …) run the same modules.
 
-    group-qc serve --project DIR …        the review app (review_app.serve)
-    group-qc users add NAME --role R …    its accounts (review_app.users)
+    group-qc stage-a --input_dir … --model …     per-photo summaries (stage_a.cli)
+    group-qc judge --operating_point … …         a day's verdicts (stage_b.judging.judge)
+    group-qc monitor --days_under … --labels …   promises on live work (stage_b.monitoring.monitor)
+    group-qc serve --project DIR …               the review app (review_app.serve)
 """
 from __future__ import annotations
 
@@ -10,6 +14,22 @@ import importlib
 import sys
 
 COMMANDS = {
+    "stage-a": ("stage_a.cli", "Stage-A: a one-line summary per photo, one resumable JSONL per mission"),
+    "stage-a-merge": ("stage_a.merge", "merge the shard files of a Stage-A run"),
+    "stage-a-review": ("stage_a.audit", "a review page of a sample of Stage-A's summaries, with their photos"),
+    "stage-a-convert": ("stage_a.convert", "Stage-A files of the public origin's format into this project's"),
+    "preflight": ("stage_b.train.preflight", "before GRPO: do the rewards separate the start point's samples?"),
+    "grpo": ("stage_b.train.launch", "Stage-B GRPO through ms-swift's swift rlhf (LoRA on the last K blocks)"),
+    "lora": ("stage_b.train.lora", "the --target_regex (and swift flags) for LoRA on the last K blocks"),
+    "run-record": ("stage_b.train.run_record", "a GRPO run's record: its best checkpoint, its split"),
+    "plot-training": ("stage_b.pages.plot_training", "a GRPO run's training plot"),
+    "evaluate": ("stage_b.evaluate.cli", "held-out quality, the report, a certified operating point"),
+    "compare": ("stage_b.evaluate.compare", "two evaluations side by side"),
+    "judge": ("stage_b.judging.judge", "a day's work orders: verdicts, routes, blind audits, the review page"),
+    "day": ("stage_b.judging.day", "Stage-A then the judge in one process (what judge.sh runs on one device)"),
+    "decisions": ("stage_b.labels.decisions", "import reviewers' exported decisions as labels"),
+    "monitor": ("stage_b.monitoring.monitor", "do the promises hold on live work? the owner's status lines"),
+    "plan-audits": ("stage_b.monitoring.plan_audits", "the audit share each mission needs, and its price"),
     "serve": ("review_app.serve", "the review app over a project folder: accounts, queues, decisions saved as made"),
     "users": ("review_app.users", "the review app's accounts: add (a one-time password), list, reset, disable"),
 }

@@ -186,3 +186,11 @@ def test_group_qc_routes_each_command_to_its_module():
     run = subprocess.run([sys.executable, "-m", "group_qc", "users", "--help"], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
     assert run.returncode == 0 and "group-qc users" in run.stdout
+    # every console script's module is a group-qc command (one entry; the old names run the same modules)
+    import tomllib
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    routed = {module for module, _ in COMMANDS.values()}
+    missing = {name: target for name, target in scripts.items()
+               if target.split(":")[0] not in routed and target.split(":")[0] + ".cli" not in routed
+               and name not in ("group-qc", "group-qc-plugin-path")}
+    assert missing == {}, missing
