@@ -100,10 +100,10 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
     from stage_b.rules.operating_point import point_keys
     from stage_b.rules.point_identity import same_point
     from stage_b.rules.replacement import recomputed_weaker
-    monitors = []
+    monitors: list[tuple[Path, dict]] = []
     for path in named_files(project, MONITOR):
         try:
-            monitors.append((path, load_monitor(path)))
+            monitors.append((path, dict(load_monitor(path))))
         except (UserError, OSError, ValueError) as exc:
             monitors.append((path, {"error": str(exc)}))
     out = []

@@ -316,7 +316,7 @@ def _earlier_monitor(out: Path) -> list[dict]:
     one that does not read is written anew)."""
     from stage_b.monitoring.monitor_file import load_monitor
     try:
-        return [load_monitor(out / "monitor.json")] if (out / "monitor.json").is_file() else []
+        return [dict(load_monitor(out / "monitor.json"))] if (out / "monitor.json").is_file() else []
     except MonitorError:
         return []
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 from qc_core.jsonl import read_json_file
 from stage_b.monitoring.days import MonitorError
+from stage_b.monitoring.monitor_format import MonitorFile
 from stage_b.monitoring.inspection import WITHDRAWN, Promise
 from stage_b.monitoring.live_promise import MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of
 from stage_b.monitoring.monitor_replay import UNVERIFIED, replay
@@ -103,11 +105,12 @@ COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passe
 _ADDED_LATER = ("escapes_unconfirmed", "audits_disputed")   # a file written before them had none
 
 
-def load_monitor(path) -> dict:
+def load_monitor(path) -> MonitorFile:
+    """monitor.json read and checked (check_monitor): every day replayed from its own counts."""
     path = Path(path)
     monitor = read_json_file(path, "monitor file", ": write it with python -m stage_b.monitor, or leave --monitor out",
                              MonitorError)
-    return check_monitor(monitor, path)
+    return cast(MonitorFile, check_monitor(monitor, path))
 
 
 def withdrawals(monitor: dict, path, op: OperatingPoint, point: PointKeys | None) -> dict[str, str]:
