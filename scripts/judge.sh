@@ -58,59 +58,13 @@ monitor_dir="$days_parent/monitor"
 
 # Settings a day cannot run without are checked before Stage-A reads a single photo: the operating point file, the
 # audit share and seed, the labels folder, a monitor= file.
-"$PY" - "$operating_point" "$audit_share" "$labels" "$reviewers" "$overlap_share" "$audit_seed" "$monitor" \
-  "$monitor_why" <<'PY' || exit 2
-import sys
-from qc_core.errors import UserError
-from qc_core.exits import run_cli
-def check():
-    op, share, labels, reviewers, overlap, seed, monitor, monitor_why = sys.argv[1:]
-    if seed and not seed.lstrip("-").isdigit():
-        raise UserError(f"audit_seed={seed!r} is not a whole number; give one (e.g. audit_seed=7) or leave it out")
-    if monitor and monitor != "none":
-        from stage_b.monitoring.monitor_file import load_monitor
-        load_monitor(monitor)
-    if monitor == "none" or monitor_why:
-        from stage_b.judging.settings import check_no_monitor
-        if monitor != "none":
-            raise UserError("monitor_why= goes with monitor=none (why the day is judged without the monitor)")
-        if not monitor_why:
-            raise UserError("monitor=none needs monitor_why=\"why, in words\": certified missions are then decided "
-                            "without a monitor's state, and the reason is recorded on every verdict line")
-        check_no_monitor(monitor_why, None)
-    from stage_b.monitoring.day_shares import check_share_setting
-    check_share_setting(share, "audit_share=")
-    from stage_b.labels.assign import check_overlap_share, check_reviewers
-    names = check_reviewers(reviewers, "reviewers=")
-    if overlap:
-        check_overlap_share(overlap, names, "overlap_share=")
-    if op:
-        from stage_b.rules.operating_point import load_operating_point, point_keys
-        from stage_b.rules.withdrawals import recorded
-        recorded(op, point_keys(op, load_operating_point(op)), labels or None)   # they must read (fails closed)
-    if labels:
-        from pathlib import Path
-        if Path(labels).exists() and not Path(labels).is_dir():
-            raise NotADirectoryError(f"labels={labels} is a file: give the folder python -m stage_b.decisions "
-                                     f"writes (--output_dir)")
-    return 0
-sys.exit(run_cli(check))
-PY
+"$PY" -m stage_b.judging.day_checks settings "$operating_point" "$audit_share" "$labels" "$reviewers" \
+  "$overlap_share" "$audit_seed" "$monitor" "$monitor_why" || exit 2
 
 # Days judged at this operating point under the parent, today's folder apart (a resumed day is still the first)
 days_before=0
 if [ -n "$operating_point" ]; then
-  days_before=$("$PY" - "$days_parent" "$output_dir" "$operating_point" <<'PY'
-import sys
-from pathlib import Path
-from stage_b.monitoring.days import operating_points_of, verdict_files
-from stage_b.rules.operating_point import load_operating_point, point_keys
-parent, today = Path(sys.argv[1]), Path(sys.argv[2]).resolve()
-point = point_keys(sys.argv[3], load_operating_point(sys.argv[3]))   # what the promise is, not the file's bytes
-print(sum(1 for p in (parent.iterdir() if parent.is_dir() else []) if p.is_dir() and p.resolve() != today
-          and verdict_files(p) and any(point.names(d) for d in operating_points_of(p))))
-PY
-)
+  days_before=$("$PY" -m stage_b.judging.day_checks days-before "$days_parent" "$output_dir" "$operating_point")
 fi
 # labels= may not exist yet on the first day at an operating point (nothing was reviewed); later it must
 if [ -n "$labels" ] && [ ! -d "$labels" ]; then
@@ -157,25 +111,7 @@ judge_args+=("${judge_extra[@]}")
 stage_a_words=$(shell_words --no_progress "${stage_a_extra[@]}")   # split back into these by stage_a_infer.sh
 
 # The missions, resolved the way Stage-A resolves them (names, aliases, 'all' = every mission folder present).
-mapfile -t missions < <("$PY" - "$input_dir" "$mission" <<'PY'
-import sys
-from pathlib import Path
-from qc_core.missions import MissionError, is_all, load_registry
-registry = load_registry()
-root, spec = Path(sys.argv[1]), sys.argv[2]
-if not root.is_dir():
-    sys.exit(f"error: input_dir {root} does not exist")
-try:
-    chosen = registry.select(spec)
-except MissionError as exc:
-    sys.exit(f"error: mission={spec}: {exc}")
-present = {registry.resolve(p.name).name for p in root.iterdir() if p.is_dir() and p.name in
-           {f for m in chosen for f in registry.folders_of(m)}}
-for m in chosen:
-    if m.name in present or not is_all(spec):
-        print(m.name)
-PY
-)
+mapfile -t missions < <("$PY" -m stage_b.judging.day_checks missions "$input_dir" "$mission")
 [ "${#missions[@]}" -gt 0 ] || { echo "error: no mission folder of '$mission' under $input_dir" >&2; exit 2; }
 
 stage_a() {   # stage_a <missions, comma-separated>

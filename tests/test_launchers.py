@@ -422,6 +422,26 @@ def test_judge_sh_takes_a_labels_folder_that_the_first_day_has_not_made_yet(tmp_
         assert "first day at this operating point" in judge[judge.index("--no_monitor") + 1]
 
 
+@pytest.mark.parametrize("script", ["stage_a_infer.sh", "run_grpo.sh", "eval.sh", "judge.sh", "launcher.sh"])
+def test_a_launcher_holds_no_python_program(script):
+    """The launchers parse key=value settings and call commands; what they ask before a day runs is a command of its
+    own (stage_b.judging.day_checks), not a program in a heredoc."""
+    text = (REPO / "scripts" / script).read_text(encoding="utf-8")
+    assert not re.search(r"<<-?\s*'?PY'?", text), f"{script} runs Python from a heredoc"
+
+
+def test_the_days_checks_answer_as_the_launcher_reads_them(tmp_path, capsys):
+    from stage_b.judging import day_checks
+    (tmp_path / "photos" / M).mkdir(parents=True)
+    assert day_checks.main(["missions", str(tmp_path / "photos"), "all"]) == 0
+    assert capsys.readouterr().out.split() == [M]
+    assert day_checks.main(["missions", str(tmp_path / "nope"), "all"]) == 2
+    assert "input_dir" in capsys.readouterr().err
+    assert day_checks.main(["settings", "", "0.05", "", "", "", "x", "", ""]) == 2
+    assert "audit_seed='x' is not a whole number" in capsys.readouterr().err
+    assert day_checks.main(["nonsense"]) == 2
+
+
 def _imports_in_scripts() -> list[tuple[str, str, str]]:
     """(script, module, name) of every `from module import name` in the Python the launchers run inline."""
     found = []
