@@ -11,6 +11,8 @@ applied all the same (more audits, never fewer), saying so.
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 from qc_core.records import summaries_of
 
 from stage_b.contract.grounding import defect_photos
@@ -29,9 +31,16 @@ def check_share_setting(value, what: str = "--audit_share"):
     return check_audit_share(value, what)
 
 
+class DayShare(TypedDict):
+    """A mission's audit share for today's run: the share, the inspection state it follows and why."""
+    share: float
+    state: str
+    why: str
+
+
 def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_mission: dict,
-               missions: list[str]) -> dict[str, dict]:
-    """{mission: {"share", "state", "why"}} for today's run (module doc)."""
+               missions: list[str]) -> dict[str, DayShare]:
+    """{mission: DayShare} for today's run (module doc)."""
     from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
     from stage_b.stats.drift import drift
     from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
@@ -39,7 +48,7 @@ def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_missio
     alpha = float((monitor or {}).get("drift_alpha") or DEFAULT_DRIFT_ALPHA)
     from stage_b.rules.point_identity import same_point
     same = monitor is not None and same_point(point, monitor["operating_point"])
-    out = {}
+    out: dict[str, DayShare] = {}
     for mission in missions:
         entry = op.missions.get(mission) if op is not None else None
         today = [r for r in by_mission[mission] if "gold_label" not in r]
