@@ -18,6 +18,9 @@ from qc_core.records import summaries_of
 from stage_b.contract.grounding import defect_photos
 from stage_b.monitoring.inspection import NORMAL, TIGHTENED, share_for_day
 from stage_b.monitoring.live_promise import DEFAULT_DRIFT_ALPHA, promise_of
+from stage_b.rules.point_identity import same_point
+from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
+from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
 
 PLAN = "plan"
 UNMONITORED = "unmonitored"
@@ -41,12 +44,9 @@ class DayShare(TypedDict):
 def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_mission: dict,
                missions: list[str]) -> dict[str, DayShare]:
     """{mission: DayShare} for today's run (module doc)."""
-    from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
-    from stage_b.stats.drift import drift
-    from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
+    from stage_b.stats.drift import drift   # heavy: scipy, only when a day is judged (not for the settings check)
     years = float((monitor or {}).get("false_alarm_years") or DEFAULT_FALSE_ALARM_YEARS)
     alpha = float((monitor or {}).get("drift_alpha") or DEFAULT_DRIFT_ALPHA)
-    from stage_b.rules.point_identity import same_point
     same = monitor is not None and same_point(point, monitor["operating_point"])
     out: dict[str, DayShare] = {}
     for mission in missions:
