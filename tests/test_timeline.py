@@ -86,6 +86,14 @@ def test_a_recertified_points_monitor_keeps_the_replaced_points_days_and_withdra
     assert json.loads(archive.read_text(encoding="utf-8"))["days"] == ["day1", "day2", "day3"]
     third = _monitor(new, project)
     assert [e["days"] for e in third["timeline"]] == [["day1", "day2", "day3"]]
+    # an archive edited by hand (the withdrawal taken out, a day added so that no rerun replaces it) is read back
+    # checked: named, never shown as the history
+    edited = json.loads(archive.read_text(encoding="utf-8"))
+    edited["missions"][M]["status"] = "holds"
+    edited["days"].append("day0")
+    archive.write_text(json.dumps(edited, ensure_ascii=False), encoding="utf-8")
+    (entry,) = _monitor(new, project)["timeline"]
+    assert "was edited" in entry["error"] and entry["missions"] == {}
 
 
 def test_a_moved_project_imports_its_old_exports_and_shows_one_timeline_with_every_audit(tmp_path):

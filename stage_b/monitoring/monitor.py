@@ -37,6 +37,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import cast
@@ -125,8 +127,6 @@ def restore_command(op: OperatingPoint, op_path, labels_dir) -> str:
     """The command that re-certifies this operating point on the labels reviewers decided since (the docs' step 5):
     its model and adapters and Stage-A files (stored relative to the point's file) plus the labels folder's
     reviewed groups, --split held_out, --replaces this point; a withdrawn mission's status line names it."""
-    import os
-    import shlex
     here = Path(op_path).parent
 
     def near(path) -> str:   # a path the file stores relative to itself, as a path from here
@@ -305,8 +305,9 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
     accepted = timeline.acceptance_on_days(days)
     if accepted is None:
         from stage_b.rules.acceptances import recorded as recorded_acceptance
+        from stage_b.rules.acceptances import words_of
         found = recorded_acceptance(args.operating_point, point_keys(args.operating_point, op))
-        accepted = f"{found['words']} (accepted by {found['by']} at {found['at']})" if found else None
+        accepted = words_of(found) if found else None
     monitor["replaced"] = replaced
     monitor["timeline"] = timeline.link_replaced(entries, replaced, accepted, monitor["operating_point"]["identity"])
 
@@ -327,6 +328,9 @@ def print_days(monitor: MonitorFile) -> None:
     from stage_b.labels.decisions import printable
     from stage_b.monitoring.owner_status import owner_status
     for entry in monitor.get("timeline") or []:
+        if entry.get("error"):
+            print(f"before: archive {entry['archive']}: {entry['error']}")
+            continue
         print(f"before: operating point {entry['file']} (days {', '.join(entry['days']) or 'none'})")
         for mission, m in entry["missions"].items():
             print(f"  {mission}: {m['status_line']}")

@@ -12,11 +12,12 @@ current point's days. Pure (the monitor's own modules).
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
 
-from stage_b.monitoring.days import MonitorError, verdict_files
+from stage_b.monitoring.days import MonitorError
 from stage_b.monitoring.owner_status import owner_status
 
 POINTS = "points"
@@ -60,26 +61,30 @@ def write_archive(out: Path, monitor: dict) -> Path:
 
 
 def earlier_entries(out: Path) -> list[dict]:
-    """Every archived point under `out`, oldest first (by when its monitor was written)."""
-    entries = []
+    """Every archived point under `out`, oldest first (by when its monitor was written), each read back checked as
+    any monitor.json is (stage_b.monitoring.monitor_file: an archive edited by hand does not add up); one that does
+    not is an entry that says so, never a history shown as if it were true."""
+    from stage_b.monitoring.monitor_file import load_monitor
+    entries, broken = [], []
     for path in sorted((Path(out) / POINTS).glob("*/monitor.json")):
         try:
-            monitor = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MonitorError(f"{path}: an archived monitor of an earlier operating point does not read ({exc}): "
-                               f"restore it, or move it aside and run the monitor again (the timeline would lose "
-                               f"that point's days)") from None
+            monitor = dict(load_monitor(path))
+        except MonitorError as exc:
+            broken.append({"identity": path.parent.name, "file": None, "archive": str(path), "days": [],
+                           "missions": {}, "replaced_by": None,
+                           "error": f"{exc}: restore the archive from a backup, or move it aside and run the monitor "
+                                    f"again at the point that replaced it"})
+            continue
         entries.append((monitor.get("created_at") or "", path, monitor))
-    return [summary(m, p) for _, p, m in sorted(entries, key=lambda e: (e[0], str(e[1])))]
+    return [summary(m, p) for _, p, m in sorted(entries, key=lambda e: (e[0], str(e[1])))] + broken
 
 
 def acceptance_on_days(days: list) -> str | None:
     """The owner's acceptance words the judge recorded on the current point's verdict lines (--accept_weaker or the
-    app's), the first found."""
-    from qc_core.jsonl import iter_jsonl
+    app's), the first found, from the days the monitor already read (stage_b.monitoring.days.Day)."""
     for day in days:
-        for path in verdict_files(Path(day.folder)):
-            for _, rec in iter_jsonl(path):
+        for lines in day.verdicts.values():
+            for rec in lines:
                 if rec.get("accepted_weaker"):
                     return str(rec["accepted_weaker"])
     return None
@@ -95,13 +100,15 @@ def link_replaced(timeline: list[dict], replaced: dict | None, acceptance: str |
 
 def timeline_html(monitor: dict) -> str:
     """The earlier points as a list on the page, oldest first, then the current point's heading."""
-    import html
     e = html.escape
     timeline = monitor.get("timeline") or []
     if not timeline:
         return ""
     items = []
     for entry in timeline:
+        if entry.get("error"):
+            items.append(f"<li><b>archive {e(str(entry['archive']))}</b>: {e(entry['error'])}</li>")
+            continue
         missions = "".join(
             f"<li>{e(mission)}: {e(m['promise'] or 'no promise')}; days "
             + e(", ".join(f"{day} {state}" for day, state, _ in m["states"]) or "none")
