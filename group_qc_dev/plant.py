@@ -85,7 +85,7 @@ PLANTS = [
      "input_dir=self.input_dir.resolve(),", "tests/test_portable_paths.py", "stage_a_record_names"),
     ("stage_b/labels/source_files.py", '*self.under_roots(source["file"]), source["file"]]', 'source["file"]]',
      "tests/test_timeline.py", "moved_project"),
-    ("stage_b/rules/promise_texts.py", 'if upper is not None and pct(upper) == "100%" else', "if False else",
+    ("stage_b/rules/promise_texts.py", "if upper is not None and upper >= NO_BOUND else", "if False else",
      "tests/test_operating_point.py", "one_sentence_with_both"),
     ("stage_b/evaluate/outputs.py", "        if folder is not None:\n            card[\"photo_dir\"]",
      "        if False:\n            card[\"photo_dir\"]", "tests/test_review_page.py", "own_records_folder"),

@@ -238,6 +238,8 @@ def test_a_group_judged_today_is_never_drawn_as_gold():
     ([], True, "labels", 0.05),                      # labels exist: their groups are the gold, at 5%
     (["--gold_share", "0.1"], True, "labels", 0.1),
     (["--gold_share", "0"], True, None, 0.0),        # turned off, said on the summary
+    (["--gold_share", "0.000"], True, None, 0.0),    # the share, not its spelling (planted: "0" and "0.0" only)
+    (["--gold_share", " 0e0 "], True, None, 0.0),
     ([], False, None, 0.0),                          # an empty labels folder: no gold yet
     (["--gold", "g.jsonl"], True, "g.jsonl", 0.05),  # --gold names the files: the labels are not added
 ])

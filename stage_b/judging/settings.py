@@ -87,7 +87,7 @@ def default_gold(labels, gold_share) -> tuple[str, ...]:
     """Gold by default once labels exist: the labels folder's labelled Stage-A files (`<mission>_stage_a.jsonl`, what
     stage_b.labels.decisions writes) at DEFAULT_GOLD_SHARE, so every reviewer is measured; none with --gold_share 0
     or without labels."""
-    if not labels or str(gold_share).strip() in ("0", "0.0", "0.00"):
+    if not labels or (gold_share is not None and check_gold_share(gold_share) == 0):   # the share, not its spelling
         return ()
     return tuple(str(p) for p in sorted(Path(labels).glob("*_stage_a.jsonl")))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from stage_b.contract.numbers import pct
 from stage_b.stats.certify import groups_needed
 
-NO_AUTOMATION = "no automation"   # what a certified rule that decides nothing without review is called
+NO_AUTOMATION = "no automation"
+NO_BOUND = 0.9995   # an escape bound this high reads "100%": it bounds nothing an owner could sign   # what a certified rule that decides nothing without review is called
 
 
 def automates_nothing(entry: dict) -> bool:
@@ -35,7 +36,7 @@ def promise_text(entry: dict) -> str:
                   if escape.get("auto_passed") == 0 else
                   f"; of the work orders passed without a person no defective share below 100% can be promised yet "
                   f"({escape.get('escapes')} defective of {escape.get('auto_passed')} passed on {evidence})"
-                  if upper is not None and pct(upper) == "100%" else
+                  if upper is not None and upper >= NO_BOUND else
                   f"; of the work orders passed without a person at most {pct(upper)} are defective"
                   if upper is not None else "")
         return (f"of defective work orders at most {pct(target)} pass without a person" + passes
