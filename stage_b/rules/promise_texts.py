@@ -5,8 +5,8 @@ from __future__ import annotations
 from stage_b.contract.numbers import pct
 from stage_b.stats.certify import groups_needed
 
-NO_AUTOMATION = "no automation"
-NO_BOUND = 0.9995   # an escape bound this high reads "100%": it bounds nothing an owner could sign   # what a certified rule that decides nothing without review is called
+NO_AUTOMATION = "no automation"   # what a certified rule that decides nothing without review is called
+NO_BOUND = 0.9995   # an escape bound this high reads "100%": it bounds nothing an owner could sign
 
 
 def automates_nothing(entry: dict) -> bool:
