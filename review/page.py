@@ -105,7 +105,7 @@ def outside_why(rel: str, path: Path, input_dirs: list[Path]) -> str | None:
             f"({', '.join(map(str, input_dirs)) or 'none given'}); pass --input_dir with the folder that holds it")
 
 
-def _not_followed(cards: list[dict], named_dirs, followed: list[str]) -> str:
+def _not_followed(named_dirs, followed: list[str]) -> str:
     """What the page says of the folders records name that it did not follow (outside the project and the folders
     the command names)."""
     others = sorted({str(d) for d in named_dirs or [] if isinstance(d, str) and d and str(Path(d).resolve())
@@ -126,7 +126,7 @@ def render_review(out_dir: Path, *, title: str, cards: list[dict], outcomes: lis
     if own:   # each group's photos from its own record's folder (several input folders: days, shared storage)
         photo_line = (f"Photos from each group's own folder ({', '.join(own)})"
                       + (f", then {', '.join(map(str, input_dirs))}." if input_dirs else ".")
-                      + _not_followed(cards, named_dirs, own))
+                      + _not_followed(named_dirs, own))
     review = Path(out_dir) / REVIEW_DIR
     review.mkdir(parents=True, exist_ok=True)
     for old in review.glob("page-*.html"):   # a rerun with fewer cards must not leave stale pages behind
