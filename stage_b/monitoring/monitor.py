@@ -250,7 +250,7 @@ def _monitor(args) -> int:
     monitor["workload"] = days_workload(days, Path(args.labels))
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    keep_timeline(monitor, op, args, out, days, alpha, years, clean_days)
+    keep_timeline(monitor, op, args, out, days, labels, alpha, years, clean_days)
     from stage_b.monitoring.monitor_page import write_outputs
     page = write_outputs(monitor, json.dumps(monitor, ensure_ascii=False, indent=2), out)
     from stage_b.rules.withdrawals import record, withdrawals_path
@@ -277,10 +277,10 @@ def replaced_point(op: OperatingPoint, op_path):
     return old_path, old, point_keys(old_path, old)
 
 
-def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, days: list[Day], alpha: float,
-                  years: float, clean_days: int) -> None:
-    """The replaced point's days monitored once more, whole, and archived; monitor.json's `replaced` and `timeline`
-    (stage_b.monitoring.timeline)."""
+def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, days: list[Day], labels: dict,
+                  alpha: float, years: float, clean_days: int) -> None:
+    """The replaced point's days monitored once more, whole, with the labels this run read, and archived;
+    monitor.json's `replaced` and `timeline` (stage_b.monitoring.timeline)."""
     from qc_core.missions import load_registry
     from stage_b.monitoring import timeline
     earlier = replaced_point(op, args.operating_point)
@@ -293,7 +293,6 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
         archive = None
         if folders:
             old_days = read_days(folders, old_keys, load_registry())
-            labels = read_labels(Path(args.labels), load_registry(), check_min_gold_accuracy(args.min_gold_accuracy))
             again = build_monitor(old, old_path, old_keys, old_days, labels, alpha, args.labels, years, clean_days)
             archive = timeline.write_archive(out, cast(dict, again))
         else:   # its days are elsewhere: the monitor.json it left here, when it is that point's

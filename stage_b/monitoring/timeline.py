@@ -65,7 +65,8 @@ def earlier_entries(out: Path) -> list[dict]:
     any monitor.json is (stage_b.monitoring.monitor_file: an archive edited by hand does not add up); one that does
     not is an entry that says so, never a history shown as if it were true."""
     from stage_b.monitoring.monitor_file import load_monitor
-    entries, broken = [], []
+    entries: list[tuple[str, Path, dict]] = []
+    broken: list[dict] = []
     for path in sorted((Path(out) / POINTS).glob("*/monitor.json")):
         try:
             monitor = dict(load_monitor(path))
