@@ -97,7 +97,7 @@ PLANTS = [
      "    args = reward_args(model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection))",
      "    args = model_args(settings, args, int(env[ENV_LORA_LAST_K]), selection)", "tests/test_rewards.py",
      "new_reward"),
-    ("stage_b/monitoring/timeline.py", "            monitor = dict(load_monitor(path))",
+    ("stage_b/monitoring/timeline.py", "            monitor: dict = dict(load_monitor(path))",
      "            monitor = json.loads(path.read_text(encoding=\"utf-8\"))", "tests/test_timeline.py",
      "keeps_the_replaced"),
 ]

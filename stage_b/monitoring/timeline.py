@@ -69,14 +69,14 @@ def earlier_entries(out: Path) -> list[dict]:
     broken: list[dict] = []
     for path in sorted((Path(out) / POINTS).glob("*/monitor.json")):
         try:
-            monitor = dict(load_monitor(path))
+            monitor: dict = dict(load_monitor(path))
         except MonitorError as exc:
             broken.append({"identity": path.parent.name, "file": None, "archive": str(path), "days": [],
                            "missions": {}, "replaced_by": None,
                            "error": f"{exc}: restore the archive from a backup, or move it aside and run the monitor "
                                     f"again at the point that replaced it"})
             continue
-        entries.append((monitor.get("created_at") or "", path, monitor))
+        entries.append((str(monitor.get("created_at") or ""), path, monitor))
     return [summary(m, p) for _, p, m in sorted(entries, key=lambda e: (e[0], str(e[1])))] + broken
 
 
