@@ -8,8 +8,8 @@ import bisect
 from typing import TypedDict
 
 from stage_b.contract.verdict import FAIL, PASS
-from stage_b.rules.operating_point import EVIDENCE, OPERATING_POINT_FORMAT, RULE, OperatingPoint, decision_point
-from stage_b.rules.point_check import OperatingPointError, check_rate
+from stage_b.rules.operating_point import EVIDENCE, RULE, MissionPoint, OperatingPoint, decision_point
+from stage_b.rules.point_check import OperatingPointError, check_promise, check_rate
 from stage_b.rules.promise_texts import overkill_promise_text, promise_text
 from stage_b.stats.certify import (
     DEFAULT_CONFIDENCE,
@@ -211,38 +211,60 @@ def build_operating_point(predictions: list[dict], missions: list[str], targets:
         raise OperatingPointError(f"no target miss rate for {', '.join(missing_target)}: give a default "
                                   f"(--target_miss_rate 0.05) or MISSION=RATE for each")
     evidence = EVIDENCE.get(str((data or {}).get("split")), "validation")
-    entries = {}
+    points = {}
     for mission in missions:
-        points = by_mission.get(mission, [])
         target = miss_targets[mission]
         assert target is not None   # every mission without one was refused above
-        entries[mission] = mission_point(points, target, review_share, claim_confidence,
-                                         overkill[mission], evidence)
-        entries[mission].update(automation(points, entries[mission]))
-        if "promise" in entries[mission]:   # in the owner's words, now that the automation is known
-            entries[mission]["promise"] = promise_text(entries[mission])
-        entries[mission]["left_out"] = left_out.get(mission, {})
-        entries[mission]["profile"] = profile_of([p for p in predictions if p["mission"] == mission])
-        entries[mission]["stage_a"] = (stage_a or {}).get(mission)
+        points[mission] = _mission_record(by_mission.get(mission, []), target, review_share, claim_confidence,
+                                          overkill[mission], evidence, left_out.get(mission, {}),
+                                          [p for p in predictions if p["mission"] == mission],
+                                          (stage_a or {}).get(mission))
     pooled = [pt for m in missions for pt in by_mission.get(m, [])]
-    auto = sum(entries[m]["validation_auto_decided"] for m in missions)
-    certified = [m for m in missions if entries[m]["certified"]]
+    auto = sum(points[m].extra["validation_auto_decided"] for m in missions)
+    certified = [m for m in missions if points[m].certified]
     overall = None
     if targets["default"] is not None:   # one bound over every mission's groups together: not a promise per mission
-        overall = mission_point(pooled, targets["default"], review_share, claim_confidence,
-                                overkill_targets["default"] if overkill_targets else None, evidence)
-        overall["missions_certified"] = [len(certified), len(missions)]
-    promised = len(certified) + sum(entries[m].get("overkill_certified", False) for m in missions
-                                    if overkill_targets)
+        overall = MissionPoint.of({**mission_point(pooled, targets["default"], review_share, claim_confidence,
+                                                   overkill_targets["default"] if overkill_targets else None,
+                                                   evidence),
+                                   "missions_certified": [len(certified), len(missions)]})
+    promised = len(certified) + sum(points[m].overkill_certified for m in missions if overkill_targets)
     fam["certified_claims"] = promised
     fam["certified_claims_hold_together"] = max(0.0, 1 - promised * (1 - claim_confidence))
-    content = {"format": OPERATING_POINT_FORMAT, "rule": RULE, "review_share": review_share,
-               "confidence": confidence, "family": fam, "model": model, "adapters": adapters, "data": data,
-               "missions": entries, "overall": overall, "evidence": evidence,
-               "automation": {"validation_groups": len(pooled), "validation_auto_decided": auto,
-                              "automation_share": auto / len(pooled) if pooled else None,
-                              "automation_share_ci95": wilson(auto, len(pooled)),
-                              "certified_missions": certified}}
-    # the writer and the reader agree: what is written is what the typed record (and every judge) reads back
-    OperatingPoint.from_json(content, "the operating point just computed")
-    return content
+    op = OperatingPoint(model=model, adapters=adapters, missions=points, rule=RULE, review_share=review_share,
+                        confidence=confidence, family=fam, data=data, overall=overall, evidence=evidence,
+                        automation={"validation_groups": len(pooled), "validation_auto_decided": auto,
+                                    "automation_share": auto / len(pooled) if pooled else None,
+                                    "automation_share_ci95": wilson(auto, len(pooled)),
+                                    "certified_missions": certified},
+                        keys=_CONTENT_KEYS)
+    _check_promises(op, "the operating point just computed")
+    return op.to_json()
+
+
+# operating_point.json's keys in the order the file has always held them
+_CONTENT_KEYS = ("format", "rule", "review_share", "confidence", "family", "model", "adapters", "data", "missions",
+                 "overall", "evidence", "automation")
+
+
+def _mission_record(points, target: float, share: float, confidence: float, target_overkill: float | None,
+                    evidence: str, left_out: dict[str, int], predictions: list[dict], stage_a: dict | None
+                    ) -> MissionPoint:
+    """A mission's entry of operating_point.json as the typed point: mission_point's certified numbers, then how
+    many of its groups the rule decides without review, the promise in the owner's words now that the automation is
+    known, the evidence left out, the profile the drift check compares with and the Stage-A models it rests on."""
+    entry = mission_point(points, target, share, confidence, target_overkill, evidence)
+    entry = {**entry, **automation(points, entry)}
+    return MissionPoint.of({**entry, "promise": promise_text(entry), "left_out": left_out,
+                            "profile": profile_of(predictions), "stage_a": stage_a})
+
+
+def _check_promises(op: OperatingPoint, where: str) -> None:
+    """The judge's checks of the promises (check_promise: each follows from its own counts, the pooled one from the
+    groups the missions name) on the point just computed: a computed file the reader would refuse stops the
+    evaluation, never reaches a judge. Types and confidences hold by construction here."""
+    for mission, point in op.missions.items():
+        check_promise(point, f"{where}: {mission}")
+    if op.overall is not None:
+        named = sum(len((m.profile or {}).get("p_fail") or []) for m in op.missions.values())
+        check_promise(op.overall, f"{where}: overall", evidence_groups=named)
