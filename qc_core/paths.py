@@ -10,7 +10,9 @@ written before this rule is read as it is.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 WRITTEN_IN = "written_in"   # the absolute folder a record was written in: a note for a person, never read back
 
@@ -25,10 +27,10 @@ def stored(path, base) -> str:
         return absolute
 
 
-def with_input_dir_stored(record: dict, base) -> dict:
+def with_input_dir_stored(record: Mapping[str, Any], base) -> dict[str, Any]:
     """A record as a file in folder `base` stores it: its `input_dir` (the folder its photos are in) relative."""
     folder = record.get("input_dir")
-    return {**record, "input_dir": stored(folder, base)} if isinstance(folder, str) and folder else record
+    return {**record, "input_dir": stored(folder, base)} if isinstance(folder, str) and folder else dict(record)
 
 
 def with_input_dir_resolved(record: dict, base) -> dict:

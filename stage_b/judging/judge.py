@@ -1,6 +1,6 @@
-"""`python -m stage_b.judge`: verdicts for new, unreviewed photo groups at the operating point a QC owner chose.
+"""`group-qc judge`: verdicts for new, unreviewed photo groups at the operating point a QC owner chose.
 
-    python -m stage_b.judge --model DIR [--adapters RUN/checkpoint-N] --stage_a_dir DIR [--mission all]
+    group-qc judge --model DIR [--adapters RUN/checkpoint-N] --stage_a_dir DIR [--mission all]
                             --output_dir DIR (--operating_point operating_point.json | --threshold T)
                             [--overwrite]
 
@@ -34,16 +34,17 @@ from typing import NamedTuple
 from qc_core.checkpoints import stage_a_identity
 from qc_core.exits import run_cli
 from qc_core.jsonl import OUTPUT_REMEDY, RESUME, iter_jsonl, output_lock, write_jsonl_atomic
+from qc_core.missions import Registry, load_registry
 from qc_core.paths import resolved, stored
 
 from stage_b.data.dataset import load_records
 from stage_b.labels.decisions_log import LOG, read_log
 from stage_b.labels.gold import (PHOTOS_DIR, load_gold, mix_in, photo_problem,
                                  with_photo_copies)
-from stage_b.monitoring.day_shares import day_shares
+from stage_b.monitoring.day_shares import DayShare, day_shares
 from stage_b.contract.numbers import fmt_p
-from stage_b.rules.operating_point import (load_operating_point, manual_point, OperatingPoint, point_keys,
-                                          thresholds_for)
+from stage_b.rules.operating_point import (load_operating_point, manual_point, MissionPoint, OperatingPoint,
+                                          point_keys, thresholds_for)
 from stage_b.judging.earlier_points import check_names_what_it_replaces
 from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.point_check import OperatingPointError, check_rate
@@ -54,10 +55,13 @@ from stage_b.rules.replacement import recomputed_weaker, unaccepted_why
 from stage_b.rules.workload import (Pace, day_workload, measured_pace, sentence,
                                     stated_pace)
 from stage_b.judging.settings import JudgeError, JudgeSettings, NO_MONITOR, build_parser
-from stage_b.judging.verdict_file import check_resumable, errors_path, verdict_record, verdicts_path
+from stage_b.judging.verdict_file import Provenance, check_resumable, errors_path, verdict_record, verdicts_path
 from stage_b.judging.day_review import day_verdicts, automation_of, page_photo_dirs, print_automation, write_day_review
 from stage_b.judging.day_summary import print_gold, print_owner_status
 from stage_b.judging.scoring import LazyEngine, score_and_write, prompt_rows
+from stage_b.monitoring.monitor_file import load_monitor, withdrawals
+from stage_b.monitoring.monitor_format import MonitorFile
+from stage_b.rules.withdrawals import recorded
 
 
 def main(argv=None) -> int:
@@ -78,7 +82,7 @@ def judging_selection(settings: JudgeSettings, op: OperatingPoint | None) -> Sel
         raise JudgeError(f"the operating point {settings.operating_point} was calibrated on "
                          f"{calibrated.describe_mode()}, and this judge would read {selection.describe_mode()}: its "
                          f"thresholds do not carry over. Drop the mode settings to judge as it was calibrated, or "
-                         f"calibrate again in this mode (python -m stage_b.evaluate --target_miss_rate R with the same "
+                         f"calibrate again in this mode (group-qc evaluate --target_miss_rate R with the same "
                          f"settings)")
     return selection
 
@@ -99,19 +103,19 @@ def _thresholds(settings: JudgeSettings, op: OperatingPoint | None, missions: li
 
 class JudgingDay(NamedTuple):
     """Everything a judging run decides before the model loads."""
-    registry: object
+    registry: Registry
     selection: Selection
     by_mission: dict          # {mission: [Stage-A record]} (gold groups mixed in)
     missions: list[str]
     checkpoints: dict
-    points: dict              # {mission: decision point}
+    points: dict[str, MissionPoint]   # {mission: decision point}
     point: PointKeys | None   # the operating point's identity and file digest (stage_b.rules.point_identity)
     withdrawn: dict           # {mission: why its promise is withdrawn}
     unmonitored: dict         # {mission: why its certified promise decides nothing without review today}
     unaccepted: dict          # {mission: why its promise, weaker than the replaced one, decides nothing today}
     accepted: tuple           # the missions whose weaker promise the owner accepted in words (--accept_weaker)
     accepted_words: str | None   # the owner's words: --accept_weaker, or the app's acceptance (rules.acceptances)
-    shares: dict              # {mission: {"share", "state", "why"}}: the audit share and inspection state today
+    shares: dict[str, DayShare]   # {mission: the audit share and inspection state today}
     seed: int
     prompts: dict             # {group_key: the model's row}
     unjudgeable: dict         # {group_key: why no row}
@@ -168,13 +172,11 @@ def day_pace(settings: JudgeSettings) -> Pace:
 def prepare_day(settings: JudgeSettings) -> JudgingDay:
     """The groups, thresholds, withdrawals and audit seed of this run, and each group's prompt, checked before the
     model loads (a wrong path, an unusable operating point or no judgeable group fails in seconds)."""
-    from qc_core.missions import load_registry
     registry = load_registry()
     gold = load_gold(list(settings.gold), registry) if settings.gold else {}
     op = load_operating_point(settings.operating_point) if settings.operating_point else None
     monitor = None
     if settings.monitor:
-        from stage_b.monitoring.monitor_file import load_monitor
         monitor = load_monitor(settings.monitor)
     selection = judging_selection(settings, op)
     by_mission: dict[str, list[dict]] = {}
@@ -233,6 +235,8 @@ def unaccepted_weaker(settings: JudgeSettings, op: OperatingPoint | None, points
         return {}, (), None
     if recorded_words:
         return {}, tuple(weaker), recorded_words
+    # a weaker promise is one the operating point given states against the point it replaces (recomputed_weaker)
+    assert replaces is not None and settings.operating_point is not None
     old = resolved(replaces["path"], Path(settings.operating_point).parent)   # stored relative to the new file
     return {m: unaccepted_why(why, str(old)) for m, why in weaker.items()}, (), None
 
@@ -245,7 +249,7 @@ def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, se
     named."""
     left_out = []
     if photos_dir is not None:
-        usable = {}
+        usable: dict[str, list[dict]] = {}
         for mission, records in gold.items():
             for rec in records:
                 why = photo_problem(rec)
@@ -269,7 +273,7 @@ def mix_gold(gold: dict, by_mission: dict, missions: list[str], share: float, se
               + ", ".join(f"{m} ({n})" for m, n in sorted(elsewhere.items())), file=sys.stderr)
 
 
-def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> dict:
+def provenance_of(settings: JudgeSettings, day: JudgingDay, mission: str) -> Provenance:
     """What a verdict file's lines record about how they were made (a resume must agree: PROVENANCE)."""
     checkpoints = day.checkpoints
     # the checkpoints named relative to the verdict file (a copied project names its own); what they are is their
@@ -345,7 +349,7 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
     return secrets.randbelow(2 ** 31)
 
 
-def mission_withdrawals(op: OperatingPoint | None, point: PointKeys | None, monitor: dict | None, monitor_path,
+def mission_withdrawals(op: OperatingPoint | None, point: PointKeys | None, monitor: MonitorFile | None, monitor_path,
                         by_mission: dict[str, list[dict]], missions: list[str], op_path=None,
                         labels_dir=None) -> dict[str, str]:
     """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
@@ -362,15 +366,13 @@ def mission_withdrawals(op: OperatingPoint | None, point: PointKeys | None, moni
             if others:
                 out[mission] = (f"its summaries come from Stage-A model {others[0]}, and the promise was certified on "
                                 f"summaries of {', '.join(sorted(certified_on))}: certify it again on summaries of "
-                                f"this Stage-A model (python -m stage_b.evaluate --target_miss_rate R)")
+                                f"this Stage-A model (group-qc evaluate --target_miss_rate R)")
     if op_path and point:
-        from stage_b.rules.withdrawals import recorded
         for mission, line in recorded(op_path, point, labels_dir).items():
             if mission in missions and mission not in out:
                 out[mission] = (f"{line['why']} (recorded in {line['file']} by the monitor of "
                                 f"{line['withdrawn_day'] or line['withdrawn_at']})")
     if monitor is not None and op is not None:
-        from stage_b.monitoring.monitor_file import withdrawals
         for mission, why in withdrawals(monitor, monitor_path, op, point).items():
             if mission in missions and mission not in out:
                 out[mission] = why

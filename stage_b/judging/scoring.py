@@ -12,7 +12,7 @@ from qc_core.records import utc_now
 from qc_core.paths import with_input_dir_stored
 from stage_b.data.dataset import DatasetError, prompt_row, rows_for
 from stage_b.data.settings import Selection
-from stage_b.judging.verdict_file import verdict_record
+from stage_b.judging.verdict_file import Provenance, verdict_record
 from stage_b.model.engine_settings import EngineSettings
 from stage_b.model.model_replies import reply_starts
 from stage_b.rules.operating_point import MissionPoint, p_fail
@@ -54,7 +54,7 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
 
 
 def score_and_write(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict],
-                   point: MissionPoint, provenance: dict, path: Path, errors_file: Path, batch_size: int,
+                   point: MissionPoint, provenance: Provenance, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0
     with JsonlAppender(path) as out, JsonlAppender(errors_file) as errors:

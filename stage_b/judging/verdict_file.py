@@ -82,6 +82,35 @@ class VerdictLine(VerdictFields, total=False):
     accepted_weaker: str | None
 
 
+class Provenance(TypedDict):
+    """How a verdict file's lines were made, the same on every line (stage_b.judging.judge.provenance_of writes it,
+    verdict_record copies it into each line): a resume must agree on PROVENANCE's keys. `threshold` is the mission's
+    auto-pass threshold, the same value the line's decision fields hold (VerdictFields), so a resume compares it too."""
+    model: str
+    adapters: list[str]
+    fingerprints: dict | None
+    operating_point: str | None
+    threshold: float | None
+    mode: str
+    allow_uncertified: bool
+    reason_citations: str
+    audit_share: float
+    inspection: Inspection
+    audit_seed: int | None
+    withdrawn: str | None
+    reviewers: list[str] | None
+    overlap_share: float | None
+    gold_share: float | None
+    unmonitored: str | None
+    no_monitor: str | None
+    unaccepted: str | None
+    accepted_weaker: str | None
+
+
+class _GoldKey(TypedDict, total=False):
+    gold: Gold   # only a gold group's line has it
+
+
 # a resumed file must agree on these (a record that predates a key holds its default)
 PROVENANCE = {"fingerprints": None, "operating_point": None, "threshold": None, "mode": TEXT_MODE,
               "allow_uncertified": False, "reason_citations": "free", "audit_share": 0.0, "audit_seed": None,
@@ -100,7 +129,7 @@ def errors_path(output_dir: Path, mission: str) -> Path:
     return output_dir / f"{mission}_verdicts.errors.jsonl"
 
 
-def verdict_record(record: dict, p: float, point: MissionPoint, completion: str, provenance: dict,
+def verdict_record(record: dict, p: float, point: MissionPoint, completion: str, provenance: Provenance,
                    allow_uncertified: bool = False) -> VerdictLine:
     """One line of <mission>_verdicts.jsonl (VerdictLine). Pure: everything the verdict depends on is an argument.
     `point` is the mission's decision point (stage_b.rules.operating_point.thresholds_for or manual_point);
@@ -123,13 +152,17 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     assigned = assignees(provenance.get("reviewers") or [], provenance.get("overlap_share") or 0.0,
                          provenance.get("audit_seed") or 0, record["mission"], record["group_id"]) \
         if route["route"] in (REVIEW, AUDIT) else []
-    reason = parsed.reason if parsed.two_lines else completion.partition("\n")[2].strip()
+    # two_lines holds only with a reason (parse): the None check says so to mypy
+    reason = parsed.reason if parsed.two_lines and parsed.reason is not None else \
+        completion.partition("\n")[2].strip()
     certified = point.certified
     promise = point.promise
     if not certified and allow_uncertified and point.threshold is not None:
         promise = f"NOT CERTIFIED, decided under --allow_uncertified: {promise}"
-    gold = {"gold": {"label": record["gold_label"], "from": record.get("gold_from")}} if "gold_label" in record else {}
-    line = {"group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
+    gold: _GoldKey = {"gold": {"label": record["gold_label"], "from": record.get("gold_from")}} \
+        if "gold_label" in record else {}
+    line: VerdictLine = {
+            "group_id": record["group_id"], "mission": record["mission"], "verdict": decision.verdict, "p_fail": p,
             "threshold": point.threshold, "threshold_fail": point.threshold_fail,
             "review_margin": point.review_margin, "certified": certified, "promise": promise,
             "reason": reason, "needs_review": route["route"] == REVIEW, "review_why": route["why"],
@@ -138,7 +171,7 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
             "label": record.get("label"), "summaries": summaries, "images": record["images"],
             "input_dir": record.get("input_dir"), "rests_on": rests_on(record), **provenance, **gold,
             "created_at": utc_now()}
-    return line   # type: ignore[return-value]  # its keys: VerdictLine (tests/test_verdict_files.py holds them)
+    return line   # its keys: VerdictLine (tests/test_verdict_files.py holds them)
 
 
 def rests_on(record: dict) -> dict:
@@ -183,7 +216,7 @@ def _decision_problem(rec: dict, expected: dict) -> str | None:
             + ", ".join(f"{expected.get(k)!r}" for k in differs[:3]) + ")")
 
 
-def check_resumable(path: Path, provenance: dict, mission: str, records: dict[str, dict],
+def check_resumable(path: Path, provenance: Provenance, mission: str, records: dict[str, dict],
                     recompute=None) -> tuple[set[str], list[str]]:
     """(group ids already judged whose verdict still rests on their Stage-A record, group ids to judge again because
     their record changed since), after checking the file line by line: written with the same model, adapters and
@@ -191,7 +224,8 @@ def check_resumable(path: Path, provenance: dict, mission: str, records: dict[st
     consistent (_line_problem). Lines of groups to judge again are removed from the file (rewritten all at once)."""
     if not path.exists():
         return set(), []
-    kept, seen, stale = [], {}, []
+    kept, stale = [], []
+    seen: dict[str, int] = {}   # group id: the line that judged it
     for line_no, rec in iter_jsonl(path, remedy=OUTPUT_REMEDY):
         differs = [k for k, default in PROVENANCE.items() if rec.get(k, default) != provenance.get(k, default)]
         if differs:

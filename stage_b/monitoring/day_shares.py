@@ -18,9 +18,12 @@ from qc_core.records import summaries_of
 from stage_b.contract.grounding import defect_photos
 from stage_b.monitoring.inspection import NORMAL, TIGHTENED, share_for_day
 from stage_b.monitoring.live_promise import DEFAULT_DRIFT_ALPHA, promise_of
+from stage_b.monitoring.monitor_format import MonitorFile
+from stage_b.monitoring.plan_audits import DEFAULT_SECONDS_PER_DECISION, DEFAULT_WITHIN_DAYS, PlanError, plan_mission
 from stage_b.rules.point_identity import same_point
-from stage_b.rules.routes import DEFAULT_AUDIT_SHARE
+from stage_b.rules.routes import DEFAULT_AUDIT_SHARE, check_audit_share
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS
+from stage_b.stats.drift import drift   # scipy only inside drift(), when a day is judged
 
 PLAN = "plan"
 UNMONITORED = "unmonitored"
@@ -30,7 +33,6 @@ def check_share_setting(value, what: str = "--audit_share"):
     """A share from 0 to 1, or `plan` (stage_b.monitoring.plan_audits decides it per mission)."""
     if isinstance(value, str) and value.strip().lower() == PLAN:
         return PLAN
-    from stage_b.rules.routes import check_audit_share
     return check_audit_share(value, what)
 
 
@@ -41,19 +43,18 @@ class DayShare(TypedDict):
     why: str
 
 
-def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_mission: dict,
+def day_shares(setting, op, point, monitor: MonitorFile | None, monitor_path, by_mission: dict,
                missions: list[str]) -> dict[str, DayShare]:
     """{mission: DayShare} for today's run (module doc)."""
-    from stage_b.stats.drift import drift   # heavy: scipy, only when a day is judged (not for the settings check)
-    years = float((monitor or {}).get("false_alarm_years") or DEFAULT_FALSE_ALARM_YEARS)
-    alpha = float((monitor or {}).get("drift_alpha") or DEFAULT_DRIFT_ALPHA)
+    years = float((monitor.get("false_alarm_years") if monitor else None) or DEFAULT_FALSE_ALARM_YEARS)
+    alpha = float((monitor.get("drift_alpha") if monitor else None) or DEFAULT_DRIFT_ALPHA)
     same = monitor is not None and same_point(point, monitor["operating_point"])
     out: dict[str, DayShare] = {}
     for mission in missions:
         entry = op.missions.get(mission) if op is not None else None
         today = [r for r in by_mission[mission] if "gold_label" not in r]
         base, base_why = _base_share(setting, mission, entry, len(today), op, DEFAULT_AUDIT_SHARE, years)
-        m = (monitor or {}).get("missions", {}).get(mission) if monitor is not None else None
+        m = monitor.get("missions", {}).get(mission) if monitor is not None else None
         state = m.get("state") if m else None
         asked = m.get("next_audit_share") if m else None
         note = ""
@@ -62,7 +63,7 @@ def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_missio
         elif m and not same:
             state, asked = None, None
         promise = promise_of(entry, years) if entry is not None else None
-        reference = (m or {}).get("drift_against") or (entry.profile if entry is not None else None)
+        reference = (m.get("drift_against") if m else None) or (entry.profile if entry is not None else None)
         defect = sum(bool(defect_photos(summaries_of(r), mission)) for r in today)
         fired = drift(None, defect, reference, alpha, groups=len(today))["fired"] if today else False
         share, why = share_for_day(base, state, asked, fired, promise if promise and promise.certified else None,
@@ -75,8 +76,6 @@ def day_shares(setting, op, point, monitor: dict | None, monitor_path, by_missio
 def _base_share(setting, mission: str, entry, groups: int, op, default: float, years: float) -> tuple[float, str]:
     if setting != PLAN:
         return float(setting), f"normal share {setting:g} (--audit_share)"
-    from stage_b.monitoring.plan_audits import (DEFAULT_SECONDS_PER_DECISION, DEFAULT_WITHIN_DAYS, PlanError,
-                                                plan_mission)
     if entry is None or not groups:
         return default, f"normal share {default:g} (nothing to plan for)"
     delta = 1 - ((op.family or {}).get("per_claim_confidence") or op.confidence)

@@ -50,7 +50,7 @@ def check_monitor(monitor: dict, path) -> dict:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise MonitorError(f"{path} is not a monitor.json stage_b.monitoring.monitor wrote ({type(exc).__name__}: "
                            f"{exc}); write "
-                           f"it again with python -m stage_b.monitor") from None
+                           f"it again with group-qc monitor") from None
     return monitor
 
 
@@ -67,7 +67,7 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         if int(row.get("escapes_unconfirmed") or 0) != len(row.get("unconfirmed") or []):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: escapes_unconfirmed is not the "
                                f"number of escapes it lists as waiting; the file was edited: write it again with "
-                               f"python -m stage_b.monitor")
+                               f"group-qc monitor")
         if int(row.get("audits_disputed") or 0) != sum(u.get("why") in ("conflict", "unsure")
                                                        for u in row.get("unresolved") or []):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: audits_disputed is not the number of "
@@ -78,7 +78,7 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),
                                                                                               d.get("defect_p"))):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: the drift verdict does not follow "
-                               f"from its p-values; the file was edited: write it again with python -m stage_b.monitor")
+                               f"from its p-values; the file was edited: write it again with group-qc monitor")
     replayed = replay([{k: row.get(k, 0) if k in _ADDED_LATER else row[k] for k in COUNT_KEYS}
                        for row in stored], promise, bounds,
                       lambda i, ref: stored[i]["drift"])
@@ -90,14 +90,14 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
             if not same:
                 raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: {key} {a!r} does not follow "
                                    f"from the day's counts (they give {b!r}); the file was edited: write it again "
-                                   f"with python -m stage_b.monitor")
+                                   f"with group-qc monitor")
     last = replayed[-1] if replayed else None
     for key, value in (("status", last["status"] if last else UNVERIFIED),
                        ("state", last["state"] if last else m.get("state")),
                        ("next_audit_share", last["next_audit_share"] if last else m.get("next_audit_share"))):
         if m.get(key) != value:
             raise MonitorError(f"{path}: {mission}: {key} {m.get(key)!r} is not its last day's ({value!r}); the file "
-                               f"was edited: write it again with python -m stage_b.monitor")
+                               f"was edited: write it again with group-qc monitor")
 
 
 COUNT_KEYS = ("day", "judged", "auto_passed", "audit_share", "audited_auto_passed", "escapes",
@@ -108,12 +108,12 @@ _ADDED_LATER = ("escapes_unconfirmed", "audits_disputed")   # a file written bef
 def load_monitor(path) -> MonitorFile:
     """monitor.json read and checked (check_monitor): every day replayed from its own counts."""
     path = Path(path)
-    monitor = read_json_file(path, "monitor file", ": write it with python -m stage_b.monitor, or leave --monitor out",
+    monitor = read_json_file(path, "monitor file", ": write it with group-qc monitor, or leave --monitor out",
                              MonitorError)
     return cast(MonitorFile, check_monitor(monitor, path))
 
 
-def withdrawals(monitor: dict, path, op: OperatingPoint, point: PointKeys | None) -> dict[str, str]:
+def withdrawals(monitor: MonitorFile, path, op: OperatingPoint, point: PointKeys | None) -> dict[str, str]:
     """{mission: why} for the missions whose promise stays withdrawn for a judge at operating point `op`: every
     mission the monitor withdrew, when it monitored this operating point; when it monitored another, those whose
     entry here was not certified on labels decided after the withdrawal (stage_a.evidence_through)."""
@@ -135,7 +135,7 @@ def withdrawals(monitor: dict, path, op: OperatingPoint, point: PointKeys | None
     return out
 
 
-def unaccounted(monitor: dict, path, op: OperatingPoint) -> dict[str, str]:
+def unaccounted(monitor: MonitorFile, path, op: OperatingPoint) -> dict[str, str]:
     """{mission: why} for each certified mission of `op` whose evidence in a monitor of this operating point cannot
     be read or does not add up: missing, not certified there, another promise than the operating point states, or
     fewer days than the monitor monitored (a file edited to look consistent). Such a mission goes to review."""
@@ -157,5 +157,5 @@ def unaccounted(monitor: dict, path, op: OperatingPoint) -> dict[str, str]:
             problem = f"holds {len(m['days'])} of its {len(monitor['days'])} days for it"
         if problem:
             out[mission] = (f"the monitor {path} {problem}: its live evidence cannot be read, so the promise is not "
-                            f"held (the guard fails closed); write the monitor again with python -m stage_b.monitor")
+                            f"held (the guard fails closed); write the monitor again with group-qc monitor")
     return out

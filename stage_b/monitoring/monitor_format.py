@@ -70,7 +70,8 @@ class MissionFields(TypedDict):
     certified: bool
     promise: dict
     days: list[MonitorDay]
-    drift_against: str | None
+    drift_against: dict | None    # what today's summaries are tested against: the pooled days (groups, defect_groups,
+                                  # days), None: the validation profile
     state: str
     state_why: str
     status: str
