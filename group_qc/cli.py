@@ -1,7 +1,8 @@
 """`group-qc <command> …` (also `python -m group_qc`): one router, as `swift <cmd>` and `trl <cmd>` are; each command
 is a module of its own, imported by name only when it runs (the server does not load what Stage-A needs, and the
-router itself imports no model library). `group-qc --help` lists every command with one line each; the older names
-(`python -m stage_b.judge`, `group-qc-judge`, …) run the same modules.
+router itself imports no model library). `group-qc --help` lists every command with one line each. The older names
+(`python -m stage_b.judge`, the console scripts `group-qc-judge`, …) run the same modules for one release, after a
+line on stderr naming the new command (qc_core.renamed).
 
     group-qc stage-a --input_dir … --model …     per-photo summaries (stage_a.cli)
     group-qc judge --operating_point … …         a day's verdicts (stage_b.judging.judge)
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
+
+from qc_core.renamed import OLD_SCRIPTS, renamed_line
 
 COMMANDS = {
     "stage-a": ("stage_a.cli", "Stage-A: a one-line summary per photo, one resumable JSONL per mission"),
@@ -32,6 +36,7 @@ COMMANDS = {
     "plan-audits": ("stage_b.monitoring.plan_audits", "the audit share each mission needs, and its price"),
     "serve": ("review_app.serve", "the review app over a project folder: accounts, queues, decisions saved as made"),
     "users": ("review_app.users", "the review app's accounts: add (a one-time password), list, reset, disable"),
+    "plugin-path": ("swift_plugins.__main__", "the ms-swift plugin file's absolute path, for --external_plugins"),
 }
 
 
@@ -42,7 +47,7 @@ def usage() -> str:
         "\n\n`group-qc <command> --help` tells each command's options."
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
@@ -53,6 +58,16 @@ def main(argv=None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
+
+
+def old_script() -> int:
+    """Every older console script (`group-qc-judge`, …) points here and is known by the name it was started as."""
+    old = Path(sys.argv[0]).name.removesuffix(".exe")
+    if old not in OLD_SCRIPTS:
+        print(f"error: {old!r} is no group-qc command; `group-qc --help` lists them", file=sys.stderr)
+        return 2
+    print(renamed_line(old, OLD_SCRIPTS[old]), file=sys.stderr)
+    return main([OLD_SCRIPTS[old], *sys.argv[1:]])
 
 
 if __name__ == "__main__":

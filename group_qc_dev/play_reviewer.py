@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The demo's reviewer: decides the judge's flagged and audited groups from the generator's truth and writes
 decisions.jsonl exactly as a review page exports it (stage_b.labels.decisions.decision_line), for
-`python -m stage_b.decisions`.
+`group-qc decisions`.
 
     python -m group_qc_dev.play_reviewer --photos DIR --verdicts_dir DIR --out decisions.jsonl [--all]
         [--reviewer demo] [--wrong_share 0.3] [--confirm_escapes_of decisions.jsonl]

@@ -1,5 +1,5 @@
 """`key=value` arguments, the one way every launcher takes them: the bash launchers in scripts/ through
-`python -m qc_core.key_values`, and `python -m stage_b.launch` (run_grpo.sh) directly. Pure (stdlib only).
+`python -m qc_core.key_values`, and `group-qc grpo` (run_grpo.sh) directly. Pure (stdlib only).
 
     python -m qc_core.key_values "<known keys>" "<required keys>" key=value ...
 
@@ -97,8 +97,12 @@ def shell_lines(tokens: list[str], spec: str, required: str = "") -> list[str]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--join"]:   # the inverse of the words type: arguments as one string it splits back into them
+        print(shlex.join(argv[1:]))
+        return 0
     if len(argv) < 2:
-        print('usage: python -m qc_core.key_values "<known keys>" "<required keys>" key=value ...', file=sys.stderr)
+        print('usage: python -m qc_core.key_values "<known keys>" "<required keys>" key=value ...\n'
+              '       python -m qc_core.key_values --join ARG ...', file=sys.stderr)
         return 2
 
     def body() -> int:

@@ -7,5 +7,5 @@ stage_a.audit`), evaluation and judging alike.
     qc_core/thumbnails.py  upright 8-bit copies of photos (thumbnails here; Stage-B's photo copies too,
     stage_b.data.photos)
 
-A reviewer's exported decisions become labels through `python -m stage_b.decisions`.
+A reviewer's exported decisions become labels through `group-qc decisions`.
 """

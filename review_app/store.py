@@ -23,6 +23,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from qc_core.errors import UserError
+from qc_core.jsonl import LockedError, output_lock
+from qc_core.records import utc_now
 from review_app.migrations import LATEST, MIGRATIONS, statements
 
 DB_FILE = "group-qc.db"   # the embedded default, in the project folder
@@ -343,7 +345,6 @@ def token_digest(token: str) -> str:
 
 
 def now_iso() -> str:
-    from qc_core.records import utc_now
     return utc_now()
 
 
@@ -355,7 +356,6 @@ def now() -> float:
 def single_server(url: str):
     """Holds `<database>.serve.lock` while a server runs on a SQLite file: a second server on the same file exits 3
     (qc_core.exits), naming the first one's pid. (PostgreSQL serves any number of servers.)"""
-    from qc_core.jsonl import LockedError, output_lock
     path = sqlite_path(url)
     if path is None:
         yield

@@ -103,7 +103,7 @@ STAGE_A_EXTRA="--max_new_tokens 48 --max_pixels 37632 --log_level WARNING"
 summarize_ahead() {  # summarize_ahead <photos> <day output dir>: leaves the background pid in AHEAD
   mkdir -p "$2"
   # shellcheck disable=SC2086  # STAGE_A_EXTRA is words
-  OMP_NUM_THREADS=1 "$PY" -m stage_a.cli --input_dir "$1" --output_dir "$2/stage_a" --model "$STAGE_A_MODEL" \
+  OMP_NUM_THREADS=1 "$PY" -m group_qc stage-a --input_dir "$1" --output_dir "$2/stage_a" --model "$STAGE_A_MODEL" \
     --mission all --batch_size 16 --unlabeled --no_progress $STAGE_A_EXTRA > "$2/stage_a_ahead.log" 2>&1 &
   AHEAD=$!
 }
@@ -152,10 +152,9 @@ OMP_NUM_THREADS=1 bash scripts/stage_a_infer.sh mission=all cuda=cpu num_shards=
   extra="--overwrite --log_level WARNING" | sed 's/^/  /'
 grep -h "photos in" "$OUT"/stage_a/logs/stage_a.shard-*.log | sed 's/^/  a shard: /'
 echo "  the same command again resumes: nothing left to do, the model is not even loaded"
-"$PY" -m stage_a.cli --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
+"$PY" -m group_qc stage-a --input_dir "$OUT/photos/field" --output_dir "$OUT/stage_a" --model "$STAGE_A_MODEL" \
   --mission all --batch_size 16 --max_new_tokens 48 --max_pixels 37632 --no_progress --log_level WARNING
-"$PY" -c 'import json, sys; print(json.dumps(json.loads(open(sys.argv[1], encoding="utf-8").readline()),
-  ensure_ascii=False, indent=2)[:900])' "$OUT/stage_a/BBU接地线检查_stage_a.jsonl"
+"$PY" -m group_qc_dev.demo_steps first-record "$OUT/stage_a/BBU接地线检查_stage_a.jsonl"
 echo "  Stage-A summaries vs the field photos' ground truth:"
 "$PY" -m group_qc_dev.score_stage_a --photos "$OUT/photos/field" --stage_a_dir "$OUT/stage_a" \
   --min_accuracy "$MIN_STAGE_A_ACCURACY" --json "$OUT/stage_a_scores.json" \
@@ -166,13 +165,13 @@ START_MODEL=$(grep -v "^$" "$OUT/sft/start_point.txt" | tail -1)
 echo "  start point: $START_MODEL"
 
 step "6/10 preflight, then Stage-B GRPO ($GRPO_STEPS steps; follow with tail -f $OUT/grpo/v*/logging.jsonl)"
-"$PY" -m stage_b.preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
+"$PY" -m group_qc preflight --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --groups 4 \
   --num_generations 8 --max_new_tokens 32 2>&1 | quiet
 # The start point's evaluation (shown in step 7) needs nothing from GRPO: it runs beside GRPO's start, one thread (both
 # processes first import torch, transformers and ms-swift, 12-15 s on one core each; beside the preflight's
 # generation, which wants both cores, the two took 63 s against 49 s one after the other).
 mkdir -p "$OUT/eval"
-OMP_NUM_THREADS=1 "$PY" -m stage_b.evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
+OMP_NUM_THREADS=1 "$PY" -m group_qc evaluate --model "$START_MODEL" --stage_a_dir "$OUT/stage_a" --split val \
   --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/start" --overwrite --max_new_tokens 32 \
   > "$OUT/eval/start.log" 2>&1 &
 START_EVAL=$!
@@ -184,21 +183,8 @@ bash scripts/run_grpo.sh config=configs/demo/grpo.yaml mission=all cuda=cpu mode
   || { tail -30 "$OUT/grpo.log"; exit 1; }
 grep -E "group_qc" "$OUT/grpo.log" | sed 's/^/  /' | cut -c1-200
 RUN_DIR=$(ls -d "$OUT"/grpo/v*)
-"$PY" - "$RUN_DIR" <<'PY'
-import json, sys
-from pathlib import Path
-run = Path(sys.argv[1])
-rows = [json.loads(line) for line in (run / "logging.jsonl").read_text(encoding="utf-8").splitlines()]
-label = [r["rewards/qc_label/mean"] for r in rows if "rewards/qc_label/mean" in r]
-print("  label reward per step:", " ".join(f"{x:.2f}" for x in label))
-k = max(1, len(label) // 5)
-print(f"  first {k} steps {sum(label[:k]) / k:.2f} -> last {k} steps {sum(label[-k:]) / k:.2f}")
-validation = json.loads((run / "group_qc_run.json").read_text(encoding="utf-8"))["validation"]
-print("  greedy validation (balanced accuracy) by step:",
-      " ".join(f"{h['step']}:{h['qc_val/balanced_accuracy']:.2f}" for h in validation["history"]))
-print(f"  best step: {validation['best_step']} -> {validation['best_checkpoint']}")
-PY
-GRPO_ADAPTER=$("$PY" -m stage_b.run_record best "$RUN_DIR")
+"$PY" -m group_qc_dev.demo_steps grpo-run "$RUN_DIR"
+GRPO_ADAPTER=$("$PY" -m group_qc run-record best "$RUN_DIR")
 
 step "7/10 evaluation on the field groups' validation split: start point vs the best GRPO checkpoint"
 # today's work orders (step 8) arrive meanwhile: Stage-A summarizes them in the background
@@ -211,13 +197,13 @@ summarize_ahead "$OUT/photos/today" "$OUT/today"; TODAY_AHEAD=$AHEAD
 # candidates.)
 wait "$START_EVAL" || { tail -30 "$OUT/eval/start.log"; exit 1; }
 tail -1 "$OUT/eval/start.log"
-"$PY" -m stage_b.plot_training "$OUT/grpo" > "$OUT/eval/plot.log" 2>&1 &   # beside the evaluation: one core
+"$PY" -m group_qc plot-training "$OUT/grpo" > "$OUT/eval/plot.log" 2>&1 &   # beside the evaluation: one core
 PLOT=$!
-"$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
+"$PY" -m group_qc evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" --split val \
   --input_dir "$OUT/photos/field" --output_dir "$OUT/eval/grpo" --overwrite --max_new_tokens 32 --target_miss_rate "$TARGET_MISS_RATE" \
   --confidence "$CONFIDENCE" --target_overkill_rate "$TARGET_OVERKILL_RATE" 2>&1 \
   | grep -E "^operating point|^decided without review|the verdict line as written|groups/s"
-"$PY" -m stage_b.compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
+"$PY" -m group_qc compare "$OUT/eval/start/metrics.json" "$OUT/eval/grpo/metrics.json" --names start grpo
 wait "$PLOT" || { cat "$OUT/eval/plot.log"; exit 1; }
 cat "$OUT/eval/plot.log"
 
@@ -244,21 +230,13 @@ rm -rf "$OUT/labels" "$OUT/eval/recertified" "$OUT/days" "$OUT"/photos/day{2,3,4
 ACCOUNTS="$OUT/accounts.json"
 for who in owner:owner lead:lead reviewer-a:reviewer reviewer-b:reviewer; do
   "$PY" -m group_qc users add "${who%%:*}" --role "${who##*:}" --project "$OUT" | sed -n "s/^password: /${who%%:*} /p"
-done | "$PY" -c 'import json, sys; json.dump(dict(line.split() for line in sys.stdin), open(sys.argv[1], "w"))' "$ACCOUNTS"
-PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+done | "$PY" -m group_qc_dev.demo_steps accounts "$ACCOUNTS"
+PORT=$("$PY" -m group_qc_dev.demo_steps free-port)
 APP="http://127.0.0.1:$PORT"
 "$PY" -m group_qc serve --project "$OUT" --port "$PORT" > "$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill -INT "$SERVER" 2> /dev/null; wait "$SERVER" 2> /dev/null' EXIT
-"$PY" -c 'import sys, time, urllib.request, urllib.error
-for _ in range(300):
-    try:
-        urllib.request.urlopen(sys.argv[1] + "/api/me")
-    except urllib.error.HTTPError:
-        sys.exit(0)   # 401: it answers
-    except OSError:
-        time.sleep(0.1)
-sys.exit("the review app did not start: see the serve log")' "$APP" || { cat "$OUT/serve.log"; exit 1; }
+"$PY" -m group_qc_dev.demo_steps wait-for "$APP" || { cat "$OUT/serve.log"; exit 1; }
 echo "  the review app: $APP (group-qc serve --project $OUT; accounts owner, lead, reviewer-a, reviewer-b)"
 # the work orders of days 2 and 3 (step 10) arrive; day 2's are summarized meanwhile, in the background
 "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day2" --seed 12 --groups_per_label "$DAY_GROUPS" --unlabeled > /dev/null
@@ -267,7 +245,7 @@ echo "  the review app: $APP (group-qc serve --project $OUT; accounts owner, lea
 summarize_ahead "$OUT/photos/day2" "$OUT/days/day2"; DAY_AHEAD_2=$AHEAD
 "$PY" -m group_qc_dev.play_served --server "$APP" --accounts "$ACCOUNTS" --photos "$OUT/photos/today" --day today \
   --day_folder "$OUT/today" --reviewers reviewer-a reviewer-b --lead lead | sed 's/^/  /'
-"$PY" -m stage_b.evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" \
+"$PY" -m group_qc evaluate --model "$START_MODEL" --adapters "$GRPO_ADAPTER" \
   --stage_a_files "$OUT/stage_a/*_stage_a.jsonl,$OUT/labels/*_stage_a.jsonl" --split held_out \
   --output_dir "$OUT/eval/recertified" --overwrite --max_new_tokens 32 \
   --replaces "$OUT/eval/grpo/operating_point.json" --no_review 2>&1 \
@@ -279,9 +257,7 @@ echo "  the promises on the validation groups alone, then with the reviewed grou
 step "10/10 promises on live work: days 2-5 at the re-certified operating point, audited, reviewed and monitored"
 OP2="$OUT/eval/recertified/operating_point.json"
 # The certified missions that pass groups without review (their promises are the ones live work can break), most first
-CANDIDATES=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
-ok = sorted(((e["escape"]["auto_passed"], k) for k, e in m.items() if e["certified"] and (e.get("escape") or {}).get("auto_passed")), reverse=True)
-print(" ".join(k for _, k in ok))' "$OP2")
+CANDIDATES=$("$PY" -m group_qc_dev.demo_steps candidates "$OP2")
 if [ -z "$CANDIDATES" ]; then
   echo "  no mission is certified at $OP2: nothing is decided without review, so there is no promise to monitor"
   kill "$DAY_AHEAD_2" 2> /dev/null; wait "$DAY_AHEAD_2" 2> /dev/null || true
@@ -289,7 +265,7 @@ else
   echo "  day 2 an honest day; day 3 three times the defective work (the model as good: tightened where drift shows it,"
   echo "  never withdrawn; back to normal after a clean tightened day); day 4 a new cabinet look hides one certified"
   echo "  mission's defect from Stage-A (the generator's --shift: a mission not tightened on day 3); day 5 that mission"
-  echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: stage_b.plan_audits at the day's"
+  echo "  alone. Every day at the planned audit share (judge.sh audit_share=plan: group-qc plan-audits at the day's"
   echo "  volume); the demo's days are tiny, so its drift tests run at 0.05, one clean tightened day returns a mission"
   echo "  to normal and the detectors alarm at one false alarm a year (monitor_extra=; production: 0.001, 5 days, 10"
   echo "  years)"
@@ -298,11 +274,9 @@ else
   for day in 2 3 4 5; do
     missions=all; groups=$DAY_GROUPS; what="every mission"
     if [ "$day" -eq 4 ]; then   # the shift hits the first candidate the monitor did not tighten on day 3
-      "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
+      "$PY" -m group_qc monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
         --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > /dev/null
-      SHIFT=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1], encoding="utf-8"))["missions"]
-c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") != "tightened"), c[0]))' \
-        "$OUT/days/monitor/monitor.json" "$CANDIDATES")
+      SHIFT=$("$PY" -m group_qc_dev.demo_steps shift "$OUT/days/monitor/monitor.json" "$CANDIDATES")
       # the work orders of days 4 and 5 arrive; day 5's are summarized during day 4
       "$PY" -m group_qc_dev.synthetic --out "$OUT/photos/day4" --seed 14 --groups_per_label "$DAY_GROUPS" \
         --unlabeled --shift "$SHIFT" > /dev/null
@@ -335,26 +309,13 @@ c = sys.argv[2].split(); print(next((k for k in c if m.get(k, {}).get("state") !
       --day "days/day$day" --day_folder "$OUT/days/day$day" --reviewers reviewer-a reviewer-b --lead lead \
       --confirm_escapes | sed 's/^/     /'
   done
-  "$PY" -m stage_b.monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
+  "$PY" -m group_qc monitor --operating_point "$OP2" --days_under "$OUT/days" --labels "$OUT/labels" \
     --output_dir "$OUT/days/monitor" $MONITOR_EXTRA > "$OUT/days/monitor.log"
   echo "  the QC owner's status line per mission (first on the monitor's page, the judge's summary and /owner):"
-  "$PY" - "$OUT/days/monitor/monitor.json" <<'PY'
-import json, sys
-from stage_b.monitoring.owner_status import owner_status
-monitor = json.load(open(sys.argv[1], encoding="utf-8"))
-for mission, m in monitor["missions"].items():
-    print(f"    {mission}: {owner_status(m, monitor.get('restore'))}")
-PY
+  "$PY" -m group_qc_dev.demo_steps status-lines "$OUT/days/monitor/monitor.json"
   echo "  the monitor after day 5's review, per day and mission (the whole story: $OUT/days/monitor.log):"
   "$PY" -m group_qc_dev.monitor_table "$OUT/days/monitor/monitor.json" | sed 's/^/  /'
-  "$PY" - "$OUT/days/day5" "$SHIFT" <<'PY'
-import json, sys
-from pathlib import Path
-lines = [json.loads(x) for x in (Path(sys.argv[1]) / f"{sys.argv[2]}_verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
-withdrawn = sum(any(w.startswith("promise withdrawn") for w in v["review_why"]) for v in lines)
-print(f"  day 5, {sys.argv[2]}: {sum(v['route'] == 'review' for v in lines)} of {len(lines)} groups sent to review, "
-      f"{withdrawn} of them because the promise was withdrawn")
-PY
+  "$PY" -m group_qc_dev.demo_steps day-routes "$OUT/days/day5" "$SHIFT"
 fi
 
 echo

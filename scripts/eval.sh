@@ -34,7 +34,7 @@ for key in $FLAGS; do [ -n "${!key}" ] && args+=("--$key" "${!key}"); done
 [ "$cuda" = "cpu" ] && export CUDA_VISIBLE_DEVICES="" || export CUDA_VISIBLE_DEVICES="$cuda"
 export HF_HUB_OFFLINE=1
 library_log_in "$output_dir"
-"$PY" -m stage_b.evaluate "${args[@]}"
+"$PY" -m group_qc evaluate "${args[@]}"
 if [ -n "$baseline" ]; then
-  "$PY" -m stage_b.compare "$baseline" "$output_dir/metrics.json" --names baseline candidate
+  "$PY" -m group_qc compare "$baseline" "$output_dir/metrics.json" --names baseline candidate
 fi

@@ -10,8 +10,8 @@
 #        [stage_a_extra="--max_new_tokens 48"] [judge_extra="--max_new_tokens 64"]
 #        [monitor_extra="--drift_alpha 0.001 --tightened_clean_days 5 --false_alarm_years 10"] [verbose=1]
 #
-# Live promises (stage_b.monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
-# labels=<the folder python -m stage_b.decisions writes>, the day starts by monitoring every day folder beside
+# Live promises (group-qc monitor): each day is its own output_dir beside the others (days/2026-11-27, …). With
+# labels=<the folder group-qc decisions writes>, the day starts by monitoring every day folder beside
 # output_dir judged at this operating point into <their parent>/monitor/ (monitor.json, index.html); the judge then
 # reads the latest <parent>/monitor/monitor.json (monitor= names another, monitor=none reads none) and sends every group
 # of a mission whose promise it withdrew to review; a withdrawal is also recorded beside the operating point
@@ -19,7 +19,7 @@
 # mission decides work without review only with a monitor's state, or on the first day at its operating point under
 # this parent (no day before it: said so on every verdict line), or with monitor=none and monitor_why= in words; else
 # every group of it goes to review, saying why (the guard fails closed). audit_share= of the groups decided without
-# review are drawn for a blind audit (stage_b.rules.routes): a share, or plan (stage_b.plan_audits at the day's volume); a
+# review are drawn for a blind audit (stage_b.rules.routes): a share, or plan (group-qc plan-audits at the day's volume); a
 # tightened mission is raised to the share the monitor asks for (stage_b.monitoring.day_shares). accept_weaker= is the owner's
 # acceptance, in words, of an operating point that promises less than the one it replaces (stage_b.rules.replacement):
 # without it every group of such a mission goes to review. reviewers= splits the groups
@@ -32,8 +32,8 @@
 # (tail -f it: one line per group as it is judged). Rerunning the same command resumes both steps.
 # A mission that fails (its Stage-A, or its judge) does not stop the others: they are judged, then the command
 # names the failed missions and exits non-zero. A mission the operating point has no threshold for is judged
-# with every group sent to review (stage_b.judge).
-# The operating point comes from: python -m stage_b.evaluate --target_miss_rate R (see README).
+# with every group sent to review (group-qc judge).
+# The operating point comes from: group-qc evaluate --target_miss_rate R (see README).
 # Each value is one argument as typed (adapters="/models/my lora/checkpoint-5" is one folder); stage_a_extra= and
 # judge_extra= are split as a shell splits words, nothing expanded. Relative paths are the folder you run this from.
 set -euo pipefail
@@ -70,16 +70,16 @@ fi
 if [ -n "$labels" ] && [ ! -d "$labels" ]; then
   if [ "$days_before" -gt 0 ] && [ "$monitor" != "none" ]; then
     echo "error: labels=$labels does not exist, and $days_before day(s) under $days_parent were judged at this" \
-         "operating point before: give the folder python -m stage_b.decisions --output_dir wrote for them" >&2
+         "operating point before: give the folder group-qc decisions --output_dir wrote for them" >&2
     exit 2
   fi
   echo "== labels=$labels does not exist yet: nothing to monitor on the first day at this operating point" \
-       "(python -m stage_b.decisions --output_dir $labels makes it)"
+       "(group-qc decisions --output_dir $labels makes it)"
 fi
 if [ -n "$labels" ] && [ "$days_before" -gt 0 ] && [ "$monitor" != "none" ]; then
   echo "== monitor: the days under $days_parent judged at $operating_point -> $monitor_dir"
   # the guard fails closed: a monitor that cannot run stops the day (a withdrawn promise would be decided again)
-  "$PY" -m stage_b.monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
+  "$PY" -m group_qc monitor --operating_point "$operating_point" --days_under "$days_parent" --labels "$labels" \
     --output_dir "$monitor_dir" "${monitor_extra[@]}" || {
     echo "error: the monitor could not check the promises (above), so the day is not judged: a withdrawn or" \
          "tightened mission would be decided as if nothing were wrong. Fix what it names and run this again" >&2
@@ -122,7 +122,7 @@ stage_a() {   # stage_a <missions, comma-separated>
 }
 verdicts() {   # verdicts <missions, comma-separated>
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="${cuda%%,*}"; fi
-  "$PY" -m stage_b.judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --input_dir "$input_dir" --mission "$1"
+  "$PY" -m group_qc judge "${judge_args[@]}" --stage_a_dir "$output_dir/stage_a" --input_dir "$input_dir" --mission "$1"
 }
 failed=(); status=0
 fail() {   # fail <mission> <what failed> <exit status>
@@ -161,7 +161,7 @@ if [[ "$cuda" != *,* ]]; then
   stage_a_args+=(--unlabeled --no_progress)
   rc=0
   if [ "$cuda" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="$cuda"; fi
-  "$PY" -m stage_b.judging.day "${stage_a_args[@]}" "${stage_a_extra[@]}" -- "${judge_args[@]}" \
+  "$PY" -m group_qc day "${stage_a_args[@]}" "${stage_a_extra[@]}" -- "${judge_args[@]}" \
     --stage_a_dir "$output_dir/stage_a" --input_dir "$input_dir" --mission "$(IFS=,; echo "${missions[*]}")" || rc=$?
   case $rc in 0|130) exit "$rc" ;; esac   # done, or stopped by the user (Ctrl-C): nothing to retry
   echo "note: stopped (exit $rc) with Stage-A and the verdicts in one process: again mission by mission, so the" \

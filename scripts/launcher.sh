@@ -29,7 +29,7 @@ from_caller_dir() {
 
 # usage: shell_words "$@": the arguments as one string that qc_core.key_values' words type splits back into them
 shell_words() {
-  "$PY" -c 'import shlex, sys; print(shlex.join(sys.argv[1:]))' "$@"
+  "$PY" -m qc_core.key_values --join "$@"
 }
 
 # usage: library_log_in <dir>: ms-swift's and transformers' own lines (INFO, WARNING, deprecations, loading bars) go to

@@ -18,4 +18,4 @@
 set -euo pipefail
 source "$(dirname "$0")/launcher.sh"   # --help, repo root, $PY
 from_caller_dir   # relative paths in the settings are the caller's (the plugin path is made absolute)
-exec "$PY" -m stage_b.launch "$@"   # stage_b.train.launch parses the key=value settings (qc_core.key_values)
+exec "$PY" -m group_qc grpo "$@"   # stage_b.train.launch parses the key=value settings (qc_core.key_values)

@@ -48,14 +48,14 @@ fi
 n=${#devices[@]}
 if [ "$n" -eq 1 ]; then
   [ "$cuda" != "cpu" ] && export CUDA_VISIBLE_DEVICES="$cuda"
-  exec "$PY" -m stage_a.cli "${args[@]}"
+  exec "$PY" -m group_qc stage-a "${args[@]}"
 fi
 
 mkdir -p "$output_dir/logs"
 pids=()
 for i in "${!devices[@]}"; do
   dev=""; [ "$cuda" != "cpu" ] && dev="${devices[$i]}"
-  CUDA_VISIBLE_DEVICES="$dev" "$PY" -m stage_a.cli "${args[@]}" --num_shards "$n" --shard_index "$i" \
+  CUDA_VISIBLE_DEVICES="$dev" "$PY" -m group_qc stage-a "${args[@]}" --num_shards "$n" --shard_index "$i" \
     --no_progress > "$output_dir/logs/stage_a.shard-$i.log" 2>&1 &
   pids+=($!)
   echo "shard $i/$n on ${dev:-cpu}: pid ${pids[-1]}, log $output_dir/logs/stage_a.shard-$i.log"
@@ -65,4 +65,4 @@ for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then echo "error: shard $i failed; see $output_dir/logs/stage_a.shard-$i.log" >&2; status=1; fi
 done
 [ "$status" -eq 0 ] || exit "$status"
-exec "$PY" -m stage_a.merge --output_dir "$output_dir" --mission "$mission"
+exec "$PY" -m group_qc stage-a-merge --output_dir "$output_dir" --mission "$mission"

@@ -1,7 +1,7 @@
-"""`python -m stage_a.audit`: audit Stage-A summaries against the photos before anyone trains on them.
+"""`group-qc stage-a-review`: audit Stage-A summaries against the photos before anyone trains on them.
 
-    python -m stage_a.audit --stage_a_dir DIR --output_dir DIR [--input_dir DIR] [--mission all]
-                             [--per_mission 20] [--seed 0]
+    group-qc stage-a-review --stage_a_dir DIR --output_dir DIR [--input_dir DIR] [--mission all]
+                            [--per_mission 20] [--seed 0]
 
 Writes <output_dir>/review/index.html: per mission, every group Stage-A could not write (with its error) first,
 then a random sample of --per_mission written groups, each with its photos in 图片_i order and the summary under
@@ -19,6 +19,7 @@ from qc_core.exits import run_cli
 from qc_core.jsonl import file_sha256, iter_jsonl, record_digest
 from qc_core.missions import load_registry
 from qc_core.paths import with_input_dir_resolved
+from .discovery import _scan_group
 from .outputs import MissionOutputs
 from qc_core.records import summaries_of
 from review.page import LABEL_TEXT, render_review, report
@@ -28,7 +29,6 @@ OUTCOMES = [("error", "Stage-A error"), ("sample", "sampled group")]
 
 def _photos_in(folder: Path) -> list[str]:
     """The group folder's photos in discovery's order (none when the folder is gone)."""
-    from .discovery import _scan_group
     return _scan_group(folder, str(folder))[0] if folder.is_dir() else []
 
 
@@ -69,7 +69,7 @@ def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_a.audit", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc stage-a-review", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage_a_dir", required=True, help="Stage-A output folder (<mission>_stage_a.jsonl)")
     p.add_argument("--output_dir", required=True, help="the page goes to <output_dir>/review/index.html")

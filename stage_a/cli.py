@@ -1,4 +1,4 @@
-"""`python -m stage_a.cli`: Stage-A summaries for one mission, several, or all.
+"""`group-qc stage-a`: Stage-A summaries for one mission, several, or all.
 
 Exit status: 0 when the run finished (failed groups are in the errors file), 2 on a usage or
 input error (message on stderr, nothing written), 3 when another process holds the output lock.
@@ -26,7 +26,7 @@ def batch_size_arg(value: str):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m stage_a.cli",
+        prog="group-qc stage-a",
         description="Stage-A: summarise every photo of every group with a Qwen-VL checkpoint, one "
                     "resumable JSONL line per group (<output_dir>/<mission>_stage_a.jsonl).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -1,4 +1,4 @@
-"""`python -m stage_a.convert --input FILE [--input FILE ...] --output_dir DIR [--overwrite]`: Stage-A files of the
+"""`group-qc stage-a-convert --input FILE [--input FILE ...] --output_dir DIR [--overwrite]`: Stage-A files of the
 project's public origin (github Pein2017/Qwen3-VL) rewritten in group-qc's format, one
 <output_dir>/<mission>_stage_a.jsonl per mission (canonical name).
 
@@ -120,7 +120,7 @@ def write_outputs(by_mission: dict[str, list[dict]], output_dir: Path, registry:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_a.convert", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc stage-a-convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", action="append", required=True, metavar="FILE",
                    help="an origin Stage-A JSONL file; repeat for more")

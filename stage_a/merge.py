@@ -1,4 +1,4 @@
-"""`python -m stage_a.merge --output_dir DIR [--mission all]`: join shard part files into
+"""`group-qc stage-a-merge --output_dir DIR [--mission all]`: join shard part files into
 <mission>_stage_a.jsonl (and .errors.jsonl) in discovery order, each group once.
 
 Refuses while any run of the mission holds its lock, or when a shard of the set is missing.
@@ -62,7 +62,7 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_a.merge", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc stage-a-merge", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", required=True, help="the Stage-A --output_dir the shards wrote to")
     p.add_argument("--mission", default="all", help="a mission name or alias, a list, or 'all'")

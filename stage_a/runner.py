@@ -150,7 +150,7 @@ def _plan(mission: Mission, folders: list[Path], opts: StageAOptions, registry, 
             total, path = other[0]
             raise UserError(f"{mission.name}: {path} is a part of a run with --num_shards {total}, and this "
                              f"run has --num_shards {outputs.num_shards} (stage_a.merge refuses to mix the two): "
-                             f"merge that run (python -m stage_a.merge) if its groups are wanted, remove its part "
+                             f"merge that run (group-qc stage-a-merge) if its groups are wanted, remove its part "
                              f"files, then run again")
     groups, issues = discover_mission(input_dir, mission, folders, registry, unlabeled=opts.unlabeled)
     if opts.overwrite:
@@ -412,7 +412,7 @@ def _ready_engine(engine, spec, opts: StageAOptions, plans: list[MissionPlan], t
     """The engine, built from `spec` only when there are photos to summarise and none was given; --batch_size auto
     resolved and the compiled decode started on it. Returns the engine and the options with the batch size set."""
     if total_photos and engine is None:
-        from .engine import SwiftSummaryEngine
+        from .engine import SwiftSummaryEngine   # heavy: the ms-swift adapter, only when photos need the model
         engine = SwiftSummaryEngine(spec, backend=opts.infer_backend, batch_size=opts.batch_size,
                                     max_pixels=opts.max_pixels, max_new_tokens=opts.max_new_tokens,
                                     temperature=opts.temperature, seed=opts.seed)

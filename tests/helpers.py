@@ -50,7 +50,7 @@ def stage_a_folder(folder: Path, n: int = 12) -> Path:
 
 
 def run_judge(*args, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stage_b.judge", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "group_qc", "judge", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=JUDGE_ENV)
 
 

@@ -125,7 +125,7 @@ def test_a_withdrawn_promise_sends_every_group_of_its_mission_to_review(tiny_qwe
     assert "PROMISE WITHDRAWN" in result.stdout and f"{M}: promise withdrawn" in result.stdout
     if how == "monitor":   # the owner's status line, first in the summary, with the command that restores it
         line = f"{M}: withdrawn on day1 because the miss rate is above the promised"
-        assert line in result.stdout and "to restore, run python -m stage_b.evaluate" in result.stdout
+        assert line in result.stdout and "to restore, run group-qc evaluate" in result.stdout
         assert result.stdout.index(line) < result.stdout.index("decided without review")
 
 

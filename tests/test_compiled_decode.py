@@ -178,7 +178,7 @@ def test_compiled_decode_settings_out_of_range_are_refused(options, message, tmp
 
 @pytest.mark.slow
 def test_the_flag_reaches_the_engine_and_the_jsonl_is_the_same(tiny_qwen2_5_vl, synthetic, tmp_path, caplog):
-    """`python -m stage_a.cli --compiled_decode cudagraphs` on a CPU: warned (transformers does not compile there),
+    """`group-qc stage-a --compiled_decode cudagraphs` on a CPU: warned (transformers does not compile there),
     the warm-up logged with its batch and cache, every call through the static cache, the same records."""
     from stage_a.cli import main
     synthetic.generate(tmp_path / "photos", seed=3, groups_per_label=2, missions=M)

@@ -1,5 +1,5 @@
 """Stage-A files of the project's public origin (github Pein2017/Qwen3-VL): read directly by Stage-B
-(qc_core.records.from_origin in stage_b.data.dataset.load_records) and rewritten by `python -m stage_a.convert`.
+(qc_core.records.from_origin in stage_b.data.dataset.load_records) and rewritten by `group-qc stage-a-convert`.
 
 The records below are the origin's own, copied from the file named above each (commit in @).
 """
@@ -149,7 +149,7 @@ def test_load_records_names_the_line_of_a_count_mismatch(tmp_path):
         load_records(Selection(stage_a_dir=str(tmp_path), missions="BBU接地线检查"))
 
 
-# --- python -m stage_a.convert ------------------------------------------------------------------------------------
+# --- group-qc stage-a-convert ------------------------------------------------------------------------------------
 
 def test_convert_writes_our_format_one_file_per_mission(tmp_path, capsys):
     first = write_lines(tmp_path / "in" / "挡风板安装检查_stage_a.jsonl", [ORIGIN_2201F48, ORIGIN_IMAGE_K])
@@ -269,7 +269,7 @@ def _origin_record(key_order) -> dict:
 def test_the_origin_converter_orders_image_k_by_k_not_as_text(tmp_path, capsys, key_order):
     """Silent bug: the origin's image_k keys ordered as strings (image_1, image_10, image_11, image_12, image_2, ...),
     so from the third photo on every 图片_k summary belongs to another photo, and the reason's citations point at
-    the wrong pictures. Twelve photos tell the orders apart; checked in the file `python -m stage_a.convert` writes
+    the wrong pictures. Twelve photos tell the orders apart; checked in the file `group-qc stage-a-convert` writes
     and in the rows Stage-B builds from the origin file directly."""
     origin = tmp_path / "in" / f"{A}_stage_a.jsonl"
     origin.parent.mkdir()

@@ -120,6 +120,68 @@ def test_no_circle_of_module_level_imports():
     assert module_cycles() == []
 
 
+# An import of one of our modules inside a function hides what a module depends on (and a circle it would close);
+# one is kept there only when the module it imports is heavy, and a comment says so: `# heavy: <why>` on the
+# import's line, or in the comment lines above it (above the first of a run of imports). group_qc_dev is not scanned:
+# the developers' tools load their heavy models freely.
+HEAVY_MARK = "heavy:"
+NO_LAZY_PROJECT_IMPORTS = ("qc_core", "review", "stage_a", "stage_b", "swift_plugins", "review_app", "group_qc")
+
+
+def unexplained_function_imports() -> list[str]:
+    """FILE:LINE imports MODULE, for each import of one of our packages inside a function without a `heavy:`
+    comment."""
+    import ast
+    from group_qc_dev.import_graph import LAYERS
+
+    def ours(node) -> bool:
+        if isinstance(node, ast.Import):
+            return any(a.name.split(".")[0] in LAYERS for a in node.names)
+        return isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] in LAYERS)
+
+    def marked(line: str) -> bool:
+        return "#" in line and HEAVY_MARK in line[line.index("#"):]
+
+    found = set()
+    for path in sorted(p for package in NO_LAZY_PROJECT_IMPORTS for p in (REPO / package).rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        functions = [n for n in ast.walk(ast.parse("\n".join(lines)))
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for node in (n for f in functions for n in ast.walk(f)):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
+                    continue
+                run: set[int] = set()   # the lines of the imports just before this one
+                for statement in block:
+                    if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                        run = set()
+                        continue
+                    said = any(marked(line) for line in lines[statement.lineno - 1:statement.end_lineno])
+                    line = statement.lineno - 1   # up over the run's imports and the comment lines above them
+                    while not said and line >= 1 and (line in run or lines[line - 1].strip().startswith("#")):
+                        said = line not in run and marked(lines[line - 1])
+                        line -= 1
+                    run |= set(range(statement.lineno, statement.end_lineno + 1))
+                    if ours(statement) and not said:
+                        what = (statement.module or "") if isinstance(statement, ast.ImportFrom) else \
+                            statement.names[0].name
+                        found.add(f"{path.relative_to(REPO)}:{statement.lineno} imports "
+                                  f"{'.' * getattr(statement, 'level', 0)}{what}")
+    return sorted(found, key=lambda s: (s.split(":")[0], int(s.split(":")[1].split()[0])))
+
+
+def test_a_project_import_inside_a_function_says_why():
+    """Our modules import each other at the top; an import inside a function is for a heavy module only (torch,
+    transformers, ms-swift, datasets, scipy, matplotlib, or an adapter that loads them), with a `# heavy:` comment
+    saying why. Planted `from stage_b.rules.routes import AUDIT` inside stage_b/monitoring/days.py's
+    `verdict_files`: found as stage_b/monitoring/days.py:LINE imports stage_b.rules.routes."""
+    found = unexplained_function_imports()
+    assert found == [], ("imports of our modules inside a function: move each to the module's top, or say on its "
+                         "line or the line above why it must wait (`# heavy: torch, loaded only when a model "
+                         "runs`):\n" + "\n".join(found))
+
+
 def test_the_architecture_page_draws_the_import_graph_the_code_has():
     """docs/architecture.md's diagram is group_qc_dev.import_graph's output, so it cannot drift from the code."""
     from group_qc_dev.import_graph import layer_edges, mermaid

@@ -119,14 +119,14 @@ def test_decisions_from_a_page_whose_verdicts_changed_since_are_refused(verdicts
 
 def test_the_command_prints_per_mission_and_exits_2_on_bad_input(verdicts, tmp_path):
     path = _jsonl(tmp_path / "decisions.jsonl", [_decision(verdicts, "QC-D-2", "不通过")])
-    ok = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(path), "--output_dir",
+    ok = subprocess.run([sys.executable, "-m", "group_qc", "decisions", "--decisions", str(path), "--output_dir",
                          str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert f"{M}: 1 decided in all imports so far, 0 unsure, 0 conflict(s)" in ok.stdout
     assert ("reviewed (sent to a person by the rule, so not a sample of the work decided without review): the verdict "
             "line agreed on 0 of 1, passed 1 of 1 the reviewer failed, failed 0 of 0 the reviewer passed") in ok.stdout
     assert "blind audits" not in ok.stdout   # none of these groups was audited
-    bad = subprocess.run([sys.executable, "-m", "stage_b.decisions", "--decisions", str(tmp_path / "nope.jsonl"),
+    bad = subprocess.run([sys.executable, "-m", "group_qc", "decisions", "--decisions", str(tmp_path / "nope.jsonl"),
                           "--output_dir", str(tmp_path / "labels")], cwd=REPO, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "nope.jsonl: no such decisions file" in bad.stderr and "Traceback" not in bad.stderr

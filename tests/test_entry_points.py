@@ -12,46 +12,93 @@ from pathlib import Path
 
 import pytest
 
+from qc_core.renamed import OLD_SCRIPTS
+
 # measured in make test on a clean clone, 2026-11-29 (tests/conftest.py runs the longest files first)
 pytestmark = pytest.mark.file_seconds(108)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_every_console_command_is_a_module_main():
-    commands = {e.name: e for e in entry_points(group="console_scripts") if e.name.startswith("group-qc-")}
-    assert {"group-qc-stage-a", "group-qc-eval", "group-qc-judge", "group-qc-grpo",
-            "group-qc-plugin-path"} <= set(commands)
-    for e in commands.values():
-        module, _, attr = e.value.partition(":")
-        assert callable(getattr(importlib.import_module(module), attr)), e.value
+OLD_MODULES = sorted([f"stage_b.{p.stem}" for p in (REPO / "stage_b").glob("*.py") if p.stem != "__init__"]
+                     + ["stage_b.evaluate", "stage_a.review"])
 
 
-def test_every_command_the_docs_name_is_a_console_script_and_a_module():
-    """docs/commands.md lists the console commands; each is in pyproject.toml, and the `python -m` module behind it
-    (its shim, where the module moved into a subpackage) runs the same main."""
-    import re
+def test_the_one_entry_and_its_older_console_scripts():
+    """pyproject.toml installs `group-qc` and, for one release, the older `group-qc-*` scripts: each a name
+    qc_core.renamed maps to a routed command, all started through group_qc.cli.old_script."""
     import tomllib
-    listed = set(re.findall(r"`(group-qc(?:-[a-z-]+)?)`", (REPO / "docs" / "commands.md").read_text(encoding="utf-8")))
+    from group_qc.cli import COMMANDS
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert listed and listed == set(scripts), "docs/commands.md and pyproject.toml name different console commands"
-    from tests.helpers import docs_text
-    documented = set(re.findall(r"python -m (stage_[ab][\w.]*\w)", docs_text()))
-    targets = {v.partition(":")[0] for v in scripts.values()}
-    assert len(documented) > 5
-    for module in documented:
-        main = getattr(importlib.import_module(module), "main", None)
-        real = getattr(main, "__module__", None)
-        assert main is not None and (module in targets or real in targets), f"python -m {module} is no console command"
+    assert scripts.pop("group-qc") == "group_qc.cli:main"
+    assert scripts == {name: "group_qc.cli:old_script" for name in OLD_SCRIPTS}
+    assert set(OLD_SCRIPTS.values()) <= set(COMMANDS)
+    installed = {e.name: e.value for e in entry_points(group="console_scripts") if e.name.startswith("group-qc")}
+    assert installed == {**scripts, "group-qc": "group_qc.cli:main"}, "reinstall: pip install -e ."
+
+
+def _help(run, capsys):
+    """What a command printed for --help, which it ends with exit status 0 (argparse exits; some return)."""
+    try:
+        code = run()
+    except SystemExit as done:
+        code = done.code
+    assert code in (0, None)
+    return capsys.readouterr()
+
+
+@pytest.mark.parametrize("old", sorted(OLD_SCRIPTS))
+def test_an_older_console_script_says_its_new_name_and_runs_it(old, monkeypatch, capsys):
+    from group_qc.cli import old_script
+    monkeypatch.setattr(sys, "argv", [f"/venv/bin/{old}", "--help"])
+    out = _help(old_script, capsys)
+    assert out.err.startswith(f"note: `{old}` is an older name of `group-qc {OLD_SCRIPTS[old]}`")
+    assert f"group-qc {OLD_SCRIPTS[old]}" in out.out
+
+
+@pytest.mark.parametrize("old", OLD_MODULES)
+def test_an_older_module_name_says_its_new_name_and_runs_it(old, monkeypatch, capsys):
+    """`python -m stage_b.judge --help` (each shim in stage_b/, stage_b.evaluate, stage_a.review): the note on stderr,
+    then the routed command's own help."""
+    import runpy
+    from group_qc.cli import COMMANDS
+    monkeypatch.setattr(sys, "argv", [old, "--help"])
+    out = _help(lambda: runpy.run_module(old, run_name="__main__", alter_sys=False), capsys)
+    note = f"note: `python -m {old}` is an older name of `group-qc "
+    assert out.err.startswith(note), out.err
+    command = out.err[len(note):].split("`")[0]
+    assert command in COMMANDS and f"group-qc {command}" in out.out
+
+
+def test_the_docs_use_the_new_names():
+    """Every `group-qc <command>` the README and docs name is routed; the older names appear only where they are
+    the subject: docs/commands.md's paragraph about them and the layout table (docs/architecture.md) naming their
+    files."""
+    import re
+    from group_qc.cli import COMMANDS
+    from tests.helpers import doc_pages
+    named, old = set(), []
+    for page in doc_pages():
+        text = page.read_text(encoding="utf-8")
+        code = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))   # commands: in bash blocks or `quoted`
+        named |= set(re.findall(r"(?<![\w-])group-qc ([a-z][a-z-]*[a-z])", code))
+        named |= set(re.findall(r"`group-qc ([a-z][a-z-]*[a-z])", text))
+        if page.name not in ("commands.md", "architecture.md"):
+            old += [f"{page.name}: {m}" for m in re.findall(r"python -m (?:stage_b|stage_a)\.[\w.]+|group-qc-[a-z-]+",
+                                                             text)]
+    assert named - set(COMMANDS) == set() and len(named) > 10
+    assert old == []
+    listed = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    assert [c for c in COMMANDS if f"`{c}`" not in listed] == []
 
 
 def test_the_plugin_path_works_from_any_folder(tmp_path):
-    printed = subprocess.run([sys.executable, "-m", "swift_plugins"], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout.strip()
+    printed = subprocess.run([sys.executable, "-m", "group_qc", "plugin-path"], cwd=tmp_path, capture_output=True,
+                             text=True, check=True).stdout.strip()
     assert Path(printed).is_absolute() and Path(printed) == REPO / "swift_plugins" / "qc_plugin.py"
-    script = Path(sys.executable).parent / "group-qc-plugin-path"
-    if script.exists():   # installed console command, run from a folder that is not the repository
-        assert subprocess.run([str(script)], cwd=tmp_path, capture_output=True, text=True,
+    script = Path(sys.executable).parent / "group-qc"
+    if script.exists():   # the installed console command, run from a folder that is not the repository
+        assert subprocess.run([str(script), "plugin-path"], cwd=tmp_path, capture_output=True, text=True,
                               check=True).stdout.strip() == printed
 
 
@@ -68,20 +115,21 @@ RENAMED_VL = {"model_type": "my_qwen_vl", "vision_config": {}, "text_config": {"
 
 def test_a_text_only_checkpoint_gets_no_lora_regex(tmp_path):
     from stage_b.train.lora import main
-    result = subprocess.run([sys.executable, "-m", "stage_b.lora", "--model", _checkpoint(tmp_path, TEXT_ONLY),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "lora", "--model", _checkpoint(tmp_path, TEXT_ONLY),
                              "--last_k", "2"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2 and "no vision_config" in result.stderr and "model.language_model" in result.stderr
     assert result.stdout == ""   # no regex that would match nothing
     assert main(["--model", _checkpoint(tmp_path, RENAMED_VL, "vl"), "--last_k", "2"]) == 0   # a VL one does
 
 
-@pytest.mark.parametrize("command", ["stage_a.cli", "stage_b.evaluate", "stage_b.judge", "stage_b.preflight"])
+@pytest.mark.parametrize("command", ["stage-a", "evaluate", "judge", "preflight"])
 def test_the_unknown_architecture_message_names_flags_each_command_has(command, tmp_path):
     from qc_core.checkpoints import ModelPathError, resolve_model
     with pytest.raises(ModelPathError) as err:
         resolve_model(_checkpoint(tmp_path, RENAMED_VL))
     assert "--model_type and --template" in str(err.value)
-    help_text = subprocess.run([sys.executable, "-m", command, "--help"], cwd=REPO, capture_output=True, text=True,
+    help_text = subprocess.run([sys.executable, "-m", "group_qc", command,
+                                "--help"], cwd=REPO, capture_output=True, text=True,
                                env={**os.environ, "HF_HUB_OFFLINE": "1"}).stdout
     assert "--model_type" in help_text and "--template" in help_text
     spec = resolve_model(str(tmp_path / "ckpt"), (), "qwen2_5_vl", "qwen2_5_vl")   # and forcing them works
@@ -107,11 +155,11 @@ def test_the_cpu_and_no_vllm_yamls_are_the_gpu_recipe(variant, file):
     generated from the GPU YAML: a change to one recipe that the others lack would make them train something else."""
     from stage_b.train.launch import variant_text
     assert (REPO / "configs" / file).read_text(encoding="utf-8") == variant_text(variant), \
-        f"regenerate it: python -m stage_b.launch {variant} > configs/{file}"
+        f"regenerate it: group-qc grpo {variant} > configs/{file}"
 
 
 def test_swift_args_carry_everything_swift_rlhf_needs_beside_the_model(tiny_qwen2_5_vl, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "stage_b.lora", "--model", str(tiny_qwen2_5_vl), "--last_k", "2",
+    out = subprocess.run([sys.executable, "-m", "group_qc", "lora", "--model", str(tiny_qwen2_5_vl), "--last_k", "2",
                           "--swift_args"], cwd=tmp_path, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
     flags = dict(zip(out[::2], out[1::2]))
@@ -166,7 +214,7 @@ def test_the_readme_sft_infer_and_rescore_commands_run_as_printed(tiny_qwen2_5_v
     steps = [(_readme_line("GROUP_QC_STAGE_A_DIR=output/stage_a swift sft"), " --max_steps 2 --max_length 1024"),
              ("export GROUP_QC_STAGE_A_DIR=output/stage_a; " + _readme_line("swift infer --model $M"),
               " --max_new_tokens 8"),
-             (_readme_line(".venv/bin/python -m stage_b.evaluate --predictions output/infer.jsonl"), "")]
+             (_readme_line(".venv/bin/group-qc evaluate --predictions output/infer.jsonl"), "")]
     for command, more in steps:
         result = subprocess.run(["bash", "-c", f"M={tiny_qwen2_5_vl}; {command}{more}"], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=900, env=env)
@@ -186,11 +234,3 @@ def test_group_qc_routes_each_command_to_its_module():
     run = subprocess.run([sys.executable, "-m", "group_qc", "users", "--help"], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
     assert run.returncode == 0 and "group-qc users" in run.stdout
-    # every console script's module is a group-qc command (one entry; the old names run the same modules)
-    import tomllib
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    routed = {module for module, _ in COMMANDS.values()}
-    missing = {name: target for name, target in scripts.items()
-               if target.split(":")[0] not in routed and target.split(":")[0] + ".cli" not in routed
-               and name not in ("group-qc", "group-qc-plugin-path")}
-    assert missing == {}, missing

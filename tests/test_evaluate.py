@@ -80,7 +80,8 @@ def test_compare_and_plot_clis(tmp_path):
         metrics["data"] = {"split": "val", "split_settings": sel.describe_split(), "mode": sel.mode,
                            "mode_settings": sel.describe_mode(), "selection": sel.to_record(), "groups": {M: 3}}
         (tmp_path / f"{name}.json").write_text(json.dumps(metrics, ensure_ascii=False))
-    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+    out = subprocess.run([sys.executable, "-m", "group_qc", "compare",
+                          str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                           "--names", "text-only", "photo-aware"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "miss_rate" in out.stdout and "-100.0 pt" in out.stdout and "(better)" in out.stdout
     assert "A = text-only: read summaries only; val split" in out.stdout
@@ -89,15 +90,15 @@ def test_compare_and_plot_clis(tmp_path):
     other = json.loads((tmp_path / "b.json").read_text())
     other["data"]["selection"] = {"val_ratio": 0.3, "seed": 0}
     (tmp_path / "c.json").write_text(json.dumps(other, ensure_ascii=False))
-    out = subprocess.run([sys.executable, "-m", "stage_b.compare", str(tmp_path / "a.json"), str(tmp_path / "c.json")],
-                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "group_qc", "compare", str(tmp_path / "a.json"),
+                          str(tmp_path / "c.json")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert "A and B scored different groups" in out.stdout
     run = tmp_path / "run" / "v0-20260101-000000"
     run.mkdir(parents=True)
     (run / "logging.jsonl").write_text("\n".join(json.dumps(
         {"reward": s / 10, "rewards/qc_label/mean": s / 10, "rewards/qc_format/mean": 1.0, "frac_reward_zero_std": 0.5,
          "kl": 0.01 * s, "completions/mean_length": 12}) for s in range(5)) + "\n")
-    out = subprocess.run([sys.executable, "-m", "stage_b.plot_training", str(tmp_path / "run")], cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "group_qc", "plot-training", str(tmp_path / "run")], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and (run / "training.png").stat().st_size > 1000
 
@@ -105,7 +106,7 @@ def test_compare_and_plot_clis(tmp_path):
 
 
 def _evaluate(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "stage_b.evaluate", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "group_qc", "evaluate", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
@@ -387,7 +388,7 @@ def test_metrics_beside_predictions_without_a_split_is_an_error_not_a_traceback(
          "summaries": ["s"]}])
     (tmp_path / "p" / "metrics.json").write_text(json.dumps({"data": {"mode": "x"}, "checkpoints": {}}),
                                                  encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--predictions",
+    result = subprocess.run([sys.executable, "-m", "group_qc", "evaluate", "--predictions",
                              str(tmp_path / "p" / "predictions.jsonl"), "--output_dir", str(tmp_path / "o")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "has no data.split" in result.stderr and "Traceback" not in result.stderr

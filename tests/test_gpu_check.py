@@ -87,7 +87,7 @@ def test_stage_a_refuses_a_batch_size_it_cannot_use(options, message, tmp_path):
 def test_batch_size_auto_on_a_cpu_is_a_fixed_size_and_says_so(tiny_qwen2_5_vl, synthetic, tmp_path):
     """No GPU memory to probe: auto is CPU_AUTO_BATCH, logged, and the run writes every group."""
     truth = synthetic.generate(tmp_path / "photos", seed=3, groups_per_label=2, missions="BBU接地线检查")
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "photos"),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a", "--input_dir", str(tmp_path / "photos"),
                              "--output_dir", str(tmp_path / "out"), "--model", str(tiny_qwen2_5_vl), "--mission",
                              "BBU接地线检查", "--batch_size", "auto", "--max_new_tokens", "4", "--no_progress"],
                             cwd=REPO, capture_output=True, text=True, timeout=300,

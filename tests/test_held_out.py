@@ -1,6 +1,6 @@
 """Which groups a run trained on, exactly: groups labelled since (reviewers' decisions on new work orders) are held
 out, whatever the run's hash split says of their ids; `--split held_out` scores them with the run's validation
-groups, so an operating point can be certified again on them. Through `python -m stage_b.evaluate` in process, with
+groups, so an operating point can be certified again on them. Through `group-qc evaluate` in process, with
 the stand-in engine of tests/helpers.py (the model is not what is tested)."""
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_a_promise_rests_on_its_latest_decision_and_weights_are_looked_up_by_mis
 def test_evaluation_refuses_even_one_group_the_run_trained_on(tmp_path, engine, model, capsys, overlapping):
     """Silent bug: evaluation refusing an overlap with the training run's train split only when more than one
     trained-on group would be scored (every earlier test's overlap was several groups). With exactly one such group
-    among the validation groups, `python -m stage_b.evaluate --adapters RUN/checkpoint-N` with another split seed
+    among the validation groups, `group-qc evaluate --adapters RUN/checkpoint-N` with another split seed
     must refuse (exit status 2, nothing written, the count named, the way out said); --allow_train_overlap scores
     it and the report says so; the run's own split scores with no overlap."""
     ids = overlap_ids(overlapping)

@@ -158,7 +158,8 @@ def test_stage_a_resuming_onto_a_pathological_line_exits_2_naming_it(tmp_path):
     (tmp_path / "model" / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / f"{m}_stage_a.jsonl").write_bytes(_nested(100_000) + b"\n")
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "in"), "--output_dir",
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a",
+                             "--input_dir", str(tmp_path / "in"), "--output_dir",
                              str(tmp_path / "out"), "--model", str(tmp_path / "model"), "--mission", m,
                              "--no_progress"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                             text=True, timeout=120)

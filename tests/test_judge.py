@@ -170,7 +170,8 @@ def unreviewed(tmp_path_factory, synthetic, tiny_qwen2_5_vl):
     """Stage-A --unlabeled over synthetic work orders (two missions), written by the real CLI."""
     root = tmp_path_factory.mktemp("unreviewed")
     truth = synthetic.generate(root / "photos", seed=3, groups_per_label=2, missions=MISSIONS, unlabeled=True)
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--unlabeled", "--input_dir", str(root / "photos"),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a",
+                             "--unlabeled", "--input_dir", str(root / "photos"),
                              "--output_dir", str(root / "stage_a"), "--model", str(tiny_qwen2_5_vl), "--mission",
                              MISSIONS, "--max_new_tokens", "6", "--batch_size", "8", "--max_pixels", "12544",
                              "--no_progress"], cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV)
@@ -226,7 +227,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     stage_a = stage_a_folder(tmp_path / "sa", n=16)
     adapter = random_adapter(tiny_qwen2_5_vl, tmp_path / "adapter")
     model = ["--model", str(tiny_qwen2_5_vl), "--adapters", str(adapter)]
-    ev = subprocess.run([sys.executable, "-m", "stage_b.evaluate", *model, "--stage_a_dir", str(stage_a),
+    ev = subprocess.run([sys.executable, "-m", "group_qc", "evaluate", *model, "--stage_a_dir", str(stage_a),
                          "--val_ratio", "0.5", "--max_new_tokens", "4", "--target_miss_rate", "0.25",
                          "--output_dir", str(tmp_path / "ev")], cwd=REPO, capture_output=True, text=True, timeout=600,
                         env=ENV)
@@ -262,7 +263,7 @@ def test_evaluate_picks_an_operating_point_that_judge_uses_only_for_its_model(ti
     shown = [p for p in preds if p["predicted"] != p["expected"]]   # misses, overkills, unparseable: no correct ones
     assert page.count('class="card"') == len(shown) and all(p["group_id"] in page for p in shown)
     # re-scoring the predictions recomputes the same operating point, with no model
-    re = subprocess.run([sys.executable, "-m", "stage_b.evaluate",
+    re = subprocess.run([sys.executable, "-m", "group_qc", "evaluate",
                          "--predictions", str(tmp_path / "ev" / "predictions.jsonl"),
                          "--target_miss_rate", "0.25", "--output_dir", str(tmp_path / "re")], cwd=REPO,
                         capture_output=True, text=True, timeout=300, env=ENV)
@@ -357,8 +358,8 @@ def test_a_second_judge_on_the_same_output_is_refused(tiny_qwen2_5_vl, tmp_path)
 def test_a_judge_killed_mid_run_resumes_to_every_group_exactly_once(tiny_qwen2_5_vl, tmp_path):
     stage_a = stage_a_folder(tmp_path / "sa", n=12)
     out = tmp_path / "o"
-    args = ["-m", "stage_b.judge", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a), "--threshold", "0.5",
-            "--output_dir", str(out), "--batch_size", "2", "--max_new_tokens", "24"]
+    args = ["-m", "group_qc", "judge", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir", str(stage_a),
+            "--threshold", "0.5", "--output_dir", str(out), "--batch_size", "2", "--max_new_tokens", "24"]
     proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     path = verdict_file.verdicts_path(out, M)

@@ -55,7 +55,7 @@ def test_one_process_writes_the_verdicts_the_two_commands_write(unreviewed, tiny
     apart = run_judge(*judge_args, "--stage_a_dir", str(root / "stage_a"), "--output_dir", str(tmp_path / "apart"))
     assert apart.returncode == 0, apart.stderr[-3000:]
     together = subprocess.run(
-        [sys.executable, "-m", "stage_b.judging.day", "--unlabeled", "--input_dir", str(root / "photos"),
+        [sys.executable, "-m", "group_qc", "day", "--unlabeled", "--input_dir", str(root / "photos"),
          "--output_dir", str(tmp_path / "sa"), "--model", str(tiny_qwen2_5_vl), "--mission", MISSIONS,
          "--max_new_tokens", "6", "--batch_size", "8", "--max_pixels", "12544", "--no_progress",
          "--", *judge_args, "--stage_a_dir", str(tmp_path / "sa"), "--output_dir", str(tmp_path / "together")],

@@ -68,10 +68,10 @@ def test_the_demo_refuses_arguments_before_touching_anything(tmp_path):
 
 def test_values_with_spaces_and_quotes_reach_the_command_intact(tmp_path):
     """Settings go through the shell twice (parsed, then eval'd): a value with spaces, quotes or $ must arrive at
-    the Python command as typed. PYTHON is a wrapper that prints what stage_b.evaluate would have been given."""
+    the Python command as typed. PYTHON is a wrapper that prints what `group-qc evaluate` would have been given."""
     wrapper = tmp_path / "python"
     wrapper.write_text(f"""#!/usr/bin/env bash
-if [ "$2" = stage_b.evaluate ]; then shift 2; for a in "$@"; do printf '%s\\n' "$a"; done; exit 0; fi
+if [ "$2 $3" = "group_qc evaluate" ]; then shift 3; for a in "$@"; do printf '%s\\n' "$a"; done; exit 0; fi
 exec {sys.executable} "$@"
 """)
     wrapper.chmod(0o755)
@@ -86,13 +86,13 @@ exec {sys.executable} "$@"
 
 # ----------------------------------------------------------------- values stay whole, paths are the caller's (issue 26)
 M = "BBU接地线检查"
-COMMANDS = ("stage_a.cli", "stage_a.merge", "stage_b.evaluate", "stage_b.judge", "stage_b.compare")
+COMMANDS = ("stage-a", "stage-a-merge", "evaluate", "judge", "compare")
 
 
 def _recording_python(tmp_path: Path) -> Path:
     """PYTHON for the launchers: runs the real Python for their own helpers (key_values, the mission lookup) and,
     for the package's commands, prints the folder it was started in and each argument as [arg] instead of running.
-    `stage_b.judging.day` (Stage-A, then the judge, in one process) is recorded as the two commands it runs, the
+    `group-qc day` (Stage-A, then the judge, in one process) is recorded as the two commands it runs, the
     judge only when Stage-A did not fail (tests/test_judging_day.py runs the real one)."""
     wrapper = tmp_path / "bin" / "python"
     wrapper.parent.mkdir()
@@ -109,12 +109,12 @@ record() {{  # record <command> <args…>: prints them; fails (exit 3) where FAI
   done
   [ "$fail" = 0 ] || {{ echo "planted failure of $cmd" >&2; return 3; }}
 }}
-case "$2" in
-  {'|'.join(COMMANDS)}) cmd=$2; shift 2; record "$cmd" "$@"; exit $? ;;
-  stage_b.judging.day) shift 2; first=()
+[ "$2" = group_qc ] && case "$3" in
+  {'|'.join(COMMANDS)}) cmd=$3; shift 3; record "$cmd" "$@"; exit $? ;;
+  day) shift 3; first=()
     while [ "$1" != -- ]; do first+=("$1"); shift; done; shift
-    record stage_a.cli "${{first[@]}}" || exit $?
-    record stage_b.judge "$@"; exit $? ;;
+    record stage-a "${{first[@]}}" || exit $?
+    record judge "$@"; exit $? ;;
 esac
 exec {sys.executable} "$@"
 """)
@@ -151,7 +151,7 @@ def test_stage_a_infer_passes_each_value_as_one_argument_and_expands_nothing(tmp
     result, calls = _launch(tmp_path, "stage_a_infer.sh", f"model={DOLLAR}", f"adapters={SPACED}", "input_dir=*",
                             """extra=--template 'a b' * --seed "7" """)
     assert result.returncode == 0, result.stderr
-    assert calls["stage_a.cli"] == ["--input_dir", "*", "--output_dir", "output/stage_a", "--model", DOLLAR,
+    assert calls["stage-a"] == ["--input_dir", "*", "--output_dir", "output/stage_a", "--model", DOLLAR,
                                     "--mission", "all", "--batch_size", "8", "--infer_backend", "transformers",
                                     "--adapters", SPACED, "--template", "a b", "*", "--seed", "7"]
     assert not list(tmp_path.rglob("pwned*")) and not list(REPO.glob("pwned*"))
@@ -161,9 +161,9 @@ def test_eval_passes_each_value_as_one_argument_and_splits_the_rate_lists_as_wor
     result, calls = _launch(tmp_path, "eval.sh", f"model={DOLLAR}", "output_dir=out", f"adapters={SPACED}",
                             f"target_miss_rate=0.05 '{M}=0.1'", "target_overkill_rate=*", "baseline=*")
     assert result.returncode == 0, result.stderr
-    assert calls["stage_b.evaluate"] == ["--model", DOLLAR, "--output_dir", "out", "--adapters", SPACED,
+    assert calls["evaluate"] == ["--model", DOLLAR, "--output_dir", "out", "--adapters", SPACED,
                                          "--target_miss_rate", "0.05", f"{M}=0.1", "--target_overkill_rate", "*"]
-    assert calls["stage_b.compare"] == ["*", "out/metrics.json", "--names", "baseline", "candidate"]
+    assert calls["compare"] == ["*", "out/metrics.json", "--names", "baseline", "candidate"]
     assert not list(tmp_path.rglob("pwned*"))
 
 
@@ -174,7 +174,7 @@ def test_judge_passes_each_value_as_one_argument_to_both_steps(tmp_path):
                             f"adapters={SPACED} B", "threshold=0.5", "stage_a_extra=--max_new_tokens 48 --x 'a b' *",
                             """judge_extra=--max_new_tokens "64" *""")
     assert result.returncode == 0, result.stderr
-    stage_a, judge = calls["stage_a.cli"], calls["stage_b.judge"]
+    stage_a, judge = calls["stage-a"], calls["judge"]
     assert stage_a[stage_a.index("--model") + 1] == DOLLAR
     assert stage_a[stage_a.index("--adapters") + 1] == f"{SPACED} A"
     assert stage_a[-7:] == ["--unlabeled", "--no_progress", "--max_new_tokens", "48", "--x", "a b", "*"]
@@ -185,12 +185,12 @@ def test_judge_passes_each_value_as_one_argument_to_both_steps(tmp_path):
 
 
 @pytest.mark.parametrize("script, args, command, expected", [
-    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage_a.cli",
+    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage-a",
      {"--input_dir": "photos/today", "--output_dir": "out", "--model": "m"}),
-    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "stage_b.evaluate",
+    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "evaluate",
      {"--model": "models/base", "--output_dir": "out", "--stage_a_dir": "sa"}),
     ("judge.sh", ["input_dir=photos/today", "output_dir=out", "stage_a_model=m", "model=m", "threshold=0.5"],
-     "stage_b.judge", {"--stage_a_dir": "out/stage_a", "--output_dir": "out"}),
+     "judge", {"--stage_a_dir": "out/stage_a", "--output_dir": "out"}),
 ])
 def test_relative_paths_are_the_callers_folder(tmp_path, script, args, command, expected):
     """`judge.sh input_dir=photos/today` said 'does not exist': the launcher had moved to the repository. Now every
@@ -204,10 +204,10 @@ def test_relative_paths_are_the_callers_folder(tmp_path, script, args, command, 
 
 
 @pytest.mark.parametrize("script, args, command", [
-    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage_a.cli"),
-    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "stage_b.evaluate"),
+    ("stage_a_infer.sh", ["model=m", "input_dir=photos/today", "output_dir=out"], "stage-a"),
+    ("eval.sh", ["model=models/base", "output_dir=out", "stage_a_dir=sa"], "evaluate"),
     ("judge.sh", ["input_dir=photos/today", "output_dir=out", "stage_a_model=m", "model=m", "threshold=0.5"],
-     "stage_b.judge"),
+     "judge"),
 ])
 @pytest.mark.parametrize("verbose", [False, True])
 def test_library_lines_go_to_the_output_folders_log_unless_verbose(tmp_path, script, args, command, verbose):
@@ -284,7 +284,8 @@ def test_a_setting_of_the_wrong_kind_is_refused_before_anything_runs(tmp_path, s
 
 
 def test_stage_a_names_a_bad_world_size_variable(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", "x", "--output_dir", "y", "--model",
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a",
+                             "--input_dir", "x", "--output_dir", "y", "--model",
                              "z"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "WORLD_SIZE": "abc"})
     assert result.returncode == 2 and "WORLD_SIZE='abc' is not a whole number" in result.stderr, result.stderr
@@ -311,9 +312,9 @@ def _missions_per_run(stdout: str) -> dict[str, list[str]]:
     (None, None, [f"{A},{B},{C}"], [f"{A},{B},{C}"], None),
     # Stage-A fails for B: the judge does not start; again mission by mission; A and C are judged, B named, exit
     # non-zero
-    (B, "stage_a.cli", [f"{A},{B},{C}", A, B, C], [A, C], f"error: Stage-A for {B} failed (exit 3)"),
+    (B, "stage-a", [f"{A},{B},{C}", A, B, C], [A, C], f"error: Stage-A for {B} failed (exit 3)"),
     # the judge fails for B: again mission by mission (Stage-A resumes: nothing left to do), A and C judged
-    (B, "stage_b.judge", [f"{A},{B},{C}", A, B, C], [f"{A},{B},{C}", A, B, C], f"error: judging {B} failed (exit 3)"),
+    (B, "judge", [f"{A},{B},{C}", A, B, C], [f"{A},{B},{C}", A, B, C], f"error: judging {B} failed (exit 3)"),
 ])
 def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_stops_no_other(
         tmp_path, fail_mission, fail_command, stage_a_runs, judge_runs, error):
@@ -323,7 +324,7 @@ def test_judge_sh_runs_each_step_once_for_all_missions_and_one_broken_mission_st
     result, _ = _launch(tmp_path, "judge.sh", "mission=all", "input_dir=photos", "output_dir=out",
                         "stage_a_model=m", "model=m", "threshold=0.5", env=env)
     runs = _missions_per_run(result.stdout)
-    assert (runs["stage_a.cli"], runs["stage_b.judge"]) == (stage_a_runs, judge_runs)
+    assert (runs["stage-a"], runs["judge"]) == (stage_a_runs, judge_runs)
     if error is None:
         assert result.returncode == 0, result.stderr
     else:
@@ -386,11 +387,11 @@ def test_judge_sh_says_in_words_when_certified_work_is_decided_without_a_monitor
     result, calls = _launch(tmp_path, "judge.sh", f"mission={M}", "input_dir=photos", "output_dir=days/d2",
                             "stage_a_model=m", "model=m", f"operating_point={op_path}", *extra)
     if refusal:   # an `error:` line before anything runs, never a traceback (the field case printed three)
-        assert result.returncode == 2 and refusal in result.stderr and "stage_a.cli" not in calls, case
+        assert result.returncode == 2 and refusal in result.stderr and "stage-a" not in calls, case
         assert "Traceback" not in result.stderr and result.stderr.startswith("error: "), result.stderr
         return
     assert result.returncode == 0, result.stderr
-    judge = calls["stage_b.judge"]
+    judge = calls["judge"]
     assert "--monitor" not in judge, case
     if judge_gets is None:
         assert "--no_monitor" not in judge, case
@@ -416,18 +417,19 @@ def test_judge_sh_takes_a_labels_folder_that_the_first_day_has_not_made_yet(tmp_
                             "stage_a_model=m", "model=m", f"operating_point={op_path}", "labels=output/labels")
     assert result.returncode == returncode, result.stderr
     assert message in result.stdout + result.stderr
-    assert ("stage_b.judge" in calls) == (returncode == 0)
+    assert ("judge" in calls) == (returncode == 0)
     if returncode == 0:
-        judge = calls["stage_b.judge"]
+        judge = calls["judge"]
         assert "first day at this operating point" in judge[judge.index("--no_monitor") + 1]
 
 
-@pytest.mark.parametrize("script", ["stage_a_infer.sh", "run_grpo.sh", "eval.sh", "judge.sh", "launcher.sh"])
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.sh")))
 def test_a_launcher_holds_no_python_program(script):
-    """The launchers parse key=value settings and call commands; what they ask before a day runs is a command of its
-    own (stage_b.judging.day_checks), not a program in a heredoc."""
+    """The launchers and the demo parse key=value settings and call commands; what they ask between commands is a
+    command of its own (stage_b.judging.day_checks, group_qc_dev.demo_steps), not a program in a heredoc or a -c."""
     text = (REPO / "scripts" / script).read_text(encoding="utf-8")
-    assert not re.search(r"<<-?\s*'?PY'?", text), f"{script} runs Python from a heredoc"
+    assert not re.search(r"<<-?\s*['\"]?\w+['\"]?\s*$", text, re.M), f"{script} runs a program from a heredoc"
+    assert not re.search(r"\$\{?PY\}?\"?\s+(-c|-)\s", text), f"{script} runs Python given on its command line"
 
 
 def test_the_days_checks_answer_as_the_launcher_reads_them(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """The operating point rule on hand-made cases (stage_b.rules.operating_point; pure, no model), and the operating point
-as `python -m stage_b.evaluate --predictions` writes it and the judge reads it back."""
+as `group-qc evaluate --predictions` writes it and the judge reads it back."""
 from __future__ import annotations
 
 import json
@@ -560,7 +560,7 @@ def test_two_thresholds_apart_never_print_alike():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The whole path a QC owner takes: predictions.jsonl -> `python -m stage_b.evaluate --predictions ...
+# The whole path a QC owner takes: predictions.jsonl -> `group-qc evaluate --predictions ...
 # --target_miss_rate ...` (in process) -> operating_point.json -> the judge's reading of it. The numbers tell the
 # right rule from the wrong one: per-mission targets whose thresholds differ, a p_fail of exactly 0.0, binary
 # fractions that sit exactly on the review band's edge, a review share that does not divide the errors.
@@ -578,7 +578,7 @@ def prediction(mission: str, k: int, p: float, expected: str) -> dict:
 
 
 def rescore(tmp_path: Path, predictions: list[dict], *flags: str) -> tuple[int, dict, dict | None]:
-    """`python -m stage_b.evaluate --predictions P --output_dir O FLAGS` in process, with the metrics.json an
+    """`group-qc evaluate --predictions P --output_dir O FLAGS` in process, with the metrics.json an
     earlier evaluation leaves beside P (it names the model, which an operating point needs). Returns (exit status,
     metrics.json, operating_point.json or None)."""
     source = tmp_path / "earlier"

@@ -37,10 +37,10 @@ def day(name, state="normal", status="unverified", **counts):
                day("d5", state="withdrawn", state_why="withdrawn since d4")]},
      "withdrawn on d4 because the miss rate is above the promised 10%: the detector reached 12 >= 10 on d4: every "
      "group goes to people; "
-     "to restore, run python -m stage_b.evaluate --replaces op.json"),
+     "to restore, run group-qc evaluate --replaces op.json"),
 ])
 def test_each_state_has_the_line_an_owner_repeats(mission, says):
-    assert owner_status(mission, "python -m stage_b.evaluate --replaces op.json") == says
+    assert owner_status(mission, "group-qc evaluate --replaces op.json") == says
 
 
 def test_no_status_line_promises_nothing():

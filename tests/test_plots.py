@@ -116,7 +116,8 @@ def test_a_pathological_training_log_line_is_refused_naming_it(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "logging.jsonl").write_bytes(b'{"reward": 0.5}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n")
-    result = subprocess.run([sys.executable, "-m", "stage_b.plot_training", str(run)], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "group_qc", "plot-training",
+                             str(run)], cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 2 and "logging.jsonl:2: JSON nested more than 64 deep" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr

@@ -1,6 +1,6 @@
 """A project that still works when moved or copied (qc_core.paths): a run record stores its paths relative to the run
 folder, so a copied project's run reads the copy's data and names the copy's checkpoint; old records with absolute
-paths still read; `python -m stage_b.run_record best` prints the best checkpoint, resolved, or says it is gone."""
+paths still read; `group-qc run-record best` prints the best checkpoint, resolved, or says it is gone."""
 from __future__ import annotations
 
 import json
@@ -52,7 +52,7 @@ def test_a_copied_project_reads_its_own_run(tmp_path):
     files = sorted((tmp_path / "copy" / "sa").glob("*.jsonl"))
     assert stage_a_changes(record, files, copy_run / RUN_FILE) == []   # the same content, found in the copy
     assert record["written_in"] == str(run)   # where it was written: a note for a person
-    result = subprocess.run([sys.executable, "-m", "stage_b.run_record", "best", str(tmp_path / "copy" / "run")],
+    result = subprocess.run([sys.executable, "-m", "group_qc", "run-record", "best", str(tmp_path / "copy" / "run")],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == str(copy_run / "checkpoint-2"), result.stderr
 
@@ -83,7 +83,7 @@ def test_the_best_checkpoint_command_says_what_is_missing(tmp_path, damage, mess
         record = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
         record["validation"] = {}
         (run / RUN_FILE).write_text(json.dumps(record), encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "stage_b.run_record", "best", str(target)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "group_qc", "run-record", "best", str(target)], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 

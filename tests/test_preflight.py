@@ -52,7 +52,7 @@ def test_preflight_cli_on_the_tiny_model(tiny_qwen2_5_vl, tmp_path):
     with JsonlAppender(tmp_path / f"{M}_stage_a.jsonl") as out:
         for k in range(6):
             out.write(make_record(Group(f"g{k}", M, "fail" if k % 2 else "pass", ("a.jpg",)), ["接地线×1"], "m"))
-    result = subprocess.run([sys.executable, "-m", "stage_b.preflight", "--model", str(tiny_qwen2_5_vl),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "preflight", "--model", str(tiny_qwen2_5_vl),
                              "--stage_a_dir", str(tmp_path), "--mission", M, "--split", "all", "--groups", "3",
                              "--num_generations", "2", "--max_new_tokens", "8", "--output_json",
                              str(tmp_path / "p.json")], cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -62,7 +62,7 @@ def test_preflight_cli_on_the_tiny_model(tiny_qwen2_5_vl, tmp_path):
 
 
 def test_preflight_refuses_a_wrong_stage_a_dir(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "stage_b.preflight", "--model", str(tmp_path),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "preflight", "--model", str(tmp_path),
                              "--stage_a_dir", str(tmp_path / "nope")], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2 and "does not exist" in result.stderr

@@ -1,7 +1,7 @@
 """A re-certified operating point (stage_b.rules.replacement): it keeps the replaced point's targets unless a flag
 changes
 them, puts each promise beside the old one, and a weaker promise decides nothing until the owner accepts it in words.
-The whole path: predictions.jsonl -> `python -m stage_b.evaluate --predictions … --replaces OLD` (in process, the real
+The whole path: predictions.jsonl -> `group-qc evaluate --predictions … --replaces OLD` (in process, the real
 argument parser) -> operating_point.json and report.md -> the judge's reading of them."""
 from __future__ import annotations
 

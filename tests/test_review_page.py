@@ -409,7 +409,7 @@ def _stage_a_review(tmp_path, record, *flags):
     import sys
     (tmp_path / "sa").mkdir(exist_ok=True)
     write_jsonl_atomic(tmp_path / "sa" / f"{M}_stage_a.jsonl", [record])
-    result = subprocess.run([sys.executable, "-m", "stage_a.audit", "--stage_a_dir", str(tmp_path / "sa"),
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a-review", "--stage_a_dir", str(tmp_path / "sa"),
                              "--output_dir", str(tmp_path / "page"), "--mission", M, *flags],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

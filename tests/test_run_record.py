@@ -118,7 +118,7 @@ def test_eval_sh_without_split_flags_scores_exactly_the_runs_validation_groups(r
 
 
 def _evaluate(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "stage_b.evaluate", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "group_qc", "evaluate", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env=env or clean_env())
 
 

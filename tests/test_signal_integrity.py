@@ -141,7 +141,8 @@ def test_evaluate_pairs_each_completion_with_its_own_row(tiny_qwen2_5_vl, tmp_pa
     row alone (greedy), and the completions must differ across rows, or a mix-up could hide."""
     from stage_b.model.generate import VerdictEngine
     folder = write_stage_a_all_missions(tmp_path / "sa", groups_per_mission=3)
-    out = subprocess.run([sys.executable, "-m", "stage_b.evaluate", "--model", str(tiny_qwen2_5_vl), "--stage_a_dir",
+    out = subprocess.run([sys.executable, "-m", "group_qc", "evaluate",
+                          "--model", str(tiny_qwen2_5_vl), "--stage_a_dir",
                           str(folder), "--split", "all", "--batch_size", "5", "--max_new_tokens", "6",
                           "--output_dir", str(tmp_path / "eval")], cwd=REPO, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})

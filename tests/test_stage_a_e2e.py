@@ -49,7 +49,7 @@ def opts(photos, out, model, **kw) -> StageAOptions:
 
 def cli(*args, timeout=300, **popen):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "group_qc", "stage-a", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout, **popen)
 
 
@@ -341,7 +341,7 @@ def _unreviewed(root: Path, synthetic, missions: list[str]) -> list[str]:
 
 def test_unlabeled_writes_label_null_reports_a_label_folder_and_resumes_once(tiny_qwen2_5_vl, synthetic, tmp_path):
     """Two missions x two unreviewed groups: `stage_a_infer.sh unlabeled=1` (one CPU process: it execs
-    `python -m stage_a.cli --unlabeled`), then the same command through the CLI directly. Every record has
+    `group-qc stage-a --unlabeled`), then the same command through the CLI directly. Every record has
     label null; a label folder left under a mission is one errors-file line naming it and the flag, and the
     rest goes on; the rerun finds every group done and writes nothing twice, not even the issue."""
     missions = [M, "挡风板安装检查"]

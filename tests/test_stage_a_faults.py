@@ -66,7 +66,8 @@ def test_the_mission_lock_keeps_sharded_and_unsharded_writers_apart(tmp_path, ho
 
 
 def _cli(*args, timeout=300, **kwargs):
-    return subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "group_qc", "stage-a",
+                           *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"}, **kwargs)
 
 
@@ -216,7 +217,7 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
     # Started here as from a background script, SIGINT ignored (as `make test &` leaves it): the child sets its own.
     caller = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "group_qc", "stage-a", *args], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                                 preexec_fn=_own_signal_handlers)
     finally:
@@ -236,8 +237,8 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_to_every_group_once(tiny_q
     else:
         assert proc.returncode == 130, stderr[-2000:]
         assert "interrupted: rerun the same command to resume" in stderr and "Traceback" not in stderr
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a", *args], cwd=REPO, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr[-2000:]
     ids = [r["group_id"] for _, r in iter_jsonl(main, allow_torn_tail=False)]   # every line parses
     assert len(ids) == len(set(ids)) == n_groups and "QC-torn" not in ids
@@ -264,7 +265,8 @@ def test_a_run_whose_output_is_deleted_stops_instead_of_reporting_success(tiny_q
     photos = tmp_path / "photos"
     synthetic.generate(photos, seed=5, groups_per_label=5, missions=M)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "stage_a.cli", "--input_dir", str(photos), "--output_dir", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "group_qc", "stage-a", "--input_dir", str(photos),
+                             "--output_dir", str(out),
                              "--model", str(tiny_qwen2_5_vl), "--mission", M, "--batch_size", "1", "--max_new_tokens",
                              "8", "--max_pixels", "12544", "--no_progress"], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -294,7 +296,7 @@ def test_a_run_where_every_group_failed_discovery_exits_2_saying_why_every_time(
     from group_qc_dev.photos import jpeg
     for group in ("g1", "g2"):
         jpeg(tmp_path / "in" / M / ("审核通过" if unlabeled else "") / group / "1.jpg")
-    args = [sys.executable, "-m", "stage_a.cli", "--input_dir", str(tmp_path / "in"), "--output_dir",
+    args = [sys.executable, "-m", "group_qc", "stage-a", "--input_dir", str(tmp_path / "in"), "--output_dir",
             str(tmp_path / "out"), "--model", str(_checkpoint_config(tmp_path / "model")), "--mission", M,
             "--no_progress", *(["--unlabeled"] if unlabeled else [])]
     for _ in range(2):   # the same on a rerun, with nothing added to the errors file
@@ -312,7 +314,7 @@ def test_an_input_dir_whose_name_is_not_utf8_is_refused_before_anything_runs(tmp
     jpeg(tmp_path / "in" / M / "审核通过" / "g1" / "1.jpg")
     bad = os.fsencode(tmp_path) + b"/" + "照片".encode("gbk")
     os.rename(os.fsencode(tmp_path / "in"), bad)
-    result = subprocess.run([sys.executable, "-m", "stage_a.cli", "--input_dir", bad, "--output_dir",
+    result = subprocess.run([sys.executable, "-m", "group_qc", "stage-a", "--input_dir", bad, "--output_dir",
                              str(tmp_path / "out"), "--model", str(_checkpoint_config(tmp_path / "model")),
                              "--mission", M, "--no_progress"], cwd=REPO, capture_output=True, timeout=120)
     stderr = result.stderr.decode("utf-8", "replace")

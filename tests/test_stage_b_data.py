@@ -129,7 +129,7 @@ def test_a_stage_a_file_naming_no_mission_is_named_in_a_warning(tmp_path, caplog
 
 def test_unmerged_shards_are_pointed_out(tmp_path):
     (tmp_path / "BBU接地线检查_stage_a.shard-00000-of-00002.jsonl").write_text("")
-    with pytest.raises(DatasetError, match="run python -m stage_a.merge first"):
+    with pytest.raises(DatasetError, match="run group-qc stage-a-merge first"):
         build_rows(Selection(stage_a_dir=str(tmp_path), missions="BBU接地线检查"), "all")
 
 
@@ -171,7 +171,7 @@ def test_an_unreviewed_record_is_never_a_target_nor_scored_and_its_line_is_named
     one = Selection(stage_a_dir=str(folder), missions="BBU接地线检查")
     with pytest.raises(DatasetError, match=r"BBU接地线检查_stage_a.jsonl:4: group QC-T-20250101-3 is unreviewed "
                                            r"\(label null: Stage-A ran with --unlabeled\), so it cannot be a "
-                                           r"training target or be scored; .*python -m stage_b.judge"):
+                                           r"training target or be scored; .*group-qc judge"):
         use(one)
 
 
@@ -263,7 +263,7 @@ def test_shard_parts_beside_a_merged_file_must_be_merged(tmp_path):
     assert len(build_rows(_one_mission(folder), "all")[0]) == 10
     merged.write_text("".join(lines[:8]), encoding="utf-8")  # a merge older than the part
     with pytest.raises(DatasetError, match=r"shard parts hold groups that .*BBU接地线检查_stage_a.jsonl lacks "
-                                           r"\(.*shard-00001-of-00002.jsonl: 2\): run python -m stage_a.merge"):
+                                           r"\(.*shard-00001-of-00002.jsonl: 2\): run group-qc stage-a-merge"):
         build_rows(_one_mission(folder), "all")
 
 

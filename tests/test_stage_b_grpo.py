@@ -393,7 +393,8 @@ def test_photo_aware_grpo_trains_last_k_llm_layers_with_the_tower_bit_identical_
     assert keys and not [k for k in keys if "visual" in k or "merger" in k]
     assert {layer_of(k) for k in keys} == {4, 5}
     evaluation = subprocess.run(
-        [sys.executable, "-m", "stage_b.evaluate", "--model", str(model), "--adapters", str(run_dir / "checkpoint-2"),
+        [sys.executable, "-m", "group_qc", "evaluate",
+         "--model", str(model), "--adapters", str(run_dir / "checkpoint-2"),
          "--output_dir", str(tmp_path / "eval"), "--max_new_tokens", "8", "--no_review"],
         cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert evaluation.returncode == 0, evaluation.stderr[-3000:]

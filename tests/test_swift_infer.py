@@ -18,10 +18,10 @@ SWIFT = str(Path(sys.executable).parent / "swift")
 
 
 def _recipe(model: Path, result: Path, cwd: Path, **env) -> subprocess.CompletedProcess:
-    """`swift infer --model $M $(python -m stage_b.lora --model $M --swift_args) --val_dataset group_qc_val
+    """`swift infer --model $M $(group-qc lora --model $M --swift_args) --val_dataset group_qc_val
     --infer_backend transformers --result_path …`, as the README writes it."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GROUP_QC_")}
-    lora = subprocess.run([sys.executable, "-m", "stage_b.lora", "--model", str(model), "--swift_args"], cwd=cwd,
+    lora = subprocess.run([sys.executable, "-m", "group_qc", "lora", "--model", str(model), "--swift_args"], cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=True).stdout.split()
     return subprocess.run([SWIFT, "infer", "--model", str(model), *lora, "--val_dataset", "group_qc_val",
                            "--infer_backend", "transformers", "--result_path", str(result), "--max_new_tokens", "8"],

@@ -1,5 +1,5 @@
 """Verdict files that stay true (issue 26): each verdict records what it rests on, a rerun judges again the groups
-whose Stage-A record changed, and a file edited by hand is refused line by line. Through `python -m stage_b.judge`
+whose Stage-A record changed, and a file edited by hand is refused line by line. Through `group-qc judge`
 in process, with the stand-in engine of tests/helpers.py (the model is not what is tested)."""
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def test_a_torn_withdrawal_is_no_dead_end_the_monitor_run_again_records_it_whole
     op, op_path, digest = withdrawn_by_the_monitor(tmp_path)
     path = withdrawals_path(op_path)
     path.write_text(path.read_text(encoding="utf-8")[:-20], encoding="utf-8")
-    with pytest.raises(WithdrawalsError, match="run python -m stage_b.monitor again"):
+    with pytest.raises(WithdrawalsError, match="run group-qc monitor again"):
         recorded(op_path, digest)
     assert mon.main(["--operating_point", str(op_path), "--days_under", str(tmp_path / "days"), "--labels",
                      str(tmp_path / "labels"), "--output_dir", str(tmp_path / "days" / "monitor")]) == 0

@@ -1,5 +1,5 @@
 // group-qc review page (stage_a/review_page.py): filters and counts over every page, a reviewer's decisions with the
-// mouse or the keyboard, kept in this browser and exported as decisions.jsonl (python -m stage_b.decisions imports
+// mouse or the keyboard, kept in this browser and exported as decisions.jsonl (group-qc decisions imports
 // it). No network, no framework: it runs from file://. groups.js (window.GROUP_QC_REVIEW) indexes every group.
 (function () {
   "use strict";
@@ -477,7 +477,7 @@
     counters();
   });
 
-  // Export: one line per decided group, as stage_b.decisions reads it.
+  // Export: one line per decided group, as group-qc decisions reads it.
   function exportLines() {
     var lines = [];
     DATA.groups.forEach(function (g) {

@@ -65,7 +65,7 @@ def stage_a_files(source: Selection, missions: list, registry: Registry) -> list
             check_merged(outputs)
             paths.append(path)
         else:
-            hint = " (shard parts found: run python -m stage_a.merge first)" if outputs.part_files() else ""
+            hint = " (shard parts found: run group-qc stage-a-merge first)" if outputs.part_files() else ""
             missing.append(f"{path}{hint}")
     if missing and (not is_all(source.missions) or not paths):  # a mission asked for by name must be there
         raise DatasetError("missing Stage-A output: " + "; ".join(missing))
@@ -104,13 +104,13 @@ def check_merged(outputs: MissionOutputs) -> None:
     if unmerged:
         raise DatasetError(f"shard parts hold groups that {outputs.merged_main} lacks ("
                            + ", ".join(f"{path}: {n}" for path, n in unmerged.items())
-                           + f"): run python -m stage_a.merge --output_dir {outputs.output_dir} first")
+                           + f"): run group-qc stage-a-merge --output_dir {outputs.output_dir} first")
 
 
 def _unreviewed(record: dict, where: str) -> DatasetError:
     return DatasetError(f"{where}: group {record['group_id']} is unreviewed (label null: Stage-A ran with "
                         f"--unlabeled), so it cannot be a training target or be scored; judge unreviewed groups "
-                        f"with python -m stage_b.judge instead")
+                        f"with group-qc judge instead")
 
 
 def load_records(source: Selection, registry: Registry | None = None, require_label: bool = True) -> list[dict]:

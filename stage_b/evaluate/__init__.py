@@ -1,9 +1,9 @@
-"""`python -m stage_b.evaluate`: held-out verdict quality per mission.
+"""`group-qc evaluate`: held-out verdict quality per mission.
 
-    python -m stage_b.evaluate --model DIR [--adapters RUN/checkpoint-N] [--stage_a_dir DIR] [--mission all]
-                               [--split val] --output_dir DIR [--overwrite]
-    python -m stage_b.evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
-    python -m stage_b.evaluate --predictions swift_infer_result.jsonl --output_dir DIR
+    group-qc evaluate --model DIR [--adapters RUN/checkpoint-N] [--stage_a_dir DIR] [--mission all]
+                      [--split val] --output_dir DIR [--overwrite]
+    group-qc evaluate --predictions predictions.jsonl --output_dir DIR   # re-score, no model
+    group-qc evaluate --predictions swift_infer_result.jsonl --output_dir DIR
         # score `swift infer --external_plugins swift_plugins/qc_plugin.py --val_dataset group_qc_val
         # --result_path swift_infer_result.jsonl` (or group_qc_val rows carrying `swift deploy` chat completions)
 
@@ -12,7 +12,7 @@ engine, in batches, and writes predictions.jsonl, metrics.json and report.md (st
 prediction also carries p_fail, the model's probability of 不通过 against 通过 as the first line
 (stage_b.rules.operating_point), and metrics.json, report.md and operating_curve.png give the miss/overkill
 curve over thresholds. With --target_miss_rate R (plus MISSION=R overrides) on the validation split,
-operating_point.json holds each mission's threshold for `python -m stage_b.judge`.
+operating_point.json holds each mission's threshold for `group-qc judge`.
 
 Given an adapter from a GRPO run, the run's group_qc_run.json supplies the Stage-A input, missions and
 split unless a flag or GROUP_QC_* variable says otherwise, and any group the run trained on is refused

@@ -1,4 +1,4 @@
-"""The command line of `python -m stage_b.evaluate` (the package docstring says what it does)."""
+"""The command line of `group-qc evaluate` (the package docstring says what it does)."""
 from __future__ import annotations
 
 import argparse
@@ -7,17 +7,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from qc_core.exits import run_cli
+from qc_core.jsonl import file_sha256
+from qc_core.missions import MissionError, load_registry
 
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, check_confidence
 from stage_b.data.dataset import load_records, stage_a_files
 from stage_b.model.engine_settings import EngineSettings, add_engine_args
 from stage_b.model.model_replies import guide_citations, verdict_probabilities
 from stage_b.contract.numbers import fmt_p, pct1
-from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE
-from stage_b.rules.calibrate import parse_targets
+from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE, load_operating_point, point_keys
+from stage_b.rules.calibrate import Targets, parse_targets
 from stage_b.rules.point_check import OperatingPointError, check_rate
 from stage_b.rules.replacement import inherit_targets
 from stage_b.train.run_record import selection_for, stage_a_changes
@@ -25,8 +27,10 @@ from stage_b.data.settings import add_selection_args, selection_flags
 from stage_b.evaluate.held_out import (HELD_OUT, _check_operating_split, _records_for, held_out_rows, promise_basis,
                                        with_evidence)
 from stage_b.evaluate.outputs import prepare_output_dir, read_back, review_inputs, write_outputs
-from stage_b.evaluate.predictions import OURS, EvaluationError, predictions_from_rows, read_prediction_file
+from stage_b.evaluate.predictions import OURS, EvaluationError, Prediction, predictions_from_rows, read_prediction_file
 from stage_b.evaluate.report import _ci
+from stage_b.rules.promise_texts import automates_nothing
+from stage_b.rules.withdrawals import recorded
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,8 @@ class EvaluateSettings:
     allow_train_overlap: bool = False
     predictions: Path | None = None
     overwrite: bool = False
-    targets: dict | None = None               # parse_targets of --target_miss_rate
-    overkill_targets: dict | None = None      # of --target_overkill_rate
+    targets: Targets | None = None            # parse_targets of --target_miss_rate
+    overkill_targets: Targets | None = None   # of --target_overkill_rate
     confidence: float = DEFAULT_CONFIDENCE
     family_wise: bool = False
     review_share: float = DEFAULT_REVIEW_SHARE
@@ -50,7 +54,8 @@ class EvaluateSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "EvaluateSettings":
-        given = {"targets": parse_targets(args.target_miss_rate),
+        # each flag's value, None when not given (inherit_targets fills those from a replaced point)
+        given: dict[str, Any] = {"targets": parse_targets(args.target_miss_rate),
                  "overkill_targets": parse_targets(args.target_overkill_rate, "--target_overkill_rate"),
                  "confidence": None if args.confidence is None else check_confidence(args.confidence),
                  "review_share": None if args.review_share is None else check_rate(args.review_share,
@@ -88,9 +93,6 @@ class Replaced:
 
     @classmethod
     def read(cls, path: str) -> "Replaced":
-        from qc_core.jsonl import file_sha256
-        from stage_b.rules.operating_point import load_operating_point, point_keys
-        from stage_b.rules.withdrawals import recorded
         old = load_operating_point(path)   # checked as the judge checks it (a forged or torn file is refused here)
         return cls(path, file_sha256(path), read_back(json.loads(Path(path).read_text(encoding="utf-8")),
                                                       Path(path).parent), recorded(path, point_keys(path, old)))
@@ -98,7 +100,7 @@ class Replaced:
 
 class Scored(NamedTuple):
     """What an evaluation has before it writes: the predictions and where they come from."""
-    predictions: list[dict]
+    predictions: list[Prediction]
     missions: list[str]           # the missions scored (empty: those the predictions name)
     title: str
     data: dict | None             # which groups (split, selection), as metrics.json records it
@@ -109,7 +111,7 @@ class Scored(NamedTuple):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.evaluate", description=sys.modules[__package__].__doc__,
+    p = argparse.ArgumentParser(prog="group-qc evaluate", description=sys.modules[__package__].__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_engine_args(p, model_required=False, reason_citations=(
         "guided (as the judge): a 不通过 reply's reason starts by citing every photo whose summary shows a defect; "
@@ -144,7 +146,7 @@ def main(argv=None) -> int:
                    help="certify again in place of this operating_point.json: its targets (miss and overkill rate per "
                         "mission, confidence, review share, --family_wise) are kept unless a flag gives another, and "
                         "the new file puts each promise beside the old; a weaker one decides nothing until the owner "
-                        "accepts it in words (python -m stage_b.judge --accept_weaker; stage_b.rules.replacement)")
+                        "accepts it in words (group-qc judge --accept_weaker; stage_b.rules.replacement)")
     p.add_argument("--review_share", type=float, default=None,
                    help=f"the judge's needs_review band around each threshold covers this share of the validation "
                         f"errors (default {DEFAULT_REVIEW_SHARE}, or the replaced operating point's)")
@@ -153,7 +155,6 @@ def main(argv=None) -> int:
 
 
 def _resolver(registry):
-    from qc_core.missions import MissionError
 
     def resolve(name):
         try:
@@ -167,20 +168,20 @@ def _rescore_provenance(settings: EvaluateSettings, beside: bool = True) -> tupl
     """(data, checkpoints) for re-scored predictions: --model/--adapters name the checkpoints (nothing is
     loaded); otherwise the metrics.json evaluate wrote beside the predictions file, when there is one (not for
     another tool's file: `beside` False)."""
-    beside = settings.predictions.with_name("metrics.json") if beside else None
+    metrics_file = settings.predictions.with_name("metrics.json") if beside and settings.predictions else None
     earlier = {}
-    if beside and beside.is_file():
+    if metrics_file and metrics_file.is_file():
         try:
-            earlier = json.loads(beside.read_text(encoding="utf-8"))
+            earlier = json.loads(metrics_file.read_text(encoding="utf-8"))
         except (ValueError, OSError, RecursionError) as exc:
-            raise EvaluationError(f"{beside} (beside the predictions) cannot be read ({exc}): it says which model and "
-                                  f"split the predictions come from; restore it, or move it away and pass --model "
-                                  f"(and --adapters) as used for the predictions") from None
+            raise EvaluationError(f"{metrics_file} (beside the predictions) cannot be read ({exc}): it says which "
+                                  f"model and split the predictions come from; restore it, or move it away and pass "
+                                  f"--model (and --adapters) as used for the predictions") from None
         if not isinstance(earlier, dict) or not isinstance(earlier.get("data") or {}, dict) \
                 or not isinstance(earlier.get("checkpoints") or {}, dict):
-            raise EvaluationError(f"{beside} (beside the predictions) is not a metrics.json stage_b.evaluate wrote: "
-                                  f"move it away and pass --model (and --adapters) as used for the predictions")
-        earlier = read_back(earlier, beside.parent)   # its paths are relative to its folder
+            raise EvaluationError(f"{metrics_file} (beside the predictions) is not a metrics.json stage_b.evaluate "
+                                  f"wrote: move it away and pass --model (and --adapters) as used for the predictions")
+        earlier = read_back(earlier, metrics_file.parent)   # its paths are relative to its folder
     checkpoints = earlier.get("checkpoints")
     if settings.engine.model:
         checkpoints = settings.engine.checkpoints()
@@ -188,7 +189,6 @@ def _rescore_provenance(settings: EvaluateSettings, beside: bool = True) -> tupl
 
 
 def evaluate(settings: EvaluateSettings) -> int:
-    from qc_core.missions import load_registry
     resolve = _resolver(load_registry())
     scored = rescored(settings) if settings.predictions else score(settings)
     stage_a = scored.stage_a
@@ -206,6 +206,7 @@ def evaluate(settings: EvaluateSettings) -> int:
 def rescored(settings: EvaluateSettings) -> Scored:
     """A predictions file scored again (ours, `swift infer`'s or chat completions'): no model is loaded."""
     path = settings.predictions
+    assert path is not None   # evaluate re-scores only with --predictions
     predictions, written_by = read_prediction_file(path)
     print(f"re-scoring {len(predictions)} groups from {written_by} {path}")
     data, checkpoints = _rescore_provenance(settings, beside=written_by == OURS)
@@ -226,7 +227,6 @@ def rescored(settings: EvaluateSettings) -> Scored:
 def score(settings: EvaluateSettings) -> Scored:
     """The split's groups scored by the model: held-out rows chosen (a run's training groups refused), replies and
     p_fail generated, guided reasons as the judge writes them."""
-    from qc_core.missions import load_registry
     if not settings.engine.model:
         raise EvaluationError("--model is required (or --predictions to re-score)")
     _check_operating_split(settings.targets, settings.split)
@@ -256,7 +256,7 @@ def score(settings: EvaluateSettings) -> Scored:
                   promise_basis(records, {(r["mission"], r["group_id"]) for r in rows}), review)
 
 
-def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list[dict]:
+def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list[Prediction]:
     """Greedy replies and p_fail for each row (a row the model cannot take is kept, counted wrong), timed."""
     engine = engine_settings.engine(temperature=0.0)
     started = time.perf_counter()
@@ -278,7 +278,6 @@ def model_predictions(engine_settings: EngineSettings, rows: list[dict]) -> list
 def no_automation(op: dict, mission: str) -> bool:
     """A certified rule that decides none of its groups without review is not called certified (it automates
     nothing)."""
-    from stage_b.rules.promise_texts import automates_nothing
     return automates_nothing(op["missions"].get(mission, {}))
 
 

@@ -1,4 +1,4 @@
-"""`python -m stage_b.compare <metrics A> <metrics B>`: two evaluations side by side (e.g. the starting
+"""`group-qc compare <metrics A> <metrics B>`: two evaluations side by side (e.g. the starting
 point and the GRPO result, or text-only and photo-aware GRPO), with B - A and whether the change exceeds the 95%
 intervals (the intervals do not overlap: a conservative test). The header says what each model read (summaries,
 or summaries and photos) and on which groups; scoring different groups is said, not hidden."""
@@ -78,7 +78,7 @@ def render(a: dict, b: dict, name_a: str, name_b: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.compare", description=__doc__)
+    p = argparse.ArgumentParser(prog="group-qc compare", description=__doc__)
     p.add_argument("metrics_a", help="metrics.json of the reference (e.g. the starting point)")
     p.add_argument("metrics_b", help="metrics.json of the candidate (e.g. after GRPO)")
     p.add_argument("--names", nargs=2, default=["A", "B"], help="column names")

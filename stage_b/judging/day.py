@@ -1,4 +1,4 @@
-"""`python -m stage_b.judging.day STAGE_A_ARGS -- JUDGE_ARGS`: a day's Stage-A and its verdicts in one process.
+"""`group-qc day STAGE_A_ARGS -- JUDGE_ARGS`: a day's Stage-A and its verdicts in one process.
 
 scripts/judge.sh runs this when Stage-A needs one device (cuda=cpu or one GPU id): `stage_a.cli` with the arguments
 before `--`, then, only if it succeeded, `stage_b.judge` with those after it. The two steps are the same code as the
@@ -16,6 +16,8 @@ import sys
 
 from qc_core.errors import UserError
 from qc_core.exits import EXIT_ERROR
+from stage_a import cli as stage_a_cli
+from stage_b.judging import judge
 
 SEPARATOR = "--"
 
@@ -35,13 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    from stage_a import cli as stage_a_cli
     status = stage_a_cli.main(stage_a_args)
     if status != 0:
         return status
     gc.collect()   # the Stage-A model goes before the verdict model loads (on a GPU: its memory)
     _empty_device_cache()
-    from stage_b.judging import judge
     return judge.main(judge_args)
 
 

@@ -47,7 +47,7 @@ def check_settings(op: str, share: str, labels: str, reviewers: str, overlap: st
     if op:
         recorded(op, point_keys(op, load_operating_point(op)), labels or None)   # they must read (fails closed)
     if labels and Path(labels).exists() and not Path(labels).is_dir():
-        raise NotADirectoryError(f"labels={labels} is a file: give the folder python -m stage_b.decisions writes "
+        raise NotADirectoryError(f"labels={labels} is a file: give the folder group-qc decisions writes "
                                  f"(--output_dir)")
     return 0
 

@@ -56,6 +56,6 @@ def check_names_what_it_replaces(op_path, op, point: PointKeys, checkpoints: dic
         where = Path(output_dir).resolve().parent / day
         raise JudgeError(f"{op_path} names no operating point it replaces, and {where} "
                          f"was judged with this model and these adapters at another one ({str(other)[:20]}…): a point "
-                         f"that replaces another says which (python -m stage_b.evaluate --replaces OLD …), so that a "
+                         f"that replaces another says which (group-qc evaluate --replaces OLD …), so that a "
                          f"promise weaker than the old one waits for the owner's words. Certify it again with "
                          f"--replaces, or judge into a folder of its own")

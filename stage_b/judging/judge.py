@@ -1,8 +1,8 @@
 """`group-qc judge`: verdicts for new, unreviewed photo groups at the operating point a QC owner chose.
 
     group-qc judge --model DIR [--adapters RUN/checkpoint-N] --stage_a_dir DIR [--mission all]
-                            --output_dir DIR (--operating_point operating_point.json | --threshold T)
-                            [--overwrite]
+                   --output_dir DIR (--operating_point operating_point.json | --threshold T)
+                   [--overwrite]
 
 Per group: p_fail (the model's probability of 不通过 against 通过 as the first line, stage_b.rules.operating_point),
 the verdict the mission's threshold gives (不通过 iff p_fail >= t), then the reason, generated greedily after

@@ -93,7 +93,7 @@ def default_gold(labels, gold_share) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m stage_b.judge", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc judge", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     # transformers only: p_fail is read from the model's logits in this process (vLLM keeps its model in its own
     # engine; docs/judging_and_review.md)
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cites (default %(default)s)"))
     add_selection_args(p, split=False)
     p.add_argument("--output_dir", required=True, help="where <mission>_verdicts.jsonl go")
-    p.add_argument("--operating_point", help="operating_point.json from python -m stage_b.evaluate --target_miss_rate")
+    p.add_argument("--operating_point", help="operating_point.json from group-qc evaluate --target_miss_rate")
     p.add_argument("--threshold", type=float, help="a threshold on p_fail for every mission (with --operating_point: "
                                                    "for the missions it has none for)")
     p.add_argument("--allow_uncertified", action="store_true",
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"gold groups per mission, as a share of the mission's groups today (default "
                         f"{DEFAULT_GOLD_SHARE} with --gold, and with --labels, whose labelled groups are then the "
                         f"gold; 0 turns gold off)")
-    p.add_argument("--monitor", help="monitor.json from python -m stage_b.monitor: every group of a mission whose "
+    p.add_argument("--monitor", help="monitor.json from group-qc monitor: every group of a mission whose "
                                      "promise it withdrew goes to review, saying why")
     p.add_argument("--no_monitor", metavar="WHY",
                    help="decide certified missions without a monitor's state, for the reason given in words (e.g. "

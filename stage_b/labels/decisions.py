@@ -1,6 +1,6 @@
-"""`python -m stage_b.decisions`: reviewers' decisions from the review pages, imported as labels.
+"""`group-qc decisions`: reviewers' decisions from the review pages, imported as labels.
 
-    python -m stage_b.decisions --decisions decisions.jsonl [more.jsonl …] --output_dir DIR
+    group-qc decisions --decisions decisions.jsonl [more.jsonl …] --output_dir DIR
 
 A review page (the judge's, evaluation's, Stage-A's audit) lets a reviewer decide each group and exports
 `decisions.jsonl`, one line per decided group (DECISION_FIELDS):
@@ -268,7 +268,7 @@ def printable(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m stage_b.decisions", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc decisions", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--decisions", nargs="+", required=True, help="decisions.jsonl files exported from review pages")
     p.add_argument("--output_dir", required=True, help="where decisions.jsonl (the log) and <mission>_stage_a.jsonl go")
@@ -335,7 +335,7 @@ def print_import(result: dict, log_path: Path) -> None:
         if a["labelled"]:
             print(f"  blind audits of work decided without review: {a['escapes']} escape(s) in {a['auto_passed']} "
                   f"auto-passed, {a['overkills']} overkill(s) in {a['auto_failed']} auto-failed (the promise's "
-                  f"live check: python -m stage_b.monitor)")
+                  f"live check: group-qc monitor)")
         for (m, gid), who in sorted(result["escapes_waiting"].items()):
             if m == mission:
                 print(f"  escape waiting for a second person: group {printable(gid)}, decided 不通过 by "

@@ -124,7 +124,7 @@ def read_log(path: Path, seen: list[dict] | tuple = ()) -> tuple[list[dict], str
         elif first_chained is not None:
             raise DecisionsLogError(
                 f"{path}:{line_no}: a line without its chain digest after line {first_chained}, which has one: it was "
-                f"added or edited by hand, not by python -m stage_b.decisions. {LOG_REMEDY}")
+                f"added or edited by hand, not by group-qc decisions. {LOG_REMEDY}")
         records.append(rec)
         chain = expected
         chains.append(chain)

@@ -1,5 +1,5 @@
 """Each reviewer's error rate, pooled over every mission and every day in a labels folder, with exact bounds, and a
-verdict on each person: the reviewer table `python -m stage_b.decisions` prints and writes to
+verdict on each person: the reviewer table `group-qc decisions` prints and writes to
 `<labels>/reviewers.jsonl` (issue 45 item 4). Pure (math; scipy through stage_b.stats.certify).
 
 Evidence, per reviewer, over the whole decisions log:

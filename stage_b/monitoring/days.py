@@ -15,6 +15,10 @@ from stage_b.contract.verdict import FAIL, PASS
 from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
 from stage_b.rules.routes import AUDIT, REVIEW, route_of_record
 from stage_b.rules.point_identity import PointKeys
+from stage_b.labels.decisions_log import LOG, DecisionsLogError, head, read_log
+from stage_b.labels.resolve import resolve
+from stage_b.labels.reviewer_quality import bar_of, confirmers, reviewer_table, unconfirmed_fails
+from stage_b.rules.workload import day_workload, measured_pace
 
 VERDICTS_SUFFIX = "_verdicts.jsonl"
 NOT_DECIDED = "not decided yet"   # an audited group no reviewer has decided (conflict and unsure: resolve's statuses)
@@ -59,7 +63,7 @@ def read_days(folders: list[Path], point: PointKeys | None, registry) -> list[Da
     for folder in map(Path, folders):
         if not folder.is_dir():
             raise MonitorError(f"day folder {printable_path(str(folder))} does not exist: give the folders the judge "
-                               f"wrote (--output_dir of python -m stage_b.judge), or --days_under their parent")
+                               f"wrote (--output_dir of group-qc judge), or --days_under their parent")
         if undecodable(folder.name):   # the day's name goes into monitor.json, its page and every message
             raise MonitorError(f"day folder {printable_path(str(folder))} is not named in UTF-8 (a name made on a GBK "
                                f"or other system): rename it, e.g. to its date (2026-11-27), and run again")
@@ -128,8 +132,6 @@ def days_workload(days: list[Day], labels_dir: Path) -> dict:
     """{day: stage_b.rules.workload.day_workload} over each day folder's verdict lines as the judge wrote them (gold
     included: it is work for people), priced at the pace the labels' decisions log measured (or the stated default).
     What the page shows; nothing the guard decides reads it."""
-    from stage_b.labels.decisions_log import LOG, read_log
-    from stage_b.rules.workload import day_workload, measured_pace
     log, _ = read_log(labels_dir / LOG) if (labels_dir / LOG).is_file() else ([], "")
     pace = measured_pace(log)
     return {day.name: day_workload([rec for path in verdict_files(day.folder) for _, rec in iter_jsonl(path)], pace)
@@ -208,9 +210,6 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
     decisions; conflicts and unsure label nothing), with each label's decision time and the fails nobody confirmed:
     neither a second reviewer nor the one who gave it, measured on the whole log against the bar 1 -
     `min_gold_accuracy` (Labels; stage_b.labels.reviewer_quality)."""
-    from stage_b.labels.decisions_log import LOG, DecisionsLogError, head, read_log
-    from stage_b.labels.resolve import resolve
-    from stage_b.labels.reviewer_quality import bar_of, confirmers, reviewer_table, unconfirmed_fails
     log_path = Path(labels_dir) / LOG
     if not Path(labels_dir).is_dir():
         raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "

@@ -1,11 +1,11 @@
-"""`python -m stage_b.monitor`: do the promises hold on the work they decide? Day by day, per mission, from the
+"""`group-qc monitor`: do the promises hold on the work they decide? Day by day, per mission, from the
 judge's verdict files and the reviewers' imported labels. Pure core (scipy for the two drift tests); the page is
 rendered by stage_b.monitoring.monitor_page.
 
-    python -m stage_b.monitor --operating_point operating_point.json (--verdicts DAY_DIR [DAY_DIR …] |
-                              --days_under PARENT) --labels LABELS_DIR --output_dir DIR [--drift_alpha 0.001]
+    group-qc monitor --operating_point operating_point.json (--verdicts DAY_DIR [DAY_DIR …] |
+                     --days_under PARENT) --labels LABELS_DIR --output_dir DIR [--drift_alpha 0.001]
 
-Days are verdict folders (`<mission>_verdicts.jsonl`, python -m stage_b.judge), in the order given (`--days_under`:
+Days are verdict folders (`<mission>_verdicts.jsonl`, group-qc judge), in the order given (`--days_under`:
 every subfolder of PARENT judged at this operating point, by name; folders judged at another are named and skipped).
 Listed days judged at another operating point are refused: live evidence is never mixed across two rules. A group
 judged on two days counts on the first. Labels are the folder stage_b.labels.decisions writes (its decisions.jsonl log).
@@ -44,10 +44,14 @@ from pathlib import Path
 from typing import cast
 
 from qc_core.exits import run_cli
+from qc_core.missions import load_registry
+from qc_core.paths import resolved
 from qc_core.records import utc_now
 from stage_b.contract.grounding import defect_photos
 from stage_b.contract.numbers import pct
 from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY, check_min_gold_accuracy
+from stage_b.labels.decisions import printable
+from stage_b.monitoring import timeline
 from stage_b.monitoring.days import (
     NOT_DECIDED,
     Day,
@@ -65,14 +69,21 @@ from stage_b.monitoring.days import (
 from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN
 from stage_b.monitoring.live_promise import (  # noqa: F401 - the command's names, kept for its readers
     DEFAULT_DRIFT_ALPHA, MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of, promised_escape)
+from stage_b.monitoring.monitor_file import load_monitor
 from stage_b.monitoring.monitor_format import MonitorFile
+from stage_b.monitoring.monitor_page import write_outputs
 from stage_b.monitoring.monitor_replay import HOLDS, UNVERIFIED, replay
+from stage_b.monitoring.owner_status import owner_status
+from stage_b.rules.acceptances import recorded as recorded_acceptance
+from stage_b.rules.acceptances import words_of
 from stage_b.rules.operating_point import MissionPoint, OperatingPoint, load_operating_point, point_keys
 from stage_b.rules.point_identity import PointKeys
 from stage_b.rules.promise_texts import family_text
+from stage_b.rules.replacement import recomputed_weaker
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, check_false_alarm_years
 from stage_b.stats.drift import drift
 from stage_b.rules.withdrawals import lines_of as withdrawal_lines
+from stage_b.rules.withdrawals import record, withdrawals_path
 
 
 def mission_monitor(mission: str, entry: MissionPoint | None, days: list[Day], labels: dict, delta: float,
@@ -207,13 +218,13 @@ def check_clean_days(value) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.monitor", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc monitor", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--operating_point", required=True, help="the operating_point.json the days were judged at")
     days = p.add_mutually_exclusive_group(required=True)
-    days.add_argument("--verdicts", nargs="+", help="day folders of verdict files (python -m stage_b.judge), in order")
+    days.add_argument("--verdicts", nargs="+", help="day folders of verdict files (group-qc judge), in order")
     days.add_argument("--days_under", help="a folder of day folders: those judged at this operating point, by name")
-    p.add_argument("--labels", required=True, help="the labels folder python -m stage_b.decisions writes")
+    p.add_argument("--labels", required=True, help="the labels folder group-qc decisions writes")
     p.add_argument("--output_dir", required=True, help="where monitor.json, monitor.png and index.html go")
     p.add_argument("--drift_alpha", default=str(DEFAULT_DRIFT_ALPHA),
                    help="level of each drift test per mission and day (default %(default)s); drift only tightens "
@@ -234,7 +245,6 @@ def main(argv=None) -> int:
 
 
 def _monitor(args) -> int:
-    from qc_core.missions import load_registry
     alpha = check_alpha(args.drift_alpha)
     years = check_false_alarm_years(args.false_alarm_years)
     clean_days = check_clean_days(args.tightened_clean_days)
@@ -251,9 +261,7 @@ def _monitor(args) -> int:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     keep_timeline(monitor, op, args, out, days, labels, alpha, years, clean_days)
-    from stage_b.monitoring.monitor_page import write_outputs
     page = write_outputs(monitor, json.dumps(monitor, ensure_ascii=False, indent=2), out)
-    from stage_b.rules.withdrawals import record, withdrawals_path
     newly = record(args.operating_point, point, monitor, out / "monitor.json", args.labels)
     print_days(monitor)
     if newly:   # where every judge at this operating point finds it, whatever monitor it is given
@@ -266,8 +274,6 @@ def _monitor(args) -> int:
 def replaced_point(op: OperatingPoint, op_path):
     """(file, OperatingPoint, PointKeys) of the point this one replaces (its `replaces` block), or None; a block whose
     file is gone or changed is refused (stage_b.rules.replacement says which)."""
-    from qc_core.paths import resolved
-    from stage_b.rules.replacement import recomputed_weaker
     replaces = op.extra.get("replaces")
     if not replaces:
         return None
@@ -281,8 +287,6 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
                   alpha: float, years: float, clean_days: int) -> None:
     """The replaced point's days monitored once more, whole, with the labels this run read, and archived;
     monitor.json's `replaced` and `timeline` (stage_b.monitoring.timeline)."""
-    from qc_core.missions import load_registry
-    from stage_b.monitoring import timeline
     earlier = replaced_point(op, args.operating_point)
     replaced = None
     if earlier is not None:
@@ -303,8 +307,6 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
     entries = timeline.earlier_entries(out)
     accepted = timeline.acceptance_on_days(days)
     if accepted is None:
-        from stage_b.rules.acceptances import recorded as recorded_acceptance
-        from stage_b.rules.acceptances import words_of
         found = recorded_acceptance(args.operating_point, point_keys(args.operating_point, op))
         accepted = words_of(found) if found else None
     monitor["replaced"] = replaced
@@ -314,7 +316,6 @@ def keep_timeline(monitor: MonitorFile, op: OperatingPoint, args, out: Path, day
 def _earlier_monitor(out: Path) -> list[dict]:
     """The monitor.json this command wrote before in `out`, when it reads (its labels head is checked against the log;
     one that does not read is written anew)."""
-    from stage_b.monitoring.monitor_file import load_monitor
     try:
         return [dict(load_monitor(out / "monitor.json"))] if (out / "monitor.json").is_file() else []
     except MonitorError:
@@ -324,8 +325,6 @@ def _earlier_monitor(out: Path) -> list[dict]:
 def print_days(monitor: MonitorFile) -> None:
     """Per mission and day: inspection state and audit share, audits, escapes, the detectors, the live escape bound,
     status."""
-    from stage_b.labels.decisions import printable
-    from stage_b.monitoring.owner_status import owner_status
     for entry in monitor.get("timeline") or []:
         if entry.get("error"):
             print(f"before: archive {entry['archive']}: {entry['error']}")

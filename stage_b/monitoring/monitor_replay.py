@@ -143,7 +143,7 @@ def status_of(inspection: Inspection, promise: Promise, k: int, n: int, upper: f
     if r is None:
         return UNVERIFIED, ("the operating point states no escape rate of auto-passed groups (the rule passed no "
                             "validation group without review, or the file predates audits): nothing to hold live "
-                            "work to; recompute it with python -m stage_b.evaluate on more validation groups")
+                            "work to; recompute it with group-qc evaluate on more validation groups")
     if n and upper <= r:
         return HOLDS, (f"escape rate <= {pct(r)} at {pct(1 - bounds.delta)} confidence: {k} escapes in {n} "
                        f"audited auto-passed groups (live upper bound {pct(upper)})")

@@ -51,7 +51,7 @@ def owner_status(m: Mapping[str, Any], restore: str | None = None) -> str:
     if m.get("status") == WITHDRAWN:
         why = next((d.get("state_why") for d in days if d.get("withdrawn_here")), None) or m.get("why") or ""
         return (f"{WITHDRAWN_ON} {m.get('withdrawn_day')} because {why}: every group goes to people; to restore, run "
-                + (restore or "python -m stage_b.evaluate … --split held_out --replaces <this operating point>"))
+                + (restore or "group-qc evaluate … --split held_out --replaces <this operating point>"))
     if m.get("state") == TIGHTENED:
         return (f"{TIGHTENED_SINCE} {tightened_since(days)}: audits at {pct(m.get('next_audit_share'))} of the groups "
                 f"passed without a person until the tightened days come back clean"

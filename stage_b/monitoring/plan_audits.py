@@ -1,9 +1,9 @@
-"""`python -m stage_b.plan_audits`: the audit share each mission needs for its live guard to see a rise of the
+"""`group-qc plan-audits`: the audit share each mission needs for its live guard to see a rise of the
 escape rate within the days the QC owner allows, and what it costs. Pure core (numpy, scipy).
 
-    python -m stage_b.plan_audits --operating_point operating_point.json --groups_per_day 150 [MISSION=N …]
-                                  [--detect R] [--within_days 2] [--quantile 0.5] [--false_alarm_years 10]
-                                  [--seconds_per_decision 30]
+    group-qc plan-audits --operating_point operating_point.json --groups_per_day 150 [MISSION=N …]
+                         [--detect R] [--within_days 2] [--quantile 0.5] [--false_alarm_years 10]
+                         [--seconds_per_decision 30]
 
 Per mission it prints the groups passed without review a day, the audit share needed to withdraw the promise within
 --within_days days after the escape rate of auto-passed groups rises to R (in half of the rises: the median; the 90th
@@ -18,7 +18,7 @@ validation groups (the operating point's counts: defective groups, escapes and a
 auto-fails), with defects only a person sees added among the clean-looking groups until the escape rate is R. The
 shares tried run from 1% to 100%; the smallest whose quantile of days is within the days is the plan.
 
-`python -m stage_b.judge --audit_share plan` (judge.sh audit_share=plan) plans each mission's share for today's
+`group-qc judge --audit_share plan` (judge.sh audit_share=plan) plans each mission's share for today's
 volume with the defaults (R = DETECT_FACTOR x the promised escape rate, within DEFAULT_WITHIN_DAYS days).
 """
 from __future__ import annotations
@@ -32,9 +32,16 @@ from qc_core.errors import UserError
 from qc_core.exits import run_cli
 
 from stage_b.stats.detector import DEFAULT_FALSE_ALARM_YEARS, check_false_alarm_years
-from stage_b.rules.operating_point import MissionPoint, load_operating_point
+from stage_b.rules.operating_point import MissionPoint, load_operating_point, point_keys
 from stage_b.monitoring.live_promise import bounds_for, promise_of
 from stage_b.monitoring.simulate_days import WorkMix, run_mission, validation_of
+from stage_b.contract.bounds import in_range
+from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
+from stage_b.labels.gold import DEFAULT_GOLD_SHARE
+from stage_b.labels.reviewer_quality import bar_of, gold_to_decide
+from stage_b.rules.withdrawals import recorded
+from stage_b.stats.certify import DEFAULT_CONFIDENCE
+from stage_b.stats.confidence_sequence import audits_needed
 
 DEFAULT_WITHIN_DAYS = 2
 DETECT_FACTOR = 6.0           # the default rise to see: six times the promised escape rate (2.5% -> 15%) ...
@@ -63,7 +70,7 @@ def mix_of(entry: MissionPoint) -> WorkMix:
     n, n_fail = extra.get("n"), entry.n_fail
     if not isinstance(n, int) or not n or not n_fail or n_fail >= n or not escape.get("auto_passed"):
         raise PlanError("the mission's entry holds no validation counts to plan from (n, n_fail, escape): "
-                        "recompute the operating point with python -m stage_b.evaluate")
+                        "recompute the operating point with group-qc evaluate")
     n_pass = n - n_fail
     auto_failed = sum(entry.decide(p).automatic and entry.decide(p).verdict == "不通过"
                       for p in profile.get("p_fail") or [])
@@ -108,7 +115,6 @@ def plan_mission(mission: str, entry: MissionPoint, groups: int, detect: float |
                  false_alarm_years: float, seconds_per_decision: float, delta: float,
                  drift_alpha: float = 0.001, quantile: float = DEFAULT_QUANTILE) -> Plan:
     """The plan of one mission (module doc)."""
-    from stage_b.stats.confidence_sequence import audits_needed
     if not entry.certified:
         raise PlanError(f"{mission} is not certified: every group goes to review and nothing is audited")
     promise = promise_of(entry, false_alarm_years)
@@ -204,7 +210,7 @@ def parse_groups(values: list[str], missions: list[str]) -> dict[str, int]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.plan_audits", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc plan-audits", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--operating_point", required=True)
     p.add_argument("--groups_per_day", nargs="+", required=True,
@@ -223,7 +229,6 @@ def main(argv=None) -> int:
 
 
 def check_settings(args) -> tuple[float | None, int, float, float, float]:
-    from stage_b.contract.bounds import in_range
     detect = None if args.detect is None else in_range(args.detect, "--detect", 1e-6, 0.99,
                                                        "an escape rate to see, e.g. 0.15", PlanError)
     try:
@@ -244,8 +249,6 @@ def _plan(args) -> int:
     assert confidence is not None   # load_operating_point checks it
     delta = 1 - confidence
     groups = parse_groups(args.groups_per_day, sorted(op.missions))
-    from stage_b.rules.operating_point import point_keys
-    from stage_b.rules.withdrawals import recorded
     withdrawn = recorded(args.operating_point, point_keys(args.operating_point, op))   # beside the point
     plans = []
     for mission, n in groups.items():
@@ -270,10 +273,6 @@ def gold_days(groups_per_day: int, gold_share: float | None = None) -> str:
     """How soon gold measures a reviewer at the day's volume: the known-answer checks a day at the judge's default
     gold share (stage_b.labels.gold), and the right answers in a row that show a reviewer meets the bar
     (stage_b.labels.reviewer_quality.gold_to_decide, at the reviewer table's confidence)."""
-    from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
-    from stage_b.labels.gold import DEFAULT_GOLD_SHARE
-    from stage_b.labels.reviewer_quality import bar_of, gold_to_decide
-    from stage_b.stats.certify import DEFAULT_CONFIDENCE
     share = DEFAULT_GOLD_SHARE if gold_share is None else gold_share
     per_day = math.ceil(share * groups_per_day) if share > 0 else 0
     needed = gold_to_decide(0, 0, bar_of(DEFAULT_MIN_GOLD_ACCURACY), DEFAULT_CONFIDENCE, DEFAULT_CONFIDENCE)

@@ -1,4 +1,4 @@
-"""`python -m stage_b.plot_training <run_dir> [--out training.png]`: a PNG of a GRPO run from ms-swift's
+"""`group-qc plot-training <run_dir> [--out training.png]`: a PNG of a GRPO run from ms-swift's
 logging.jsonl: total reward, each reward's mean, frac_reward_zero_std, KL and completion length per step,
 and, one curve per mission, the label reward, the zero-advantage share and (with validation during
 training) the greedy validation balanced accuracy, with the best step marked.
@@ -45,7 +45,8 @@ def _step(row: dict, default: int) -> int:
 
 def read_steps(path: Path) -> tuple[list[dict], list[dict]]:
     """(training rows, evaluation rows), each with its global step under `step`."""
-    train, evals = [], []
+    train: list[dict] = []
+    evals: list[dict] = []
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         problem = line_problem(line)
         if problem:   # no line ms-swift writes: refused before the parser meets it (a RecursionError)
@@ -174,7 +175,7 @@ def best_step_of(run_folder: Path) -> int | None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.plot_training", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc plot-training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the GRPO --output_dir (or one of its v*/ run folders)")
     p.add_argument("--out", help="PNG path (default: <run folder>/training.png)")

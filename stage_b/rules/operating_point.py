@@ -132,7 +132,7 @@ class MissionPoint:
         if missing:
             raise OperatingPointError(f"{where}: no {', '.join(missing)} (a mission entry holds "
                                       f"{', '.join(ENTRY_KEYS)}, and why_none when threshold is null); recompute "
-                                      f"the file with python -m stage_b.evaluate")
+                                      f"the file with group-qc evaluate")
         check_promise(cls.of(entry), where, evidence_groups)
         return cls.of({**entry, **_promise_texts(entry, where)})
 
@@ -233,7 +233,7 @@ class OperatingPoint:
             why = (" (format 1 predates certified promises: its thresholds carry no miss-rate bound)" if fmt == 1
                    else "")
             raise OperatingPointError(f"{where} is not an operating point file of format {OPERATING_POINT_FORMAT} "
-                                      f"(format {fmt!r}){why}; recompute it with python -m stage_b.evaluate "
+                                      f"(format {fmt!r}){why}; recompute it with group-qc evaluate "
                                       f"--target_miss_rate R --confidence C")
         if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters"), list) or \
                 not all(isinstance(a, dict) for a in op["adapters"]):
@@ -255,7 +255,7 @@ class OperatingPoint:
             # every command refuses it alike: the judge would decide by it, and the monitor and the planner could not
             # hold its promises to any confidence
             raise OperatingPointError(f"{where}: certified promises without a `confidence` (the level the live guard "
-                                      f"holds them at); recompute the file with python -m stage_b.evaluate")
+                                      f"holds them at); recompute the file with group-qc evaluate")
         typed = {k: op[k] for k in _TYPED_OP_KEYS if k in op}
         return cls(**{**typed, "missions": missions, "overall": overall},
                    extra={k: v for k, v in op.items() if k not in typed}, keys=tuple(op))
@@ -279,7 +279,7 @@ _TYPED_OP_KEYS = tuple(f.name for f in fields(OperatingPoint) if f.name not in (
 def load_operating_point(path) -> OperatingPoint:
     """An operating point file of this format, its types and ranges checked before anything loads."""
     path = Path(path)
-    op = read_json_file(path, "operating point file", "; write one with python -m stage_b.evaluate "
+    op = read_json_file(path, "operating point file", "; write one with group-qc evaluate "
                         "--target_miss_rate R, or pass --threshold T", OperatingPointError)
     if isinstance(op, dict):   # checkpoint paths are stored relative to the file (qc_core.paths): named where it is now
         adapters = op.get("adapters")
@@ -324,7 +324,7 @@ def _check_same_checkpoints(op: OperatingPoint, path, model: dict, adapters: lis
                         f" and these are {[a.get('path') for a in adapters] or 'none'}")
     if problems:
         raise OperatingPointError(f"operating point {path} cannot be used: " + "; ".join(problems)
-                                  + ". Recompute it for this model with python -m stage_b.evaluate "
+                                  + ". Recompute it for this model with group-qc evaluate "
                                     "--target_miss_rate R")
 
 

@@ -179,7 +179,7 @@ def _check_miss_promise(point: MissionPoint, confidence: float, where: str, evid
             f"{where}: certified, but {misses} missed of {n_fail} defective groups bound the miss rate at "
             f"{pct(bound)} with {pct(confidence)} confidence, above its target {pct(target)} (at least "
             f"{groups_needed(target, confidence) or 'more than 10^9'} defective groups without a miss are needed): "
-            f"the file was edited or forged; recompute it with python -m stage_b.evaluate")
+            f"the file was edited or forged; recompute it with group-qc evaluate")
 
 
 def _check_counts_against_profile(point: MissionPoint, n_fail: int, where: str, evidence_groups: int | None) -> None:
@@ -189,9 +189,9 @@ def _check_counts_against_profile(point: MissionPoint, n_fail: int, where: str, 
     profile = point.profile if evidence_groups is None else {"p_fail": [None] * evidence_groups}
     if not isinstance(profile, dict) or not isinstance(profile.get("p_fail"), list):
         raise OperatingPointError(f"{where}: certified without the profile of the groups it was certified on (their "
-                                  f"p_fail values); recompute the file with python -m stage_b.evaluate")
+                                  f"p_fail values); recompute the file with group-qc evaluate")
     n_pass = point.n_pass if isinstance(point.n_pass, int) and not isinstance(point.n_pass, bool) else 0
     if n_fail + n_pass > len(profile["p_fail"]):
         raise OperatingPointError(f"{where}: certified on {n_fail} defective and {n_pass} good groups, but the file's "
                                   f"evidence names {len(profile['p_fail'])} (profile.p_fail): the counts were edited "
-                                  f"or forged; recompute the file with python -m stage_b.evaluate")
+                                  f"or forged; recompute the file with group-qc evaluate")

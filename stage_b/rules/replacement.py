@@ -1,7 +1,7 @@
 """An operating point that replaces another: the targets it keeps, its promises side by side with the old ones, and
 the owner's acceptance of a weaker one. Pure (stdlib).
 
-Certifying again (`python -m stage_b.evaluate --replaces OLD/operating_point.json`) keeps the replaced point's
+Certifying again (`group-qc evaluate --replaces OLD/operating_point.json`) keeps the replaced point's
 targets (the miss rate and overkill rate per mission, the confidence, the review share, --family_wise) unless a flag
 gives another, and says which it took and which changed: the auto-fail rule does not change because a flag was
 forgotten. The new file records `replaces`: the old file's path and sha256, and per mission the old and new numbers
@@ -11,14 +11,19 @@ A promise is weaker when the owner would sign less: a higher target miss rate, a
 bound on the escape rate of auto-passed groups (what the live audits hold it to) or on the overkill rate, or
 auto-fail where nothing auto-failed. A mission that decides nothing without review (not certified, or its rule
 automates nothing) promises nothing and is never weaker. A weaker mission decides nothing without review until the
-owner accepts it in words: `python -m stage_b.judge --accept_weaker WORDS` (judge.sh accept_weaker=), recorded on
+owner accepts it in words: `group-qc judge --accept_weaker WORDS` (judge.sh accept_weaker=), recorded on
 each of its verdict lines; without them every group of it goes to review, saying why (the guard fails closed).
 """
 from __future__ import annotations
 
 
 from qc_core.errors import UserError
+from qc_core.names import REFUSED_CATEGORIES, shown
+from qc_core.paths import resolved
 from stage_b.contract.numbers import pct
+from stage_b.rules.operating_point import load_operating_point, point_keys
+from stage_b.rules.point_identity import point_identity, same_point
+from stage_b.rules.promise_texts import automates_nothing
 
 # what the report, the evaluate summary and `replaces` show for each mission, old beside new
 SIDE_BY_SIDE = ("certified", "threshold", "threshold_fail", "target_miss_rate", "confidence", "miss_rate_upper",
@@ -34,7 +39,6 @@ class ReplacementError(UserError):
 
 def promises_anything(entry: dict | None) -> bool:
     """Whether a mission entry decides any group without review (certified, and a threshold that passes some)."""
-    from stage_b.rules.promise_texts import automates_nothing
     return bool(entry and entry.get("certified") and entry.get("threshold") is not None
                 and not automates_nothing(entry))
 
@@ -80,7 +84,6 @@ def weaker_because(old: dict, new: dict) -> list[str]:
 def compare(old_op: dict, new_op: dict, old_path: str, old_sha256: str) -> dict:
     """operating_point.json's `replaces`: the old file named (its path, bytes and identity: what the promise was),
     each mission's numbers side by side, the weaker ones."""
-    from stage_b.rules.point_identity import point_identity
     missions = {}
     for mission, entry in new_op["missions"].items():
         old = numbers_of(old_op.get("missions", {}).get(mission), old_op.get("confidence"))
@@ -97,15 +100,12 @@ def recomputed_weaker(op_path, op) -> dict[str, str]:
     identities); else ReplacementError: which promise was signed before cannot be told."""
     from pathlib import Path
 
-    from qc_core.paths import resolved
-    from stage_b.rules.operating_point import load_operating_point, point_keys
-    from stage_b.rules.point_identity import same_point
     replaces = op.extra.get("replaces")
     if not replaces:
         return {}
     if not isinstance(replaces, dict) or not isinstance(replaces.get("path"), str) or not replaces["path"]:
         raise ReplacementError(f"{op_path}: `replaces` does not name the operating point it replaces (a path); "
-                               f"recompute it with python -m stage_b.evaluate --replaces OLD")
+                               f"recompute it with group-qc evaluate --replaces OLD")
     old_path = resolved(replaces["path"], Path(op_path).parent)   # stored relative to the new file
     if not old_path.is_file():
         raise ReplacementError(f"{op_path} replaces {old_path}, which does not exist: the promise it replaced cannot "
@@ -223,7 +223,6 @@ def check_words(words, flag: str, example: str) -> str | None:
     The words are recorded on every verdict line and printed: they are text."""
     import unicodedata
 
-    from qc_core.names import REFUSED_CATEGORIES, shown
     if words is None:
         return None
     raw = str(words)

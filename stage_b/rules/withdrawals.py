@@ -79,16 +79,16 @@ def _read(path: Path, keys: PointKeys, repair: bool = False) -> dict[str, dict]:
         set_aside_torn_tail(path)
     elif path.stat().st_size and not path.read_bytes().endswith(b"\n") and _torn(path):
         raise WithdrawalsError(f"{path}: its last line is torn (a monitor was killed while recording a withdrawal); "
-                               f"run python -m stage_b.monitor again (judge.sh labels= runs it): it sets the torn "
+                               f"run group-qc monitor again (judge.sh labels= runs it): it sets the torn "
                                f"piece aside into {path.name}.torn and records the withdrawal whole. Until then no "
                                f"group of this operating point is decided without review")
     try:
         for line_no, rec in iter_jsonl(path, allow_torn_tail=False,
-                                       remedy="Restore it from a backup, or run python -m stage_b.monitor again."):
+                                       remedy="Restore it from a backup, or run group-qc monitor again."):
             missing = [k for k in FIELDS if not isinstance(rec.get(k), str) and k != "withdrawn_day"]
             if missing:
                 raise WithdrawalsError(f"{path}:{line_no}: a withdrawal without {', '.join(missing)}: restore the file "
-                                       f"from a backup or run python -m stage_b.monitor again; until then no group "
+                                       f"from a backup or run group-qc monitor again; until then no group "
                                        f"of this operating point is decided without review")
             if keys.names(rec.get("operating_point")) or keys.names(rec["operating_point_sha256"]):
                 out.setdefault(rec["mission"], {**rec, "file": str(path)})

@@ -1,12 +1,12 @@
 """The `swift rlhf` command for Stage-B GRPO, built from configs/stage_b_grpo.yaml plus the run's
 choices (scripts/run_grpo.sh calls this). `build_command` is pure; `main` checks the data, then prints or runs.
 
-    python -m stage_b.launch mission=all cuda=0,1 model=DIR [stage_a_dir=… val_ratio=… split_seed=…
-                             images=0|1 max_pixels=N input_dir=…
-                             output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
-                             val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
-                             rollout=colocate|server|hf vllm_server=HOST:PORT config=… nproc=N dry_run=1
-                             model_type=… template=… extra="--flags"]
+    group-qc grpo mission=all cuda=0,1 model=DIR [stage_a_dir=… val_ratio=… split_seed=…
+                  images=0|1 max_pixels=N input_dir=…
+                  output_dir=… lora_last_k=4 num_generations=… prompts_per_step=… max_steps=…
+                  val=0|1 eval_steps=N deepspeed=zero2|zero3|zero3_offload|none
+                  rollout=colocate|server|hf vllm_server=HOST:PORT config=… nproc=N dry_run=1
+                  model_type=… template=… extra="--flags"]
 
 images=1: photo-aware GRPO, each group's photos beside their summaries (GROUP_QC_STAGE_B_IMAGES; max_pixels per
 photo, GROUP_QC_STAGE_B_MAX_PIXELS; photos found under input_dir, else where the Stage-A records say).
@@ -116,7 +116,7 @@ def model_args(settings: LaunchSettings, args: dict, last_k: int, selection: str
     args = {**args, "model_type": spec.model_type, "template": spec.template}  # a local Qwen2.5-VL matches two
     args.update(model=str(settings.model), target_regex=target_regex(settings.model, last_k),
                 dataset=f"group_qc_train:{selection}")
-    # the YAML names our plugin relative to the repository; the command may run from any folder (group-qc-grpo, or
+    # the YAML names our plugin relative to the repository; the command may run from any folder (group-qc grpo, or
     # run_grpo.sh, which runs in the caller's folder so that their relative paths are theirs)
     plugin = args.get("external_plugins")
     if isinstance(plugin, str) and not Path(plugin).is_absolute() and (REPO / plugin).is_file():
@@ -241,7 +241,7 @@ def check_data(settings: LaunchSettings, environ=None) -> int:
 
 def cpu_args(args: dict, prompts_per_step: int | None = None) -> dict:
     """The YAML's arguments for a CPU run: the GPU-only keys (vLLM, DeepSpeed) dropped, fp32, one step per batch.
-    configs/stage_b_grpo_cpu.yaml is this applied to configs/stage_b_grpo.yaml (`python -m stage_b.launch
+    configs/stage_b_grpo_cpu.yaml is this applied to configs/stage_b_grpo.yaml (`group-qc grpo
     cpu_config` prints it; a test keeps the two in step)."""
     args = hf_args(args)
     g = int(args.get("num_generations", 4))
@@ -271,10 +271,10 @@ VARIANTS = {
 def variant_text(name: str, config=DEFAULT_CONFIG) -> str:
     file, what, make = VARIANTS[name]
     env, args = read_config(config)
-    header = (f"# GENERATED from {Path(config).name} by `python -m stage_b.launch {name}` (tests keep it in step):\n"
+    header = (f"# GENERATED from {Path(config).name} by `group-qc grpo {name}` (tests keep it in step):\n"
               f"# {what}. By hand, from any folder:\n"
               f"#   swift rlhf configs/{file} --model <Qwen-VL dir> \\\n"
-              f"#     $(python -m stage_b.lora --model <Qwen-VL dir> --last_k 4 --swift_args)\n")
+              f"#     $(group-qc lora --model <Qwen-VL dir> --last_k 4 --swift_args)\n")
     return header + yaml.safe_dump({"ENV": env, **make(reward_args(args))}, allow_unicode=True, sort_keys=False)
 
 

@@ -158,7 +158,7 @@ class LaunchSettings:
 
     @classmethod
     def from_tokens(cls, tokens: list[str]) -> "LaunchSettings":
-        """The settings of `key=value` arguments (run_grpo.sh, `python -m stage_b.launch`)."""
+        """The settings of `key=value` arguments (run_grpo.sh, `group-qc grpo`)."""
         given = parse_key_values(tokens, SETTINGS, required=("model",))
         typed: dict = {k: v for k, v in given.items() if k not in COUNT_SETTINGS + ("extra", "dry_run")}
         typed.update({k: count(given[k], k) for k in COUNT_SETTINGS if given.get(k)})

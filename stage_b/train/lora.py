@@ -1,6 +1,6 @@
 """LoRA on the last K blocks of the language model, vision tower and aligner frozen. Pure (json/re).
 
-`python -m stage_b.lora --model DIR --last_k 4` prints the anchored `--target_regex` for a checkpoint;
+`group-qc lora --model DIR --last_k 4` prints the anchored `--target_regex` for a checkpoint;
 with `--swift_args`, every flag `swift rlhf <yaml>` needs beside --model, for any local Qwen-VL folder and from any
 folder: `--model_type`, `--template` (from config.json), `--target_regex` and `--external_plugins` (absolute); with
 `--grpo` the rewards and their weights too (stage_b.train.rewards: `swift rlhf` by hand). Without --last_k,
@@ -85,12 +85,12 @@ def audit_trainable(named_trainable: list[tuple[str, int]], num_layers: int, las
         expected = set(last_k_layers(num_layers, last_k))
         if set(per_layer) != expected:
             problems.append(f"trainable layers {sorted(per_layer)} != the last {last_k} layers {sorted(expected)}: "
-                            f"regenerate --target_regex with python -m stage_b.lora --last_k {last_k}")
+                            f"regenerate --target_regex with group-qc lora --last_k {last_k}")
     return dict(sorted(per_layer.items())), problems
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.lora", description="print the --target_regex for "
+    p = argparse.ArgumentParser(prog="group-qc lora", description="print the --target_regex for "
                                 "LoRA on the last K language-model blocks of a Qwen-VL checkpoint")
     p.add_argument("--model", required=True, help="checkpoint folder (reads config.json)")
     p.add_argument("--last_k", type=int, help="number of final LLM blocks to adapt (required without --swift_args)")
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
             return 0
         spec = resolve_model(args.model)
         plugin = Path(__file__).resolve().parents[2] / "swift_plugins" / "qc_plugin.py"
-        # one line, unquoted words: `$(python -m stage_b.lora … --swift_args)` splits into flags (the regex holds
+        # one line, unquoted words: `$(group-qc lora … --swift_args)` splits into flags (the regex holds
         # no space, *, ? or [, so the shell neither splits nor globs it)
         print(f"--model_type {spec.model_type} --template {spec.template}"
               + (f" --target_regex {regex}" if regex else "") + (f" {swift_reward_args()}" if args.grpo else "")

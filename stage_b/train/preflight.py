@@ -1,4 +1,4 @@
-"""`python -m stage_b.preflight`: will GRPO learn from this starting point? Five minutes before
+"""`group-qc preflight`: will GRPO learn from this starting point? Five minutes before
 five GPU-days.
 
 Generates G completions for N groups per mission with the starting model (ms-swift engine, sampling as
@@ -87,7 +87,7 @@ def advice(stats: dict, temperature: float, num_generations: int) -> list[str]:
 
 @dataclass(frozen=True)
 class PreflightSettings:
-    """What `python -m stage_b.preflight` samples and how (built in `main` from its flags)."""
+    """What `group-qc preflight` samples and how (built in `main` from its flags)."""
     engine: EngineSettings
     selection_flags: dict
     split: str = "train"
@@ -109,7 +109,7 @@ class PreflightSettings:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stage_b.preflight", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc preflight", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_engine_args(p, model_help="the GRPO starting checkpoint (local folder)", max_new_tokens=64)
     add_selection_args(p)

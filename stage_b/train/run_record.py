@@ -7,7 +7,7 @@ run's selection as its default and refuses to score groups the run trained on.
 
 Paths in it (the selection's Stage-A folder, files and photo folder, each Stage-A file read, the best checkpoint)
 are stored relative to the run folder (qc_core.paths), the folder it was written in kept as `written_in`: a copied
-project's run reads its own data and names its own checkpoint. `python -m stage_b.run_record best RUN|PARENT` prints
+project's run reads its own data and names its own checkpoint. `group-qc run-record best RUN|PARENT` prints
 the best checkpoint's path (of the newest run under a parent), resolved, and fails naming it when it is not there.
 """
 from __future__ import annotations
@@ -23,10 +23,12 @@ from pathlib import Path
 from qc_core.errors import UserError
 from qc_core.jsonl import write_text_atomic
 from qc_core.paths import WRITTEN_IN, resolved, stored
+from qc_core.exits import run_cli
+from qc_core.missions import load_registry
 
-from stage_b.data.dataset import ids_digest
+from stage_b.data.dataset import ids_digest, load_records
 from stage_b.data.settings import Selection, selection_from
-from stage_b.data.split import split_of
+from stage_b.data.split import in_split, split_of
 
 RUN_FILE = "group_qc_run.json"
 # Bump when a field changes meaning; a reader refuses any other format and says which.
@@ -187,10 +189,7 @@ def trained_ids(record: dict, path) -> dict[str, set[str] | None]:
     """Per mission of the run, the group ids it trained on: the run's Stage-A input read again, split the run's
     way, and checked against the ids digest the run recorded. None for a mission whose input is gone or has
     changed since (its ids are then unknown)."""
-    from qc_core.missions import load_registry
 
-    from stage_b.data.dataset import load_records
-    from stage_b.data.split import in_split
     missions = record.get("missions") or {}
     try:
         selection = run_selection(record, path)
@@ -247,8 +246,7 @@ def main(argv=None) -> int:
     import argparse
     import sys
 
-    from qc_core.exits import run_cli
-    p = argparse.ArgumentParser(prog="python -m stage_b.run_record", description=__doc__,
+    p = argparse.ArgumentParser(prog="group-qc run-record", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
     best = sub.add_parser("best", help="print the best checkpoint of a run (or of the newest run under a folder)")
