@@ -100,6 +100,10 @@ PLANTS = [
     ("stage_b/monitoring/timeline.py", "            monitor: dict = dict(load_monitor(path))",
      "            monitor = json.loads(path.read_text(encoding=\"utf-8\"))", "tests/test_timeline.py",
      "keeps_the_replaced"),
+    ("qc_core/renamed.py", "    print(renamed_line(old, command), file=sys.stderr)\n", "", "tests/test_entry_points.py",
+     "older_module_name"),
+    ("group_qc_dev/demo_steps.py", "reverse=True)\n    return", ")\n    return", "tests/test_demo_steps.py",
+     "candidates"),
 ]
 
 
