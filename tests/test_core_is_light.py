@@ -191,8 +191,8 @@ def test_the_architecture_page_draws_the_import_graph_the_code_has():
 
 
 def test_the_type_checker_covers_the_pure_core_and_the_review_app():
-    """`make lint` runs mypy on [tool.mypy] files: the modules the forbidden contracts keep free of model libraries
-    (the pure core, the review app and the router)."""
+    """`make lint` runs mypy on [tool.mypy] files: at least the modules the forbidden contracts keep free of model
+    libraries (the pure core, the review app and the router); the commands' modules above them are checked too."""
     import tomllib
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     checked = {f.removesuffix(".py").replace("/", ".") for f in config["tool"]["mypy"]["files"]}
@@ -200,7 +200,7 @@ def test_the_type_checker_covers_the_pure_core_and_the_review_app():
     served = {m for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "forbidden"
               and not c["name"].startswith("the pure core") for m in c["source_modules"]}
     assert served == {"review_app", "group_qc"}
-    assert checked == (pure - {m for m in pure if m.startswith("qc_core.")}) | {"qc_core"} | served
+    assert (pure - {m for m in pure if m.startswith("qc_core.")}) | {"qc_core"} | served <= checked
 
 
 def test_the_review_app_loads_no_model_library():

@@ -7,17 +7,17 @@ from qc_core.checkpoints import stage_a_identity
 from stage_b.rules.routes import evidence_weight, why_not_fair
 from stage_b.train.run_record import run_selection, train_overlap
 from stage_b.data.settings import Selection
-from stage_b.evaluate.predictions import EvaluationError
+from stage_b.evaluate.predictions import EvaluationError, Prediction
 
 HELD_OUT = "held_out"   # --split: every group the training run did not train on
 
-def with_evidence(predictions: list[dict], records: list[dict]) -> list[dict]:
+def with_evidence(predictions: list[Prediction], records: list[dict]) -> list[Prediction]:
     """Each prediction with its `evidence` (stage_b.rules.routes): the weight its group may have in a promise's bound,
     from
     the `review` record stage_b.labels.decisions wrote on its labelled Stage-A record (none: the original labelled
     data)."""
     reviews = {(r["mission"], r["group_id"]): r.get("review") for r in records}
-    out = []
+    out: list[Prediction] = []
     for p in predictions:
         review = reviews.get((p["mission"], p["group_id"]))
         out.append({**p, "evidence": {"weight": evidence_weight(review), "why_not": why_not_fair(review),
@@ -77,7 +77,7 @@ def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, 
     else:
         rows, counts = build_rows(selection, split, allow_empty=True, records=records)
         overlap = train_overlap(run, run_path, rows) if run else []
-    if overlap and not allow_overlap:
+    if overlap and run is not None and not allow_overlap:   # only a run has a train split to overlap
         raise EvaluationError(
             f"{len(overlap)} of the {len(rows)} groups of the {split} split were in the training run's train split "
             f"(evaluation: {selection.describe_split()}; training: {run_selection(run, run_path).describe_split()}). "

@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
 from qc_core.paths import WRITTEN_IN, resolved, stored
-from review.page import REVIEW_DIR
+from review.page import REVIEW_DIR, render_review, report, trusted_record_folder
 
 from stage_b.stats.calibration import calibration
 from stage_b.stats.certify import DEFAULT_CONFIDENCE
@@ -19,17 +20,19 @@ from stage_b.contract.numbers import pct1
 from stage_b.contract.grounding import ground
 from stage_b.stats.metrics import compute_metrics
 from stage_b.rules.operating_point import DEFAULT_REVIEW_SHARE
-from stage_b.rules.calibrate import build_operating_point, points_of
+from stage_b.rules.calibrate import Targets, build_operating_point, points_of
 from stage_b.stats.thresholds import curve
 from stage_b.rules.replacement import compare
 from stage_b.train.run_record import portable_selection, resolved_selection
-from stage_b.evaluate.predictions import EvaluationError
+from stage_b.evaluate.predictions import EvaluationError, Prediction
 from stage_b.evaluate.report import _ci, curve_picks, render_report
+from stage_b.pages.cards import EVALUATION_OUTCOMES, evaluation_cards
+from stage_b.pages.plot_operating import plot_curves, plot_reliability
 
 OUTPUTS = ("predictions.jsonl", "metrics.json", "report.md", "operating_curve.png", "reliability.png",
            "operating_point.json", "review")
 
-def operating_curves(predictions: list[dict], missions: list[str], by_mission: dict | None = None) -> dict | None:
+def operating_curves(predictions: list[Prediction], missions: list[str], by_mission: dict | None = None) -> dict | None:
     """metrics.json's `operating_curve`: per mission and pooled, the curve and the (p_fail, expected) points it
     comes from (so it can be recomputed); None when no prediction has a p_fail. `by_mission`: points_of(predictions),
     when the caller has it."""
@@ -41,24 +44,29 @@ def operating_curves(predictions: list[dict], missions: list[str], by_mission: d
             "points": {m: by_mission.get(m, []) for m in missions}, "overall_points": pooled,
             "groups_without_p_fail": sum(p.get("p_fail") is None for p in predictions)}
 
-def after_withdrawals(withdrawals: dict, predictions: list[dict]) -> dict:
+def after_withdrawals(withdrawals: dict, predictions: list[Prediction]) -> dict:
     """{mission: {"day", "at", "why", "labels_after"}} for each mission the replaced point had withdrawn: when and why,
     and how many of the groups this re-certification scores reviewers decided after it (a promise lifted on evidence
     that came before its withdrawal would be the same broken promise again)."""
     out = {}
     for mission, line in sorted(withdrawals.items()):
         at = line.get("withdrawn_at")
-        after = sum(1 for p in predictions if p["mission"] == mission and at
-                    and ((p.get("evidence") or {}).get("decided_at") or "") > at)
+        after = sum(1 for p in predictions if p["mission"] == mission and at and _decided_at(p) > at)
         out[mission] = {"day": line.get("withdrawn_day"), "at": at, "why": line.get("why"), "labels_after": after}
     return out
 
 
-def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str], title: str,
-                  data: dict | None = None, checkpoints: dict | None = None, targets: dict | None = None,
+def _decided_at(p: Prediction) -> str:
+    """When a reviewer decided the prediction's group ("" for original labels)."""
+    evidence = p.get("evidence")
+    return (evidence.get("decided_at") if evidence else None) or ""
+
+
+def write_outputs(output_dir: Path, predictions: list[Prediction], missions: list[str], title: str,
+                  data: dict | None = None, checkpoints: dict | None = None, targets: Targets | None = None,
                   review_share: float = DEFAULT_REVIEW_SHARE, resolve=None, review: dict | None = None,
                   source: dict | None = None, confidence: float = DEFAULT_CONFIDENCE,
-                  overkill_targets: dict | None = None, stage_a: dict | None = None,
+                  overkill_targets: Targets | None = None, stage_a: dict | None = None,
                   family_wise: bool = False, replaces=None) -> dict:
     """metrics.json, report.md, predictions.jsonl, and with p_fail the curve and reliability PNGs; with `targets`
     (and `overkill_targets`), operating_point.json certified at `confidence`; with `review` ({"records",
@@ -83,6 +91,7 @@ def write_outputs(output_dir: Path, predictions: list[dict], missions: list[str]
     if targets:
         if not curves:
             raise EvaluationError("--target_miss_rate needs p_fail in the predictions, and none has one")
+        assert checkpoints is not None   # an operating point names its model: evaluate refuses targets without one
         op = build_operating_point(predictions, list(metrics["per_mission"]), targets, review_share=review_share,
                                    model=checkpoints["model"], adapters=checkpoints["adapters"], data=data,
                                    resolve=resolve, confidence=confidence, overkill_targets=overkill_targets,
@@ -143,15 +152,14 @@ def read_back(doc: dict, base) -> dict:
     return _map_paths(doc, _resolve, base)
 
 
-def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dict, title: str, curves: dict | None,
-                         op: dict | None) -> None:
+def write_all_or_nothing(output_dir: Path, predictions: list[Prediction], metrics: dict, title: str,
+                         curves: dict | None, op: dict | None) -> None:
     """Every file is written into a staging folder first and moved into place only when all are written (a full disk
     leaves the earlier set whole, and the error names the file)."""
     staging = output_dir / f".evaluate-{os.getpid()}"
     staging.mkdir(parents=True, exist_ok=True)
-    name = None
+    name = "predictions.jsonl"   # the file being written, named if writing fails
     try:
-        name = "predictions.jsonl"
         write_jsonl_atomic(staging / name, predictions)
         name = "metrics.json"
         (staging / name).write_text(json.dumps(portable(metrics, output_dir), ensure_ascii=False, indent=2),
@@ -160,7 +168,6 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
         (staging / name).write_text(render_report(metrics, predictions, title, picks=curve_picks(curves)),
                                     encoding="utf-8")
         if curves:
-            from stage_b.pages.plot_operating import plot_curves, plot_reliability
             name = "operating_curve.png"
             plot_curves(curves, staging / name, "verdict 不通过 iff p_fail >= t", chosen=op and {
                 **op["missions"], "overall": op["overall"]})
@@ -178,13 +185,11 @@ def write_all_or_nothing(output_dir: Path, predictions: list[dict], metrics: dic
         os.replace(f, output_dir / f.name)
     staging.rmdir()
 
-def write_evaluation_review(output_dir: Path, predictions: list[dict], metrics: dict, title: str, *, records: dict,
-                 input_dirs: list, named_dirs: list = (), all: bool = False, record_files: dict | None = None,
-                 grounded: list | None = None) -> dict:
+def write_evaluation_review(output_dir: Path, predictions: list[Prediction], metrics: dict, title: str, *,
+                 records: dict, input_dirs: list, named_dirs: Sequence = (), all: bool = False,
+                 record_files: dict | None = None, grounded: list | None = None) -> dict:
     """<output_dir>/review/: the metrics, the curve, then misses, overkills, unparseable replies (and with
     `all` every other group) with their photos. Says on stderr when photos cannot be found."""
-    from review.page import render_review, report
-    from stage_b.pages.cards import EVALUATION_OUTCOMES, evaluation_cards
     rows = [[name, m["n"], f"{pct1(m['accuracy'])} {_ci(m['accuracy_ci95'])}",
              f"{pct1(m['miss_rate'])} {_ci(m['miss_rate_ci95'])}",
              f"{pct1(m['overkill_rate'])} {_ci(m['overkill_rate_ci95'])}",
@@ -208,14 +213,13 @@ def write_evaluation_review(output_dir: Path, predictions: list[dict], metrics: 
     sources = [{"file": f, "sha256": file_sha256(f)} for f in files]
     source_of = {key: files.index(str(f)) for key, f in (record_files or {}).items()}
     cards = evaluation_cards(predictions, records, all, source_of, grounded)
-    from review.page import trusted_record_folder
     for card in cards:   # each group's photos from its own record's folder, where the page may follow it
         folder = trusted_record_folder((records.get((card["mission"], card["group_id"])) or {}).get("input_dir"),
                                        [Path(d) for d in input_dirs])
         if folder is not None:
             card["photo_dir"] = str(folder)
     result = render_review(output_dir, title=f"Verdict review: {title}", cards=cards, outcomes=EVALUATION_OUTCOMES,
-                           input_dirs=input_dirs, named_dirs=named_dirs, tables=tables, images=images,
+                           input_dirs=input_dirs, named_dirs=list(named_dirs), tables=tables, images=images,
                            sources=sources,
                            intro=["Misses first, then overkills, then unparseable replies, then correct verdicts whose "
                                   "reason contradicts them or cites a photo whose summary shows no defect"

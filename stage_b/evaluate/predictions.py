@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError, iter_jsonl
+from qc_core.missions import MissionError, load_registry
 
 from stage_b.data.dataset import row_mode
 from stage_b.contract.grounding import ground
@@ -15,23 +17,58 @@ from stage_b.contract.verdict import FAIL, PASS, parse
 
 PREDICTION_FIELDS = ("group_id", "mission", "expected", "completion", "summaries")
 
+
+class GroundingRecord(TypedDict):
+    """A reply's grounding as a prediction stores it (stage_b.contract.grounding.Grounding): photos by number."""
+    cited: list[int]
+    defect_photos: list[int]
+    contradiction: bool
+    wrong_citations: list[int]
+
+
+class Evidence(TypedDict):
+    """What a prediction weighs in a promise's bound (stage_b.evaluate.held_out.with_evidence, stage_b.rules.routes)."""
+    weight: float | None        # None: not a fair sample, left out of the bound
+    why_not: str | None
+    route: str | None           # how the group reached a reviewer (its labelled record's review), None: original labels
+    decided_at: str | None
+
+
+class _PredictionFields(TypedDict):
+    group_id: str
+    mission: str
+    expected: str               # 通过 or 不通过: the label
+    predicted: str | None       # the verdict read from the completion (None: not a verdict)
+    completion: str
+    rewards: dict[str, float]   # every reward of stage_b.train.rewards.REWARDS
+    grounding: GroundingRecord
+    summaries: list[str]
+
+
+class Prediction(_PredictionFields, total=False):
+    """One line of predictions.jsonl, as score_prediction writes it (and with_evidence adds `evidence` to)."""
+    mode: str                   # what the model read: summaries, or summaries+photos
+    p_fail: float               # absent when the verdict probabilities were not scored
+    error: str                  # why the model could not be asked (an empty completion, counted wrong)
+    evidence: Evidence
+
 class EvaluationError(UserError):
     pass
 
 def score_prediction(group_id, mission, expected, completion, summaries, error: str | None = None,
-                     p_fail: float | None = None, mode: str | None = None) -> dict:
+                     p_fail: float | None = None, mode: str | None = None) -> Prediction:
     """One predictions.jsonl record: the verdict read from the completion, every reward, the reason's grounding
     (stage_b.contract.grounding: photos cited, photos whose summary shows a defect, contradiction, wrong citations), and
     p_fail when the verdict probabilities were scored. A group the model could not be asked about has an empty
     completion and its `error`: no verdict, no p_fail, counted wrong."""
     kwargs = {"solution": [expected], "summaries": [summaries], "mission": [mission]}
     g = ground(completion, summaries, mission)
-    record = {"group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
-              "completion": completion, "rewards": {name: func([completion], **kwargs)[0]
-                                                    for name, func in REWARDS.items()},
-              "grounding": {"cited": list(g.cited), "defect_photos": list(g.defect_photos),
-                            "contradiction": g.contradiction, "wrong_citations": list(g.wrong_citations)},
-              "summaries": summaries}
+    record: Prediction = {
+        "group_id": group_id, "mission": mission, "expected": expected, "predicted": parse(completion).verdict,
+        "completion": completion, "rewards": {name: func([completion], **kwargs)[0] for name, func in REWARDS.items()},
+        "grounding": {"cited": list(g.cited), "defect_photos": list(g.defect_photos),
+                      "contradiction": g.contradiction, "wrong_citations": list(g.wrong_citations)},
+        "summaries": summaries}
     if mode:   # what the model read: summaries, or summaries+photos (photo-aware Stage-B)
         record["mode"] = mode
     if p_fail is not None:
@@ -39,7 +76,7 @@ def score_prediction(group_id, mission, expected, completion, summaries, error: 
     return {**record, "error": error} if error else record
 
 def predictions_from_rows(rows: list[dict], completions: list[str], errors: dict[int, str] | None = None,
-                          p_fails: list[float | None] | None = None) -> list[dict]:
+                          p_fails: list[float | None] | None = None) -> list[Prediction]:
     errors = errors or {}
     return [score_prediction(r["group_id"], r["mission"], r["solution"], c, r["summaries"], errors.get(i),
                              None if errors.get(i) or not p_fails else p_fails[i], row_mode(r))
@@ -95,7 +132,7 @@ def _as_ours(rec: dict, fmt: str, where: str) -> dict:
     return {"group_id": rec["group_id"], "mission": rec["mission"], "expected": rec["solution"],
             "completion": text, "summaries": rec["summaries"], "mode": row_mode(rec)}   # the row's images column
 
-def read_prediction_file(path: Path) -> tuple[list[dict], str]:
+def read_prediction_file(path: Path) -> tuple[list[Prediction], str]:
     """Re-scored predictions from a file (verdicts and rewards recomputed from the raw completions), and which
     tool wrote it (OURS, SWIFT_INFER or OPENAI, told by the first record; every record must match it)."""
     if not path.is_file():
@@ -105,8 +142,9 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
     except JsonlError as exc:
         raise EvaluationError(f"{exc} (a torn last line means the run that wrote it was killed: rerun "
                               f"evaluate with the model)") from None
-    out, seen, first = [], {}, None
-    from qc_core.missions import load_registry
+    out: list[Prediction] = []
+    first = None
+    seen: dict[tuple[str, str], int] = {}   # (mission, group id): its line
     registry = load_registry()
     for line_no, rec in records:
         fmt = _format_of(rec)
@@ -148,7 +186,6 @@ def read_prediction_file(path: Path) -> tuple[list[dict], str]:
 def _checked_row(rec: dict, where: str, registry) -> str:
     """A prediction row's types and mission (the canonical name of a known mission, so an alias and its name are one
     mission); EvaluationError naming the line and the field otherwise."""
-    from qc_core.missions import MissionError
     if not isinstance(rec["group_id"], str) or not rec["group_id"]:
         raise EvaluationError(f"{where}: group_id must be a non-empty string, got {rec['group_id']!r}")
     if rec["expected"] not in (PASS, FAIL):
@@ -163,6 +200,6 @@ def _checked_row(rec: dict, where: str, registry) -> str:
     except MissionError as exc:
         raise EvaluationError(f"{where}: {exc}") from None
 
-def read_predictions(path: Path) -> list[dict]:
+def read_predictions(path: Path) -> list[Prediction]:
     """Re-scored predictions from a file of any format read_prediction_file reads."""
     return read_prediction_file(path)[0]

@@ -11,6 +11,7 @@ from stage_b.rules.promise_texts import family_text
 from stage_b.stats.thresholds import picks_at
 from stage_b.rules.replacement import side_by_side_lines
 from stage_b.contract.verdict import FAIL, parse
+from stage_b.evaluate.predictions import Prediction
 
 CURVE_TARGETS = (0.0, 0.05, 0.1, 0.2)   # report.md: overkill at these miss-rate targets, per mission
 
@@ -27,7 +28,7 @@ def _md_items(by_name: dict):
     """(escaped name, value) pairs of a per-mission dict, for report.md."""
     return [(_md(name), value) for name, value in by_name.items()]
 
-def render_report(metrics: dict, predictions: list[dict], title: str, max_cases: int = 5,
+def render_report(metrics: dict, predictions: list[Prediction], title: str, max_cases: int = 5,
                   picks: dict | None = None) -> str:
     """report.md. `picks`: curve_picks of the metrics' curve (computed once, by write_outputs)."""
     data = metrics.get("data") or {}
@@ -72,7 +73,7 @@ def render_report(metrics: dict, predictions: list[dict], title: str, max_cases:
     lines += render_calibration(metrics)
     return "\n".join(lines) + "\n"
 
-def render_mission(name: str, m: dict, predictions: list[dict], max_cases: int) -> list[str]:
+def render_mission(name: str, m: dict, predictions: list[Prediction], max_cases: int) -> list[str]:
     """A mission's section: its confusion table and up to `max_cases` misses to review, each with its summaries."""
     c = m["confusion"]
     lines = ["", f"## {_md(name)}", "", f"n = {m['n']}" + (" (no validation groups)" if m["n"] == 0 else ""), "",

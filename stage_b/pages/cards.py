@@ -16,6 +16,7 @@ from qc_core.records import summaries_of
 from stage_b.contract.grounding import ground
 from stage_b.contract.numbers import fmt_p
 from stage_b.rules.routes import AUDIT, route_of_record
+from stage_b.stats.metrics import PredictionRows
 from stage_b.contract.verdict import FAIL, PASS, parse
 
 from review.page import LABEL_TEXT
@@ -43,7 +44,7 @@ def _marks(g) -> dict:
     return {"cited": list(g.cited), "defect": list(g.defect_photos)}
 
 
-def evaluation_cards(predictions: list[dict], records: dict[tuple[str, str], dict], review_all: bool,
+def evaluation_cards(predictions: PredictionRows, records: dict[tuple[str, str], dict], review_all: bool,
                      sources: dict[tuple[str, str], int] | None = None, grounded: list | None = None) -> list[dict]:
     """Cards for predictions (with `records`, the Stage-A records by (mission, group id), for the photos; `sources`:
     the index of the Stage-A file each group came from, which a reviewer's decision names; `grounded`: each

@@ -15,7 +15,7 @@ def plot_curves(curves: dict, out: Path, title: str, chosen: dict | None = None)
     missions = list(curves["per_mission"])
     plt, font, names = pyplot_for(missions)
     fig, ax = plt.subplots(figsize=(6.5, 5))
-    lines = [(names[m], curves["per_mission"][m], {}) for m in missions]
+    lines: list[tuple[str, list, dict]] = [(names[m], curves["per_mission"][m], {}) for m in missions]
     lines.append(("overall", curves["overall"], {"color": "black", "linestyle": "--"}))
     for legend, points, style in lines:
         xy = [(p["miss_rate"], p["overkill_rate"]) for p in points

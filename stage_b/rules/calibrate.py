@@ -19,7 +19,7 @@ from stage_b.stats.certify import (
     upper_bound,
     upper_bound_weighted,
 )
-from stage_b.stats.metrics import wilson
+from stage_b.stats.metrics import PredictionRows, wilson
 from stage_b.stats.thresholds import (
     bound_below,
     certified_fail_threshold,
@@ -114,7 +114,7 @@ def automation(points, entry: dict) -> dict:
             "automation_share_ci95": wilson(auto, len(points))}
 
 
-def points_of(predictions: list[dict]) -> dict[str, list[tuple[float, str]]]:
+def points_of(predictions: PredictionRows) -> dict[str, list[tuple[float, str]]]:
     """(p_fail, expected) per mission from predictions that have a p_fail (groups not judged have none)."""
     out: dict[str, list[tuple[float, str]]] = {}
     for p in predictions:
@@ -123,7 +123,7 @@ def points_of(predictions: list[dict]) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
-def fair_points_of(predictions: list[dict]) -> tuple[dict[str, list[tuple]], dict[str, dict[str, int]]]:
+def fair_points_of(predictions: PredictionRows) -> tuple[dict[str, list[tuple]], dict[str, dict[str, int]]]:
     """({mission: [(p_fail, expected, weight)]}, {mission: {why left out: groups}}): the predictions a promise's bound
     may count (stage_b.rules.routes: fair evidence, weighted by 1 / the probability it was reviewed) and those it may
     not.
@@ -144,7 +144,7 @@ def fair_points_of(predictions: list[dict]) -> tuple[dict[str, list[tuple]], dic
     return points, left_out
 
 
-def profile_of(predictions: list[dict]) -> dict:
+def profile_of(predictions: PredictionRows) -> dict:
     """What the monitor's drift check compares live work with (stage_b.monitoring.monitor): the validation groups'
     p_fail values
     and how many groups have a summary that shows a defect (stage_b.contract.grounding)."""
@@ -192,7 +192,7 @@ def _per_mission(targets: Targets | None, missions: list[str], resolve, flag: st
     return {m: own.get(m, targets["default"]) for m in missions}
 
 
-def build_operating_point(predictions: list[dict], missions: list[str], targets: Targets, *, review_share: float,
+def build_operating_point(predictions: PredictionRows, missions: list[str], targets: Targets, *, review_share: float,
                           model: dict, adapters: list[dict], data: dict | None, resolve=None,
                           confidence: float = DEFAULT_CONFIDENCE, overkill_targets: Targets | None = None,
                           stage_a: dict | None = None, family_wise: bool = False) -> dict:
@@ -248,7 +248,7 @@ _CONTENT_KEYS = ("format", "rule", "review_share", "confidence", "family", "mode
 
 
 def _mission_record(points, target: float, share: float, confidence: float, target_overkill: float | None,
-                    evidence: str, left_out: dict[str, int], predictions: list[dict], stage_a: dict | None
+                    evidence: str, left_out: dict[str, int], predictions: PredictionRows, stage_a: dict | None
                     ) -> MissionPoint:
     """A mission's entry of operating_point.json as the typed point: mission_point's certified numbers, then how
     many of its groups the rule decides without review, the promise in the owner's words now that the automation is

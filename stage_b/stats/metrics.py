@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from stage_b.contract.grounding import Grounding, ground, grounding_metrics
 from stage_b.contract.verdict import FAIL, PASS
+
+# predictions.jsonl's rows as the layers below stage_b.evaluate read them (it declares them: Prediction)
+PredictionRows = Sequence[Mapping[str, Any]]
 
 Z95 = 1.959963984540054
 
@@ -70,7 +75,8 @@ def metrics_from_confusion(cm: dict, format_ok: int = 0) -> dict:
     }
 
 
-def compute_metrics(predictions: list[dict], missions: list[str] | None = None, grounded: list | None = None) -> dict:
+def compute_metrics(predictions: PredictionRows, missions: list[str] | None = None,
+                    grounded: list | None = None) -> dict:
     """{"overall": {...}, "per_mission": {mission: {...}}}. `missions` lists missions to report even
     when they have no groups (n = 0, rates None). `grounded`: each prediction's grounding
     (stage_b.contract.grounding.ground
@@ -84,7 +90,7 @@ def compute_metrics(predictions: list[dict], missions: list[str] | None = None, 
     return {"overall": _metrics(pairs), "per_mission": per_mission}
 
 
-def _metrics(pairs: list[tuple[dict, Grounding]]) -> dict:
+def _metrics(pairs: list[tuple[Mapping[str, Any], Grounding]]) -> dict:
     """The figures of (prediction, grounding) pairs."""
     rows = [r for r, _ in pairs]
     out = metrics_from_confusion(confusion((r["expected"], r["predicted"]) for r in rows),

@@ -7,6 +7,8 @@ verdict), `summaries` (the group's per-photo summaries), `mission` (canonical na
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stage_b.contract.grounding import asserted_defects, defect_terms, ground
 from stage_b.contract.verdict import FAIL, normalize, normalize_verdict, parse
 
@@ -88,7 +90,8 @@ def copied_share(reason: str, source: str, run: int = COPY_RUN) -> float:
     return sum(covered) / len(reason)
 
 
-REWARDS = {"qc_label": qc_label, "qc_format": qc_format, "qc_consistency": qc_consistency}
+REWARDS: dict[str, Callable[..., list[float]]] = {"qc_label": qc_label, "qc_format": qc_format,
+                                                  "qc_consistency": qc_consistency}
 # Each reward's weight, beside the list: the verdict is what QC owners pay for; format keeps the output parseable;
 # grounding discourages reasons that cite missing photos or invent defects, without outweighing the verdict. The
 # launcher (a YAML without reward_funcs/reward_weights) and the preflight take both from here.
