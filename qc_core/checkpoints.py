@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .jsonl import file_sha256
 
 # config.json `model_type` -> (ms-swift model_type, ms-swift template). A local Qwen2.5-VL folder
 # matches two ms-swift templates (qwen2_5_vl, mimo_vl), so the template is always passed explicitly.
@@ -125,5 +126,4 @@ def stage_a_identity(record: dict) -> str:
 
 def file_digest(path) -> str:
     """sha256 of a file's bytes (the judge records which operating point it used)."""
-    from qc_core.jsonl import file_sha256
     return file_sha256(path)

@@ -13,8 +13,10 @@ from review_app import decision_store, queues, views
 from review_app.access import Context, Session, card_of, changing_as, day_of, decided_maps, refuse, role
 from review_app.routes_review import ID
 from review_app.store import now_iso
-from stage_b.rules.point_identity import PointKeys
 from review_app.web import MAX_NOTE
+from stage_b.rules import acceptances as recorded
+from stage_b.rules.point_identity import PointKeys
+from stage_b.rules.replacement import ReplacementError
 
 
 class AdjudicationIn(BaseModel):
@@ -134,8 +136,6 @@ def owner_routes(app: FastAPI, ctx: Context) -> None:
 
     @app.post("/api/acceptances")
     def accept(body: AcceptIn, s: Session = Depends(changing_as("owner"))):
-        from stage_b.rules import acceptances as recorded
-        from stage_b.rules.replacement import ReplacementError
         point = next((p for p in views.promises_view(ctx.project, []) if p["point"] == body.point), None)
         if point is None or "error" in point:
             refuse(404, f"no readable operating point {body.point!r} in this project")

@@ -17,6 +17,12 @@ from stage_b.labels.agreement import DEFAULT_MIN_GOLD_ACCURACY
 from stage_b.labels.decisions_log import LOG, read_log
 from stage_b.labels.resolve import resolve
 from stage_b.labels.reviewer_quality import bar_of, confirmers, reviewer_table, unconfirmed_fails
+from stage_b.monitoring.monitor_file import load_monitor
+from stage_b.monitoring.owner_status import owner_status
+from stage_b.rules.acceptances import recorded as recorded_acceptance
+from stage_b.rules.operating_point import load_operating_point, point_keys
+from stage_b.rules.point_identity import same_point
+from stage_b.rules.replacement import recomputed_weaker
 from stage_b.rules.workload import day_workload, measured_pace, table
 
 OPERATING_POINT = "operating_point.json"
@@ -93,13 +99,6 @@ def is_conflict(project: Project, mission: str, group_id: str) -> bool:
 def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
     """Each operating point in the project: its promises in the owner's words, each mission's state, status and
     next audit share from the monitor of that point, and what is weaker than the point it replaces (module doc)."""
-    from stage_b.monitoring.monitor_file import load_monitor
-    from stage_b.monitoring.owner_status import owner_status
-    from stage_b.rules.acceptances import recorded as recorded_acceptance
-    from stage_b.rules.operating_point import load_operating_point
-    from stage_b.rules.operating_point import point_keys
-    from stage_b.rules.point_identity import same_point
-    from stage_b.rules.replacement import recomputed_weaker
     monitors: list[tuple[Path, dict]] = []
     for path in named_files(project, MONITOR):
         try:
@@ -141,7 +140,6 @@ def promises_view(project: Project, accepted: list[dict]) -> list[dict]:
 
 def monitor_view(project: Project) -> list[dict]:
     """Every monitor.json in the project, per mission: its state, status, detectors and next share, day by day."""
-    from stage_b.monitoring.monitor_file import load_monitor
     out = []
     for path in named_files(project, MONITOR):
         try:

@@ -121,14 +121,14 @@ class SwiftSummaryEngine:
         self.host_stop_words = host_stop_words and backend == "transformers"
         self._inside_infer = False
         if self.host_stop_words:
-            from .stopping import use_host_stop_words
+            from .stopping import use_host_stop_words   # heavy: torch and ms-swift at import
             use_host_stop_words(self.engine.template, when=lambda: self.host_stop_words and self._inside_infer)
         self.window_batches = window_batches and backend == "transformers"
         # stage_a.compiled_decode.CompiledDecode, made by use_compiled_decode once the batch size is known
         self.compiled_decode = None
         self._windows = None
         if self.window_batches:
-            from .vision_windows import WindowBatches
+            from .vision_windows import WindowBatches   # heavy: torch and transformers at import
             self._windows = WindowBatches(self.engine.model)
         can = backend == "transformers" and batch_encode_hook_problem(self.engine) is None
         if pre_encode and not can:
@@ -162,7 +162,7 @@ class SwiftSummaryEngine:
         """Our calls' decode step compiled from here on (stage_a.compiled_decode), for batches of `batch`: one warm-up
         call of `batch` photos of --max_pixels, every reply forced to max_new_tokens, compiles and captures it now,
         before the first real batch. Returns the warm-up's seconds, also logged."""
-        from .compiled_decode import CompiledDecode
+        from .compiled_decode import CompiledDecode   # heavy: torch and transformers at import
         if self.model_device() == "cpu" and backend != "eager":
             log.warning("--compiled_decode %s on a CPU: transformers compiles the decode step on accelerators only, so "
                         "it runs with the static cache uncompiled, slower than without it; leave it off on a CPU",

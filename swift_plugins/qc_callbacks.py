@@ -72,6 +72,8 @@ def use_engine_changes(trainer) -> dict:
         return {"window_batches": 0, "host_stop_words": False, "off_by": f"{ENV_BARE_ENGINE}=1"}
     from swift.infer_engine import TransformersEngine
 
+    # heavy: torch, transformers and ms-swift hooks (vision_windows registers its attention at import); loaded only
+    # when the engine changes are on
     from stage_a.stopping import use_host_stop_words
     from stage_a.vision_windows import use_window_batches
     engine = getattr(trainer, "engine", None)

@@ -41,6 +41,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from qc_core.missions import load_registry
+
 from stage_b.contract.verdict import FAIL, PASS, normalize, parse
 
 # Defect words every mission shares; each mission adds its own (configs/missions.yaml defect_terms).
@@ -65,7 +67,6 @@ MAX_RANGE = 64   # photos a range may span and cite each of; a longer one (å›¾ç‰
 def defect_terms(mission) -> tuple[str, ...]:
     terms = list(GENERIC_DEFECT_TERMS)
     try:
-        from qc_core.missions import load_registry
         terms += load_registry().resolve(mission).defect_terms if mission else []
     except Exception:  # noqa: BLE001 - unknown mission: generic terms still apply
         pass

@@ -5,14 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from qc_core.jsonl import OUTPUT_REMEDY, file_sha256, iter_jsonl
+from review.page import render_review, report
 from stage_b.contract.numbers import fmt_p
 from stage_b.contract.verdict import FAIL
 from stage_b.judging.settings import NO_MONITOR
 from stage_b.judging.verdict_file import verdicts_path
 from stage_b.labels.gold import PHOTOS_DIR
+from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
 from stage_b.rules.promise_texts import NO_AUTOMATION
 from stage_b.rules.routes import AUDIT, AUTO, route_of_record
 from stage_b.rules.workload import Pace, day_workload, stated_pace, table
+from stage_b.stats.metrics import wilson
 
 
 def page_photo_dirs(output_dir: Path, input_dir: str | None) -> list[Path] | None:
@@ -32,7 +35,6 @@ def day_verdicts(output_dir: Path, missions: list[str]) -> list[dict]:
 def automation_of(output_dir: Path, missions: list[str], verdicts: list[dict] | None = None) -> dict:
     """Per mission and pooled, over every verdict in the files: groups judged, decided without review, the share
     with its 95% Wilson interval, and how many went to review for an ungrounded reason."""
-    from stage_b.stats.metrics import wilson
     verdicts = day_verdicts(output_dir, missions) if verdicts is None else verdicts
 
     verdicts = [v for v in verdicts if not v.get("gold")]   # known-answer checks are not the day's work
@@ -61,8 +63,6 @@ def print_automation(automation: dict) -> None:
 def write_day_review(output_dir: Path, missions: list[str], input_dirs: list[Path] | None = None,
                  pace: Pace | None = None) -> dict:
     """<output_dir>/review/ over every verdict in the missions' files: needs_review first, then 不通过, then 通过."""
-    from review.page import render_review, report
-    from stage_b.pages.cards import JUDGE_OUTCOMES, judge_cards
     verdicts = day_verdicts(output_dir, missions)
     files = [verdicts_path(output_dir, m) for m in missions if verdicts_path(output_dir, m).exists()]
     sources = [{"file": str(f.resolve()), "sha256": file_sha256(f)} for f in files]

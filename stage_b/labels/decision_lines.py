@@ -11,8 +11,8 @@ from pathlib import Path
 from qc_core.errors import UserError
 from qc_core.jsonl import JsonlError, iter_jsonl, record_digest
 from qc_core.missions import MissionError, load_registry
-from qc_core.names import ReviewerNameError, reviewer_name
-from qc_core.records import utc_now
+from qc_core.names import ReviewerNameError, name_skeleton, reviewer_name
+from qc_core.records import RecordError, utc_now, validate_record
 from qc_core.paths import with_input_dir_resolved
 from stage_b.contract.verdict import FAIL, PASS
 from stage_b.labels.source_files import SourceFiles
@@ -78,7 +78,6 @@ def source_record_problem(record: dict) -> str | None:
     """Why a source file's line cannot become a label: a Stage-A record must pass the Stage-A contract, a verdict line
     must carry the summaries and photos the label is built from; no photo path may leave its folder (`../`, an
     absolute path: a label would name any file on the machine)."""
-    from qc_core.records import RecordError, validate_record
     climbs = _climbs_out(record.get("images"))
     if climbs:
         return climbs
@@ -231,7 +230,6 @@ def history_problem(history: list, reviewer: str, decision: str, decided_at) -> 
     """Why a checked history cannot be this line's: a change made by another person (one person, one name: a
     look-alike spelling of the reviewer is theirs), a last change that ends on another decision, or a change stamped
     after the decision itself (beyond a second: the page stamps both at once)."""
-    from qc_core.names import name_skeleton
     if not history:
         return None
     others = sorted({c["by"] for c in history if c.get("by") and name_skeleton(c["by"]) != name_skeleton(reviewer)})

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from qc_core.errors import UserError
+from qc_core.images import PhotoError, load_photo
 from qc_core.jsonl import JsonlError, iter_jsonl
 from qc_core.missions import MissionError
 from qc_core.paths import with_input_dir_resolved
@@ -160,7 +161,6 @@ def _safe(name: str) -> str:
 def with_photo_copies(records: list[dict], photos_dir: Path) -> tuple[list[dict], list[str]]:
     """(the gold records whose photos were copied under `photos_dir`, pointing at the copies; why each other one was
     left out). A copy is written whole (a temporary file renamed into place), again on a resume."""
-    from qc_core.images import PhotoError, load_photo
     kept, left_out = [], []
     for rec in records:
         sources, why = photo_sources(rec)

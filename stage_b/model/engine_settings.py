@@ -13,7 +13,7 @@ import argparse
 from dataclasses import dataclass
 
 from qc_core.errors import UserError
-from qc_core.checkpoints import add_model_type_args
+from qc_core.checkpoints import add_model_type_args, checkpoint_identities
 
 from stage_b.contract.grounding import REASON_CITATIONS
 
@@ -61,12 +61,11 @@ class EngineSettings:
 
     def checkpoints(self) -> dict:
         """{"model", "adapters"} identities of the checkpoints (qc_core.checkpoints); a wrong path fails here."""
-        from qc_core.checkpoints import checkpoint_identities
         return checkpoint_identities(self.model, self.adapters, self.model_type, self.template)
 
     def engine(self, temperature: float = 0.0, seed: int | None = None):
         """The VerdictEngine these settings describe (loads the model)."""
-        from stage_b.model.generate import VerdictEngine
+        from stage_b.model.generate import VerdictEngine   # heavy: the ms-swift adapter (swift, torch), on build
         return VerdictEngine(self.model, adapters=self.adapters, backend=self.backend, model_type=self.model_type,
                              template=self.template, batch_size=self.batch_size, max_new_tokens=self.max_new_tokens,
                              temperature=temperature, seed=seed)

@@ -31,6 +31,7 @@ class VerdictEngine:
         self.spec: ModelSpec = resolve_model(model, tuple(adapters), model_type, template)
         self.engine = build_swift_engine(self.spec, backend, batch_size)
         if backend == "transformers":
+            # heavy: torch, transformers and ms-swift at import; loaded only when a transformers engine is built
             from stage_a.stopping import use_host_stop_words
             from stage_a.vision_windows import use_window_batches
             use_host_stop_words(self.engine.template)   # the same stops, one device-to-host copy per decode step

@@ -13,6 +13,7 @@ from stage_b.monitoring.monitor_format import MonitorDay, MonitorFile, MonitorMi
 from stage_b.monitoring.owner_status import owner_status
 from stage_b.pages.plot_training import pyplot_for, text_for
 from stage_b.rules.workload import table
+from stage_b.monitoring.timeline import timeline_html as render_timeline
 
 STATUS_COLOUR = {"holds": "#27ae60", "unverified": "#b7950b", "withdrawn": "#c0392b", "not certified": "#7f8c8d"}
 
@@ -187,7 +188,6 @@ at once) says when a promise holds.</p>
 
 def timeline_html(monitor: MonitorFile) -> str:
     """The operating points before this one, oldest first (monitor.json's `timeline`; stage_b.monitoring.timeline)."""
-    from stage_b.monitoring.timeline import timeline_html as render_timeline
     return render_timeline(cast(dict, monitor))
 
 

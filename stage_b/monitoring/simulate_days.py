@@ -26,6 +26,7 @@ from stage_b.stats.detector import alarm_level
 from stage_b.monitoring.inspection import WITHDRAWN, Promise, share_for_day
 from stage_b.monitoring.live_promise import bounds_for
 from stage_b.monitoring.monitor_replay import MissionReplay
+from stage_b.stats.drift import drift
 
 VALIDATION_GROUPS = 200
 
@@ -113,7 +114,6 @@ def run_mission(mixes, groups: int, normal_share: float, promise: Promise, refer
     """Days of one mission, each judged at the share the day before asked for (stage_b.rules.routes.share_for_day), fed
     to
     the monitor's replay; `mixes` gives each day's WorkMix. Returns the replayed day rows."""
-    from stage_b.stats.drift import drift
     replay = MissionReplay(promise, bounds_for(promise.escape_rate, delta))
     summaries: list[int] = []
     for number, mix in enumerate(mixes, start=1):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from stage_b.monitoring.days import MonitorError
 from stage_b.monitoring.owner_status import owner_status
+from stage_b.monitoring.monitor_file import load_monitor
 
 POINTS = "points"
 
@@ -64,7 +65,6 @@ def earlier_entries(out: Path) -> list[dict]:
     """Every archived point under `out`, oldest first (by when its monitor was written), each read back checked as
     any monitor.json is (stage_b.monitoring.monitor_file: an archive edited by hand does not add up); one that does
     not is an entry that says so, never a history shown as if it were true."""
-    from stage_b.monitoring.monitor_file import load_monitor
     entries: list[tuple[str, Path, dict]] = []
     broken: list[dict] = []
     for path in sorted((Path(out) / POINTS).glob("*/monitor.json")):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import NamedTuple
+from qc_core.jsonl import file_sha256
 
 PREFIX = "point-"
 DATA_KEYS = ("split", "mode", "groups", "train_overlap", "reason_citations")
@@ -76,7 +77,6 @@ def same_point(keys: PointKeys | None, block) -> bool:
 
 def keys_of(path, content: dict) -> PointKeys:
     """The point's keys from its file and the content read from it (stage_b.rules.operating_point)."""
-    from qc_core.jsonl import file_sha256
     return PointKeys(point_identity(content), file_sha256(path))
 
 

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from qc_core.errors import UserError
+from stage_b.contract.bounds import in_range
 
 # Bet sizes as fractions of the largest allowed, 1/r. The Kelly bet against a rise to R is (R - r) / (r (1 - r)) x r
 # of it: 0.8 suits a rate near 0.8 + r (a defect the model no longer sees at all), 0.03 a rise to about twice r.
@@ -44,7 +45,6 @@ class DetectorError(UserError):
 
 def check_false_alarm_years(value) -> float:
     """--false_alarm_years: the average number of years between false alarms on one mission, from 0.1."""
-    from stage_b.contract.bounds import in_range
     return in_range(value, "--false_alarm_years", 0.1, 1e6, f"the average years between false withdrawals of one "
                     f"mission you accept, from 0.1 to 1000000, e.g. {DEFAULT_FALSE_ALARM_YEARS:g}", DetectorError)
 
