@@ -17,6 +17,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 from .errors import UserError
@@ -58,7 +59,7 @@ def line_problem(raw: bytes) -> str | None:
     return None
 
 
-def dumps_line(record: dict) -> str:
+def dumps_line(record: Mapping[str, Any]) -> str:
     # ensure_ascii=False: Chinese stays readable in `tail -f` and editors.
     return json.dumps(record, ensure_ascii=False) + "\n"
 
@@ -168,7 +169,7 @@ class JsonlAppender:
         st = os.fstat(self._f.fileno())
         self._identity = (st.st_dev, st.st_ino)
 
-    def write(self, record: dict) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         try:
             self._f.write(dumps_line(record))
             self._f.flush()

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
+from collections.abc import Mapping
+from typing import Any, TypedDict, TypeVar
 
 from .errors import UserError
 
@@ -38,6 +40,31 @@ class Group:
         return str(PurePosixPath(self.images[0]).parent)
 
 
+class _RecordFields(TypedDict):
+    """What every reader needs (REQUIRED_FIELDS)."""
+    group_id: str
+    mission: str
+    label: str | None          # "pass" | "fail"; None: unreviewed
+    images: list[str]          # relative to input_dir, natural order
+    per_image: dict[str, str]  # 图片_1..图片_N: each photo's one-line summary
+
+
+class StageARecord(_RecordFields, total=False):
+    """One line of <mission>_stage_a.jsonl as make_record (and stage_a.convert) writes it (module doc); a file of the
+    public origin lacks `model` and `created_at`. `review` is the labelled record's (stage_b.labels.resolve), and a
+    gold group mixed into a judging day carries `gold_label` and `gold_from` (stage_b.labels.gold)."""
+    model: str
+    created_at: str
+    adapters: list[str]
+    input_dir: str
+    model_fingerprint: str
+    reviewer_reason: str
+    review: dict
+    gold_label: str
+    gold_from: str | None
+
+
+_Record = TypeVar("_Record", bound=Mapping[str, Any])   # a line as read (a dict) or as written (StageARecord)
 IMAGE_KEY_PREFIX = "图片_"
 LABELS = ("pass", "fail", None)   # None: unreviewed
 REQUIRED_FIELDS = ("group_id", "mission", "label", "images", "per_image")   # what every reader needs
@@ -75,10 +102,10 @@ def normalize_summary(text) -> str:
 
 
 def make_record(group: Group, summaries: list[str], model: str, adapters=None,
-                created_at: str | None = None, input_dir=None, model_fingerprint: str | None = None) -> dict:
+                created_at: str | None = None, input_dir=None, model_fingerprint: str | None = None) -> StageARecord:
     if len(summaries) != len(group.images):
         raise RecordError(f"{group.group_id}: {len(summaries)} summaries for {len(group.images)} photos")
-    record = {
+    record: StageARecord = {
         "group_id": group.group_id,
         "mission": group.mission,
         "label": group.label,
@@ -97,7 +124,7 @@ def make_record(group: Group, summaries: list[str], model: str, adapters=None,
     return record
 
 
-def validate_record(record: dict, known_missions=None, *, provenance: bool = False) -> dict:
+def validate_record(record: _Record, known_missions=None, *, provenance: bool = False) -> _Record:
     """Raise RecordError naming the first broken rule; return the record unchanged.
 
     Readers check what they use (REQUIRED_FIELDS); a writer passes provenance=True, which also requires

@@ -12,11 +12,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from qc_core.errors import UserError
+from qc_core.records import Group
 
 
 @dataclass
 class GroupInFlight:
-    group: object                      # stage_a.discovery.Group (anything with .images)
+    group: Group                       # as stage_a.discovery found it
     photos: list                       # what prepare() made of each photo, until summarised (then None)
     summaries: list = field(init=False)
     remaining: int = field(init=False)
@@ -39,12 +40,12 @@ class Slot:
 
     @property
     def path(self) -> str:
-        return self.state.group.images[self.index]   # type: ignore[attr-defined]  # a Group: anything with .images
+        return self.state.group.images[self.index]
 
 
 @dataclass(frozen=True)
 class Finished:
-    group: object
+    group: Group
     summaries: list[str] | None        # every photo's, in order; None when the group failed
     error: str | None
 

@@ -36,7 +36,7 @@ def merge_mission(output_dir: Path, stem: str, known_missions=None) -> tuple[int
     if missing:
         raise UserError(f"{stem}: shard(s) {missing} of {n} have no part file yet; run them first")
     with output_lock(outputs.mission_lock):  # refused (LockedError) while any shard or unsharded run writes
-        records = {}
+        records: dict[str, dict] = {}   # group id: its record
         # Parts first: they are newer than a merged file (a shard rerun with --overwrite redoes its groups).
         sources = [p for _, _, p in parts] + ([outputs.merged_main] if outputs.merged_main.exists() else [])
         for source in sources:

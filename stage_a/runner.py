@@ -258,7 +258,7 @@ class _MissionWriter:
     model_name: str
     adapters: tuple
     input_dir: Path
-    fingerprint: str
+    fingerprint: str | None   # stage_a_fingerprint: None when the checkpoint has none
     written: int = 0
     failed: int = 0
 
@@ -274,6 +274,7 @@ class _MissionWriter:
             if done.error:
                 self.fail(done.group, done.error, "summary")
                 continue
+            assert done.summaries is not None   # a group without an error has every photo's summary (Finished)
             try:
                 # the photo folder relative to the file that names it: a moved or copied project reads its own photos
                 record = make_record(done.group, done.summaries, self.model_name, self.adapters,
