@@ -95,8 +95,7 @@ def escape_rate(points, entry: dict, confidence: float) -> dict:
     """The escape rate of auto-passed groups: of the groups the rule would pass without review (certified or not:
     the rate of the rule itself), the (weighted) share that is defective, with its upper bound at `confidence`. It is
     what a blind audit of auto-passed work measures (stage_b.monitoring.monitor), so live and certified numbers are the
-    same
-    quantity."""
+    same quantity."""
     point = decision_point(entry, certified=True)
     passed = [pt for pt in points if (d := point.decide(pt[0])).automatic and d.verdict == PASS]
     weights = [weight(pt) for pt in passed]
@@ -126,8 +125,7 @@ def points_of(predictions: PredictionRows) -> dict[str, list[tuple[float, str]]]
 def fair_points_of(predictions: PredictionRows) -> tuple[dict[str, list[tuple]], dict[str, dict[str, int]]]:
     """({mission: [(p_fail, expected, weight)]}, {mission: {why left out: groups}}): the predictions a promise's bound
     may count (stage_b.rules.routes: fair evidence, weighted by 1 / the probability it was reviewed) and those it may
-    not.
-    A prediction without `evidence` (the validation split, every group of it labelled) counts with weight 1."""
+    not. A prediction without `evidence` (the validation split, every group of it labelled) counts with weight 1."""
     points: dict[str, list[tuple]] = {}
     left_out: dict[str, dict[str, int]] = {}
     for p in predictions:
@@ -146,8 +144,7 @@ def fair_points_of(predictions: PredictionRows) -> tuple[dict[str, list[tuple]],
 
 def profile_of(predictions: PredictionRows) -> dict:
     """What the monitor's drift check compares live work with (stage_b.monitoring.monitor): the validation groups'
-    p_fail values
-    and how many groups have a summary that shows a defect (stage_b.contract.grounding)."""
+    p_fail values and how many groups have a summary that shows a defect (stage_b.contract.grounding)."""
     p_fails = sorted(round(p["p_fail"], 9) for p in predictions if p.get("p_fail") is not None)
     defect = sum(bool((p.get("grounding") or {}).get("defect_photos")) for p in predictions)
     return {"p_fail": p_fails, "defect_groups": defect, "groups": len(predictions)}
