@@ -33,9 +33,10 @@ def _photos_in(folder: Path) -> list[str]:
 
 
 def audit_cards(stage_a_dir: Path, missions, per_mission: int, seed: int,
-                sources: list[dict] | None = None) -> tuple[list[dict], list[str], list[list]]:
-    """(cards, the input folders the records name, per-mission counts for the summary table). Each sampled card names
-    its Stage-A file (appended to `sources`), so a reviewer's decision on it can become a label."""
+                sources: list[dict] | None = None) -> tuple[list[dict], list[str | None], list[list]]:
+    """(cards, the input folders the records name (None for one that names none), per-mission counts for the summary
+    table). Each sampled card names its Stage-A file (appended to `sources`), so a reviewer's decision on it can
+    become a label."""
     cards, input_dirs, table = [], [], []
     sources = [] if sources is None else sources
     for mission in missions:

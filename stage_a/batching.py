@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from qc_core.errors import UserError
 from qc_core.records import Group
@@ -99,7 +100,8 @@ class GroupBatcher:
 
 
 # --batch_size auto: the largest batch the GPU's free memory holds, from a probe of the engine (stage_a.engine).
-AUTO = "auto"
+AUTO: Final = "auto"
+Auto = Literal["auto"]   # a --batch_size before it is resolved: a number, or AUTO
 # On a CPU there is no device memory to probe: auto is this fixed size there, the demo's. Measured on 2 cores, tiny
 # model, every reply 32 tokens long (group_qc_dev.bench_stage_a --photos 128 --batch_sizes 16 32 64, bare photos/s):
 # 19.4 / 22.3 / 25.8, about +15% per doubling; a real checkpoint on a CPU holds far more per photo in flight (fp32
@@ -113,7 +115,7 @@ AUTO_HEADROOM = 0.85   # share of the free memory a batch may use; the rest abso
 GIB = 2 ** 30
 
 
-def parse_batch_size(value) -> int | str:
+def parse_batch_size(value) -> int | Auto:
     """A --batch_size value: a whole number of photos per engine call, or 'auto'."""
     text = str(value).strip().lower()
     if text == AUTO:

@@ -104,11 +104,13 @@ class CompiledDecode:
         if backend not in BACKENDS:
             raise UserError(f"compiled decode backend {backend!r}: use one of {', '.join(BACKENDS)}")
         self.model, self.batch = model, batch
-        # reduce-overhead (CUDA graphs) exists for inductor only; the cudagraphs backend captures by itself
+        # reduce-overhead (CUDA graphs) exists for inductor only; the cudagraphs backend captures by itself. The
+        # ignore: transformers annotates `mode` as str, yet hands it to torch.compile, whose mode=None is its default
         self.compile_config = CompileConfig(fullgraph=False, dynamic=False, backend=backend,
-                                            mode=mode if backend == "inductor" else None)
-        # transformers compiles on accelerators only unless told otherwise: the CPU tests trace with "eager"
-        self.compile_config._compile_all_devices = backend == "eager" or None
+                                            mode=mode if backend == "inductor" else None)  # type: ignore[arg-type]
+        # transformers compiles on accelerators only unless told otherwise: the CPU tests trace with "eager" (a
+        # private flag transformers declares as None, so mypy would refuse True)
+        setattr(self.compile_config, "_compile_all_devices", backend == "eager" or None)
         self.cache: StaticCache | None = None
         self.cache_len = 0
         self.compiles = 0          # caches made: the first compiles, each later one compiles again

@@ -7,11 +7,15 @@ import inspect
 import logging
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from qc_core.errors import UserError
-from .batching import AUTO, CPU_AUTO_BATCH, GIB, auto_batch_size
+from .batching import AUTO, CPU_AUTO_BATCH, GIB, Auto, auto_batch_size
 from qc_core.checkpoints import ModelSpec
 from qc_core.engines import build_swift_engine
+
+if TYPE_CHECKING:   # for the annotation only: it imports torch and transformers
+    from .compiled_decode import CompiledDecode
 
 log = logging.getLogger("group_qc.stage_a")
 
@@ -50,6 +54,7 @@ def batch_encode_hook_problem(engine) -> str | None:
     on a GPU."""
     global _warned_hook
     method = getattr(type(engine), "_batch_encode", None)
+    problem: str | None
     if method is None:
         problem = f"{type(engine).__name__} has no _batch_encode"
     else:
@@ -83,7 +88,7 @@ class PreparedPhoto:
 class SwiftSummaryEngine:
     """One ms-swift engine, greedy by default, fed one request per photo."""
 
-    def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int | str = 8,
+    def __init__(self, spec: ModelSpec, *, backend: str = "transformers", batch_size: int | Auto = 8,
                  max_pixels: int | None = None, max_new_tokens: int = 128, temperature: float = 0.0,
                  seed: int | None = None, pre_encode: bool | None = None, host_stop_words: bool = True,
                  window_batches: bool = True):
@@ -124,8 +129,8 @@ class SwiftSummaryEngine:
             from .stopping import use_host_stop_words   # heavy: torch and ms-swift at import
             use_host_stop_words(self.engine.template, when=lambda: self.host_stop_words and self._inside_infer)
         self.window_batches = window_batches and backend == "transformers"
-        # stage_a.compiled_decode.CompiledDecode, made by use_compiled_decode once the batch size is known
-        self.compiled_decode = None
+        # made by use_compiled_decode once the batch size is known
+        self.compiled_decode: CompiledDecode | None = None
         self._windows = None
         if self.window_batches:
             from .vision_windows import WindowBatches   # heavy: torch and transformers at import
@@ -318,7 +323,8 @@ class SwiftSummaryEngine:
             else:
                 choice = response.choices[0]
                 out[k] = Summary(choice.message.content, choice.finish_reason)
-        return out
+        # every photo has one now: its error, or the engine's reply (ms-swift answers each request it is given)
+        return cast(list[Summary], out)
 
     def _infer(self, photos: list[PreparedPhoto]) -> list:
         if not photos:

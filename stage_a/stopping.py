@@ -20,6 +20,10 @@ class HostStopWords(StopWordsCriteria):
     """The same stops as ms-swift's StopWordsCriteria; a subclass, so ms-swift's streaming path (which rebuilds
     its own from the stop words) still finds it."""
 
+    # ms-swift's __init__ sets these (-1 and None); the first call fills them, as a host list in place of its tensor
+    start_idx: int
+    is_done: list[bool]
+
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
         length = input_ids.shape[1]
         if self.start_idx == -1:
@@ -55,5 +59,5 @@ def use_host_stop_words(template, when=lambda: True) -> None:
                     criteria[k] = HostStopWords(c.tokenizer, c.stop_words, **c.tokenizer_kwargs)
         return generate_kwargs
 
-    prepare_generate_kwargs.host_stop_words = True
+    setattr(prepare_generate_kwargs, "host_stop_words", True)   # a marker on a function, which mypy cannot type
     template.prepare_generate_kwargs = prepare_generate_kwargs

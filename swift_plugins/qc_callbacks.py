@@ -77,9 +77,10 @@ def use_engine_changes(trainer) -> dict:
     from stage_a.stopping import use_host_stop_words
     from stage_a.vision_windows import use_window_batches
     engine = getattr(trainer, "engine", None)
-    host_stop_words = isinstance(engine, TransformersEngine)
-    if host_stop_words:
+    host_stop_words = False
+    if isinstance(engine, TransformersEngine):
         use_host_stop_words(engine.template)
+        host_stop_words = True
     return {"window_batches": use_window_batches(trainer.model), "host_stop_words": host_stop_words}
 
 
@@ -337,6 +338,6 @@ def attach_run_callback() -> None:
         if getattr(args, "num_generations", None) and "qc_run" not in (args.callbacks or []):
             callbacks.append(QCRunCallback(args, self))
         return callbacks
-    _get_callbacks._group_qc = True
+    setattr(_get_callbacks, "_group_qc", True)   # a marker on a function, which mypy cannot type
     SwiftMixin._get_callbacks = _get_callbacks
 

@@ -23,6 +23,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:  # works from a checkout without `pip install -e .` too
@@ -177,7 +178,8 @@ def guard_pipelines() -> None:
     the step SwiftInfer takes between parsing and loading (ms-swift 4.6 has no hook for either). If an upgrade renames
     them, the dataset loader still stops with the same one-line error, after the model has loaded."""
     for module, name, method in GUARDED:
-        cls = getattr(sys.modules.get(module), name, None)   # only inside those commands: nothing else is imported
+        # only inside those commands: nothing else is imported (an ms-swift class, untyped, or None)
+        cls: Any = getattr(sys.modules.get(module), name, None)
         original = cls and (getattr(cls, method, None) if name == "SwiftInfer" else cls.__dict__.get(method))
         if original is None or getattr(original, "_group_qc", False):
             continue
@@ -187,7 +189,7 @@ def guard_pipelines() -> None:
         def checked(self, *args, _original=original, **kwargs):
             _check_before_model(self)
             return _original(self, *args, **kwargs)
-        checked._group_qc = True
+        setattr(checked, "_group_qc", True)   # a marker on a function, which mypy cannot type
         setattr(cls, method, checked)
 
 
