@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import UserError
 from .jsonl import file_sha256
@@ -115,7 +117,7 @@ def checkpoint_identities(model: str, adapters, model_type: str | None = None, t
     return {"model": checkpoint_identity(spec.path), "adapters": [checkpoint_identity(a) for a in spec.adapters]}
 
 
-def stage_a_identity(record: dict) -> str:
+def stage_a_identity(record: Mapping[str, Any]) -> str:
     """What Stage-A model wrote a record's summaries: its fingerprint (stage_a_fingerprint), or for a record written
     before fingerprints its model path and adapters."""
     if record.get("model_fingerprint"):

@@ -215,7 +215,7 @@ def _origin_per_image(group_id, images, per_image):
     return {image_key(k): value for k, value in indexed}
 
 
-def summaries_of(record: dict) -> list[str]:
+def summaries_of(record: Mapping[str, Any]) -> list[str]:
     """Per-photo summaries in photo order (keys 图片_1..图片_N)."""
     per_image = record["per_image"]
     return [per_image[image_key(i + 1)] for i in range(len(per_image))]

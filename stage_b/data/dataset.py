@@ -17,14 +17,16 @@ import hashlib
 import logging
 import os
 import random
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from qc_core.errors import UserError
 from qc_core.jsonl import iter_jsonl
 from qc_core.missions import MissionError, Registry, is_all, load_registry
 from qc_core.paths import with_input_dir_resolved
 from stage_a.outputs import MissionOutputs, existing_group_ids
-from qc_core.records import RecordError, from_origin, summaries_of, validate_record
+from qc_core.records import RecordError, StageARecord, from_origin, summaries_of, validate_record
 
 from stage_b.data.photos import PhotoSourceError, cache_folder, group_photo_copies
 from stage_b.data.prompts import stage_b_messages
@@ -107,13 +109,13 @@ def check_merged(outputs: MissionOutputs) -> None:
                            + f"): run group-qc stage-a-merge --output_dir {outputs.output_dir} first")
 
 
-def _unreviewed(record: dict, where: str) -> DatasetError:
+def _unreviewed(record: Mapping[str, Any], where: str) -> DatasetError:
     return DatasetError(f"{where}: group {record['group_id']} is unreviewed (label null: Stage-A ran with "
                         f"--unlabeled), so it cannot be a training target or be scored; judge unreviewed groups "
                         f"with group-qc judge instead")
 
 
-def load_records(source: Selection, registry: Registry | None = None, require_label: bool = True) -> list[dict]:
+def load_records(source: Selection, registry: Registry | None = None, require_label: bool = True) -> list[StageARecord]:
     """Validated Stage-A records of the selected missions, canonical mission names, file order.
 
     With require_label (training, evaluation) an unreviewed record (label null) is an error naming its line:
@@ -122,7 +124,7 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
     registry = registry or load_registry()
     chosen = registry.select(source.missions)
     wanted = {m.name for m in chosen}
-    records: list[dict] = []
+    records: list[StageARecord] = []
     seen: dict[tuple, str] = {}
     for path in stage_a_files(source, chosen, registry):
         before = len(records)
@@ -144,7 +146,7 @@ def load_records(source: Selection, registry: Registry | None = None, require_la
                 raise DatasetError(f"group {record['group_id']} of {record['mission']} appears twice: "
                                    f"{seen[key]} and {path}:{line_no}; merge or deduplicate the Stage-A files")
             seen[key] = f"{path}:{line_no}"
-            records.append(record)
+            records.append(cast(StageARecord, record))   # a JSON line until validate_record checked its fields
         if len(records) == before:
             log.warning("%s holds no group of the selected missions (%s)", path,
                         "an empty file" if path.stat().st_size == 0 else "records of other missions only")
@@ -164,15 +166,16 @@ def group_files(paths, registry: Registry | None = None) -> dict[tuple[str, str]
     return out
 
 
-def _solution(record: dict) -> str:
+def _solution(record: StageARecord) -> str:
     # Looked up, not `PASS if pass else FAIL`: an unreviewed record reaching here must fail, not train as 不通过.
-    solution = {"pass": PASS, "fail": FAIL}.get(record["label"])
+    solutions: dict[str | None, str] = {"pass": PASS, "fail": FAIL}
+    solution = solutions.get(record["label"])
     if solution is None:
         raise _unreviewed(record, "Stage-B row")
     return solution
 
 
-def prompt_row(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
+def prompt_row(record: StageARecord, registry: Registry, images: list[str] | None = None) -> dict:
     """What the model is asked for a group, never its label: the Stage-B messages over its summaries, and with
     `images` (photo-aware mode: one photo per summary, in order) an `<image>` before each summary line."""
     mission = registry.resolve(record["mission"])
@@ -189,12 +192,13 @@ def row_mode(row: dict) -> str:
     return PHOTO_MODE if "images" in row else TEXT_MODE
 
 
-def row_from_record(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
+def row_from_record(record: StageARecord, registry: Registry, images: list[str] | None = None) -> dict:
     """A GRPO row: the prompt and the reviewer's verdict (`solution`) the rewards score against."""
     return {**prompt_row(record, registry, images), "solution": _solution(record)}
 
 
-def rows_for(records: list[dict], source: Selection, registry: Registry, make_row=row_from_record) -> list[dict]:
+def rows_for(records: list[StageARecord], source: Selection, registry: Registry,
+             make_row=row_from_record) -> list[dict]:
     """`make_row` over records, with each group's photos when the selection is photo-aware."""
     if not source.images:
         return [make_row(r, registry) for r in records]
@@ -211,7 +215,7 @@ def ids_digest(group_ids) -> str:
     return hashlib.sha256("\n".join(sorted(group_ids)).encode("utf-8")).hexdigest()[:16]
 
 
-def sft_row(record: dict, registry: Registry, images: list[str] | None = None) -> dict:
+def sft_row(record: StageARecord, registry: Registry, images: list[str] | None = None) -> dict:
     """A GRPO row plus the reply to imitate (`group_qc_sft`): the reviewer's verdict and a reason grounded in the
     summaries, or the reviewer's own reason when the record carries one (stage_b.data.sft)."""
     row = row_from_record(record, registry, images)
@@ -221,7 +225,7 @@ def sft_row(record: dict, registry: Registry, images: list[str] | None = None) -
 
 
 def build_rows(source: Selection, split: str = "train", registry: Registry | None = None,
-               allow_empty: bool = False, make_row=row_from_record, records: list[dict] | None = None
+               allow_empty: bool = False, make_row=row_from_record, records: list[StageARecord] | None = None
                ) -> tuple[list[dict], dict]:
     """Rows of one split (made by `make_row`: GRPO prompts, or `sft_row`) and per-mission counts
     {mission: {"groups", "rows", "ids"}} (ids: the split's group ids); logs the counts. An empty split is an

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from qc_core.errors import UserError
+from qc_core.records import StageARecord
 from qc_core.thumbnails import CopyRule, make_thumbnails
 
 CACHE_FOLDER = "stage_b_photos"
@@ -29,7 +30,7 @@ class PhotoSourceError(UserError):
     """Photos a photo-aware row needs and cannot have (the message names them and what to do)."""
 
 
-def photo_sources(record: dict, input_dir: str | None) -> list[Path]:
+def photo_sources(record: StageARecord, input_dir: str | None) -> list[Path]:
     """The group's photos in 图片_i order: `input_dir` (the setting) wins over the record's own input_dir."""
     folder = input_dir or record.get("input_dir")
     if not folder:
@@ -48,7 +49,8 @@ def cache_folder(stage_a_dir: str | None, file_patterns) -> Path:
     return (Path(matched[0]).parent if matched else Path(".")) / CACHE_FOLDER
 
 
-def group_photo_copies(records: list[dict], input_dir: str | None, max_pixels: int, cache: Path) -> list[list[str]]:
+def group_photo_copies(records: list[StageARecord], input_dir: str | None, max_pixels: int,
+                       cache: Path) -> list[list[str]]:
     """Per record, the absolute paths of its photos' copies (see the module docstring). Every problem is gathered
     first, then raised together (the first few named), so one run shows what to fix."""
     sources = [photo_sources(r, input_dir) for r in records]

@@ -11,6 +11,8 @@ The reason is grounded in what the summaries say, so the model learns to cite ph
 """
 from __future__ import annotations
 
+from typing import Final
+
 from qc_core.errors import UserError
 from qc_core.missions import Mission
 from qc_core.records import image_key
@@ -18,7 +20,7 @@ from qc_core.records import image_key
 from stage_b.contract.grounding import NOT_CONFIRMED, asserted_defects, defect_photos, defect_terms
 from stage_b.contract.verdict import FAIL, PASS
 
-REVIEWER_REASON = "reviewer_reason"   # optional Stage-A record field: the reviewer's reason, one line
+REVIEWER_REASON: Final = "reviewer_reason"   # optional Stage-A record field: the reviewer's reason, one line
 REMARK = "备注"
 
 

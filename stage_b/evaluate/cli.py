@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from qc_core.exits import run_cli
 from qc_core.jsonl import file_sha256
 from qc_core.missions import MissionError, load_registry
+from qc_core.records import StageARecord
 
 from stage_b.stats.certify import DEFAULT_CONFIDENCE, check_confidence
 from stage_b.data.dataset import load_records, stage_a_files
@@ -78,7 +79,7 @@ class EvaluateSettings:
                    DEFAULT_REVIEW_SHARE if given["review_share"] is None else given["review_share"],
                    not args.no_review, args.review_all, replaced)
 
-    def review(self, records: list[dict], input_dir: str | None, files=()) -> dict | None:
+    def review(self, records: list[StageARecord], input_dir: str | None, files=()) -> dict | None:
         """What the review page needs (review_inputs), or None with --no_review."""
         return review_inputs(records, input_dir, files, review_all=self.review_all) if self.review_page else None
 

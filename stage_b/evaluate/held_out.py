@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stage_b.data.dataset import build_rows, load_records
 from qc_core.checkpoints import stage_a_identity
+from qc_core.records import StageARecord
 from stage_b.rules.routes import evidence_weight, why_not_fair
 from stage_b.train.run_record import run_selection, train_overlap
 from stage_b.data.settings import Selection
@@ -11,7 +12,7 @@ from stage_b.evaluate.predictions import EvaluationError, Prediction
 
 HELD_OUT = "held_out"   # --split: every group the training run did not train on
 
-def with_evidence(predictions: list[Prediction], records: list[dict]) -> list[Prediction]:
+def with_evidence(predictions: list[Prediction], records: list[StageARecord]) -> list[Prediction]:
     """Each prediction with its `evidence` (stage_b.rules.routes): the weight its group may have in a promise's bound,
     from
     the `review` record stage_b.labels.decisions wrote on its labelled Stage-A record (none: the original labelled
@@ -25,7 +26,7 @@ def with_evidence(predictions: list[Prediction], records: list[dict]) -> list[Pr
                                       "decided_at": (review or {}).get("decided_at")}})
     return out
 
-def promise_basis(records: list[dict], scored: set) -> dict:
+def promise_basis(records: list[StageARecord], scored: set) -> dict:
     """{mission: {"models": the Stage-A identities of the scored groups' summaries, "evidence_through": the latest
     reviewer decision among them (None: only originally labelled groups)}}: what a promise rests on."""
     out: dict[str, dict] = {}
@@ -39,7 +40,7 @@ def promise_basis(records: list[dict], scored: set) -> dict:
             basis["evidence_through"] = decided
     return {m: {"models": sorted(b["models"]), "evidence_through": b["evidence_through"]} for m, b in out.items()}
 
-def _records_for(data: dict | None) -> list[dict]:
+def _records_for(data: dict | None) -> list[StageARecord]:
     """The Stage-A records behind re-scored predictions, when metrics.json beside them names a selection whose
     files are still there (for the review page's photos); none otherwise."""
     if not data or not data.get("selection"):
@@ -60,7 +61,7 @@ def without_trained(rows: list[dict], trained: list[dict]) -> list[dict]:
     return [r for r in rows if (r["mission"], r["group_id"]) not in keys]
 
 def held_out_rows(selection: Selection, split: str, run: dict | None, run_path, allow_overlap: bool,
-                  records: list[dict] | None = None):
+                  records: list[StageARecord] | None = None):
     """The rows to score and what metrics.json records about them; refuses groups the run trained on. `held_out`:
     every group of the selection the run did not train on (its validation groups, and groups it never saw, such as
     work orders reviewers labelled since: stage_b.labels.decisions)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from qc_core.jsonl import file_sha256, write_jsonl_atomic
 from qc_core.paths import WRITTEN_IN, resolved, stored
+from qc_core.records import StageARecord
 from review.page import REVIEW_DIR, render_review, report, trusted_record_folder
 
 from stage_b.stats.calibration import calibration
@@ -244,7 +245,8 @@ def missing_by_folder(cards: list[dict], missing: list[str]) -> list[str]:
             for folder, paths in sorted(wanted.items()) if paths & gone]
 
 
-def review_inputs(records: list[dict], input_dir: str | None = None, files=(), *, review_all: bool = False) -> dict:
+def review_inputs(records: list[StageARecord], input_dir: str | None = None, files=(), *,
+                  review_all: bool = False) -> dict:
     """What write_evaluation_review needs: the Stage-A records by (mission, group id), the file each came from (a
     reviewer's decision names it), and the photo folders (`input_dir`: the command's --input_dir or GROUP_QC_INPUT_DIR;
     each card also looks in its own record's folder where the page may follow it: review.page.trusted_record_folder;

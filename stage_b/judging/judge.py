@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from qc_core.checkpoints import stage_a_identity
+from qc_core.records import StageARecord
 from qc_core.exits import run_cli
 from qc_core.jsonl import OUTPUT_REMEDY, RESUME, iter_jsonl, output_lock, write_jsonl_atomic
 from qc_core.missions import Registry, load_registry
@@ -105,7 +106,7 @@ class JudgingDay(NamedTuple):
     """Everything a judging run decides before the model loads."""
     registry: Registry
     selection: Selection
-    by_mission: dict          # {mission: [Stage-A record]} (gold groups mixed in)
+    by_mission: dict[str, list[StageARecord]]   # {mission: [Stage-A record]} (gold groups mixed in)
     missions: list[str]
     checkpoints: dict
     points: dict[str, MissionPoint]   # {mission: decision point}
@@ -179,7 +180,7 @@ def prepare_day(settings: JudgeSettings) -> JudgingDay:
     if settings.monitor:
         monitor = load_monitor(settings.monitor)
     selection = judging_selection(settings, op)
-    by_mission: dict[str, list[dict]] = {}
+    by_mission: dict[str, list[StageARecord]] = {}
     for record in load_records(selection, registry, require_label=False):
         by_mission.setdefault(record["mission"], []).append(record)
     missions = [m.name for m in registry.select(selection.missions) if m.name in by_mission]
@@ -350,7 +351,7 @@ def recorded_seed(output_dir: Path, missions: list[str], overwrite: bool) -> int
 
 
 def mission_withdrawals(op: OperatingPoint | None, point: PointKeys | None, monitor: MonitorFile | None, monitor_path,
-                        by_mission: dict[str, list[dict]], missions: list[str], op_path=None,
+                        by_mission: dict[str, list[StageARecord]], missions: list[str], op_path=None,
                         labels_dir=None) -> dict[str, str]:
     """{mission: why its promise is withdrawn for this run}: the summaries come from another Stage-A model than the
     promise was certified on, a monitor recorded a withdrawal beside the operating point (stage_b.rules.withdrawals:

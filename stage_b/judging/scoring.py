@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from qc_core.jsonl import JsonlAppender
-from qc_core.records import utc_now
+from qc_core.records import StageARecord, utc_now
 from qc_core.paths import with_input_dir_stored
 from stage_b.data.dataset import DatasetError, prompt_row, rows_for
 from stage_b.data.settings import Selection
@@ -32,12 +34,13 @@ class LazyEngine:
         return self._engine
 
 
-def group_key(record: dict) -> tuple[str, str]:
+def group_key(record: Mapping[str, Any]) -> tuple[str, str]:
     """A group is its mission and id: one work order photographed for several missions is several groups."""
     return record["mission"], record["group_id"]
 
 
-def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[dict[tuple, dict], dict[tuple, str]]:
+def prompt_rows(records: list[StageARecord], selection: Selection,
+                registry) -> tuple[dict[tuple, dict], dict[tuple, str]]:
     """({group_key: what the model is asked}, {group_key: why it cannot be asked}). Only photo-aware rows can fail
     (a photo missing or unreadable): such a group goes to the errors file, retried on the next run, and the others
     are judged."""
@@ -53,7 +56,7 @@ def prompt_rows(records: list[dict], selection: Selection, registry) -> tuple[di
         return rows, failed
 
 
-def score_and_write(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[dict],
+def score_and_write(engine, prompts: dict[tuple, dict], unjudgeable: dict[tuple, str], todo: list[StageARecord],
                    point: MissionPoint, provenance: Provenance, path: Path, errors_file: Path, batch_size: int,
                    allow_uncertified: bool = False, guided: bool = True) -> int:
     written = 0

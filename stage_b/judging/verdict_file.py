@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from qc_core.jsonl import OUTPUT_REMEDY, iter_jsonl, write_jsonl_atomic
-from qc_core.records import summaries_of, utc_now
+from qc_core.records import StageARecord, summaries_of, utc_now
 from stage_b.contract.grounding import ground
 from stage_b.contract.numbers import fmt_p
 from stage_b.contract.verdict import parse
@@ -129,7 +129,7 @@ def errors_path(output_dir: Path, mission: str) -> Path:
     return output_dir / f"{mission}_verdicts.errors.jsonl"
 
 
-def verdict_record(record: dict, p: float, point: MissionPoint, completion: str, provenance: Provenance,
+def verdict_record(record: StageARecord, p: float, point: MissionPoint, completion: str, provenance: Provenance,
                    allow_uncertified: bool = False) -> VerdictLine:
     """One line of <mission>_verdicts.jsonl (VerdictLine). Pure: everything the verdict depends on is an argument.
     `point` is the mission's decision point (stage_b.rules.operating_point.thresholds_for or manual_point);
@@ -174,7 +174,7 @@ def verdict_record(record: dict, p: float, point: MissionPoint, completion: str,
     return line   # its keys: VerdictLine (tests/test_verdict_files.py holds them)
 
 
-def rests_on(record: dict) -> dict:
+def rests_on(record: StageARecord) -> dict:
     """What a verdict rests on: a digest of the group's Stage-A summaries and photo list, and the Stage-A model. A
     rerun judges a group again when its record no longer matches."""
     text = json.dumps({"summaries": summaries_of(record), "images": record["images"]}, ensure_ascii=False,
@@ -183,7 +183,7 @@ def rests_on(record: dict) -> dict:
             "stage_a_fingerprint": record.get("model_fingerprint")}
 
 
-def _line_problem(rec: dict, mission: str, records: dict[str, dict], seen: dict[str, int]) -> str | None:
+def _line_problem(rec: dict, mission: str, records: dict[str, StageARecord], seen: dict[str, int]) -> str | None:
     """Why a verdict line cannot be kept as it is (edited by hand, or from another file), or None."""
     gid = rec.get("group_id")
     if not isinstance(gid, str) or not gid:
@@ -216,7 +216,7 @@ def _decision_problem(rec: dict, expected: dict) -> str | None:
             + ", ".join(f"{expected.get(k)!r}" for k in differs[:3]) + ")")
 
 
-def check_resumable(path: Path, provenance: Provenance, mission: str, records: dict[str, dict],
+def check_resumable(path: Path, provenance: Provenance, mission: str, records: dict[str, StageARecord],
                     recompute=None) -> tuple[set[str], list[str]]:
     """(group ids already judged whose verdict still rests on their Stage-A record, group ids to judge again because
     their record changed since), after checking the file line by line: written with the same model, adapters and
