@@ -37,8 +37,8 @@ test-fast: setup
 	npm install --silent --no-audit --no-fund --prefix .ci/node @fission-ai/openspec@$(OPENSPEC_VERSION)
 
 # ruff as configured in pyproject.toml ([tool.ruff]: pycodestyle and pyflakes, 120 columns), the import contracts
-# ([tool.importlinter]: the layers, and no torch/transformers/ms-swift/datasets in the pure core) and mypy on the pure
-# core ([tool.mypy])
+# ([tool.importlinter]: the layers, and no torch/transformers/ms-swift/datasets in the pure core) and mypy ([tool.mypy]:
+# the pure core, Stage-A, the ms-swift plugin, judging, evaluation, pages, the review app and the router)
 lint: setup
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
