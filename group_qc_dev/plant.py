@@ -102,6 +102,9 @@ PLANTS = [
      "keeps_the_replaced"),
     ("qc_core/renamed.py", "    print(renamed_line(old, command), file=sys.stderr)\n", "", "tests/test_entry_points.py",
      "older_module_name"),
+    ("stage_b/monitoring/owner_status.py", '    days = m.get("days") or []\n',
+     '    from stage_b.rules.routes import AUDIT  # noqa: F401\n    days = m.get("days") or []\n',
+     "tests/test_core_is_light.py", "inside_a_function_says_why"),
     ("group_qc_dev/demo_steps.py", "reverse=True)\n    return", ")\n    return", "tests/test_demo_steps.py",
      "candidates"),
 ]
