@@ -57,31 +57,6 @@ class VerdictFields(TypedDict):
     created_at: str
 
 
-class VerdictLine(VerdictFields, total=False):
-    """One line of <mission>_verdicts.jsonl, as verdict_record writes it and the review page, the import of decisions
-    and the monitor read it. The provenance keys (PROVENANCE, and model, adapters, inspection) are the judging run's,
-    the same on every line of a file; a line written before a key existed lacks it, and only a gold group has `gold`."""
-    gold: Gold
-    model: str
-    adapters: list[str]
-    fingerprints: dict | None
-    operating_point: str | None
-    mode: str
-    allow_uncertified: bool
-    reason_citations: str
-    audit_share: float
-    inspection: Inspection
-    audit_seed: int | None
-    withdrawn: str | None
-    reviewers: list[str] | None
-    overlap_share: float | None
-    gold_share: float | None
-    unmonitored: str | None
-    no_monitor: str | None
-    unaccepted: str | None
-    accepted_weaker: str | None
-
-
 class Provenance(TypedDict):
     """How a verdict file's lines were made, the same on every line (stage_b.judging.judge.provenance_of writes it,
     verdict_record copies it into each line): a resume must agree on PROVENANCE's keys. `threshold` is the mission's
@@ -105,6 +80,13 @@ class Provenance(TypedDict):
     no_monitor: str | None
     unaccepted: str | None
     accepted_weaker: str | None
+
+
+class VerdictLine(VerdictFields, Provenance, total=False):
+    """One line of <mission>_verdicts.jsonl, as verdict_record writes it and the review page, the import of decisions
+    and the monitor read it: the decision fields (VerdictFields), the judging run's provenance (Provenance, the same on
+    every line of a file; a line written before a key existed lacks it) and, on a gold group's line only, `gold`."""
+    gold: Gold
 
 
 class _GoldKey(TypedDict, total=False):
