@@ -149,7 +149,7 @@ def restore_command(op: OperatingPoint, op_path, labels_dir) -> str:
     if labels_dir:
         files.append(str(Path(labels_dir) / "*_stage_a.jsonl"))
     # the checkpoints are read back already resolved (stage_b.rules.operating_point.load_operating_point)
-    words = ["python", "-m", "stage_b.evaluate", "--model", os.path.normpath(str(op.model.get("path", "<model>")))]
+    words = ["group-qc", "evaluate", "--model", os.path.normpath(str(op.model.get("path", "<model>")))]
     for a in op.adapters or []:
         words += ["--adapters", os.path.normpath(str(a.get("path") if isinstance(a, dict) else a))]
     words += ["--split", "held_out"] + (["--stage_a_files", ",".join(dict.fromkeys(files))] if files else [])
