@@ -1,5 +1,5 @@
-"""The review pages, where a person looks at groups and decides them: used by Stage-A's audit (`python -m
-stage_a.audit`), evaluation and judging alike.
+"""The review pages, where a person looks at groups and decides them: used by Stage-A's audit (`group-qc
+stage-a-review`), evaluation and judging alike.
 
     review/page.py        the renderer: cards, pages, the index of every group, photos as thumbnails (Jinja2)
     review/templates/     the page (review.html.j2) and its script (review.js: filters, decisions, export)

@@ -180,7 +180,7 @@ def _rescore_provenance(settings: EvaluateSettings, beside: bool = True) -> tupl
                                   f"--model (and --adapters) as used for the predictions") from None
         if not isinstance(earlier, dict) or not isinstance(earlier.get("data") or {}, dict) \
                 or not isinstance(earlier.get("checkpoints") or {}, dict):
-            raise EvaluationError(f"{metrics_file} (beside the predictions) is not a metrics.json stage_b.evaluate "
+            raise EvaluationError(f"{metrics_file} (beside the predictions) is not a metrics.json group-qc evaluate "
                                   f"wrote: move it away and pass --model (and --adapters) as used for the predictions")
         earlier = read_back(earlier, metrics_file.parent)   # its paths are relative to its folder
     checkpoints = earlier.get("checkpoints")
@@ -216,7 +216,7 @@ def rescored(settings: EvaluateSettings) -> Scored:
                               f"{path}: pass --model (and --adapters) as used for it (nothing is loaded)")
     if data is not None and not isinstance(data.get("split"), str):
         raise EvaluationError(f"metrics.json beside {path} has no data.split (which groups the "
-                              f"predictions are): it was not written by stage_b.evaluate, or was edited; move it "
+                              f"predictions are): it was not written by group-qc evaluate, or was edited; move it "
                               f"away and pass --model (and --adapters) as used for the predictions")
     _check_operating_split(settings.targets, data["split"] if data else "val")
     review = settings.review(_records_for(data), settings.selection_flags.get("input_dir"))

@@ -24,7 +24,7 @@ def load(path: str) -> dict:
     except (OSError, ValueError, RecursionError) as exc:   # RecursionError: JSON nested thousands deep
         raise UserError(f"cannot read metrics file {path}: {exc}") from None
     if "overall" not in data or "per_mission" not in data:
-        raise UserError(f"{path} is not a stage_b.evaluate metrics.json (no 'overall'/'per_mission')")
+        raise UserError(f"{path} is not a group-qc evaluate metrics.json (no 'overall'/'per_mission')")
     return data
 
 

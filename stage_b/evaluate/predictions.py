@@ -154,7 +154,7 @@ def read_prediction_file(path: Path) -> tuple[list[Prediction], str]:
                     "swift deploy's --result_path log has no group id or expected verdict; score with `swift infer "
                     "--val_dataset group_qc_val --result_path FILE`, or save each group_qc_val row with its chat "
                     "completion under response" if fmt else
-                    f"expected {', '.join(PREDICTION_FIELDS)} (stage_b.evaluate), or response and "
+                    f"expected {', '.join(PREDICTION_FIELDS)} (group-qc evaluate), or response and "
                     f"{', '.join(DATASET_FIELDS)} (swift infer --val_dataset group_qc_val --result_path)"))
         if first is None:
             first = fmt

@@ -102,7 +102,7 @@ def write_day_review(output_dir: Path, missions: list[str], input_dirs: list[Pat
                                   "contradicts the verdict or cites a photo whose summary shows no defect.",
                                   "Each photo is marked when the reason cites it and when its summary shows a defect.",
                                   "Decide each group here (buttons, or keys j/k p f u n); decisions stay in this "
-                                  "browser; 'export' downloads decisions-<reviewer>-<day>-<date>.jsonl for python -m "
-                                  "stage_b.labels.decisions, which turns them into labelled Stage-A files."])
+                                  "browser; 'export' downloads decisions-<reviewer>-<day>-<date>.jsonl for "
+                                  "group-qc decisions, which turns them into labelled Stage-A files."])
     report(result)
     return result

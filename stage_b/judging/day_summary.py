@@ -15,7 +15,7 @@ def print_gold(gold: tuple, gold_share: float, labels, verdicts: list[dict]) -> 
     if gold:
         print(f"gold: {mixed} known-answer group(s) among the day's review cards ({gold_share:g} of each "
               f"mission's groups, from {', '.join(sorted({str(Path(g).parent) for g in gold}))}); they "
-              f"measure each reviewer (stage_b.decisions' reviewer table); --gold_share 0 turns gold off")
+              f"measure each reviewer (group-qc decisions' reviewer table); --gold_share 0 turns gold off")
     elif labels and gold_share == 0:
         print("gold: off (--gold_share 0): no reviewer is measured on known answers today")
 

@@ -97,8 +97,8 @@ def _thresholds(settings: JudgeSettings, op: OperatingPoint | None, missions: li
                                 adapters=checkpoints["adapters"], fallback=fallback)
         return points, point_keys(settings.operating_point, op)
     if fallback is None:
-        raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from python -m "
-                                  "stage_b.evaluate --target_miss_rate R) or --threshold T")
+        raise OperatingPointError("no threshold: pass --operating_point operating_point.json (from group-qc "
+                                  "evaluate --target_miss_rate R) or --threshold T")
     return {m: manual_point(fallback) for m in missions}, None
 
 

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "`plan` (stage_b.monitoring.plan_audits at today's volume); the monitor's tightened state "
                         "raises it "
                         "(stage_b.monitoring.day_shares; default %(default)s; 0: no audit, and "
-                        "stage_b.monitoring.monitor then says the "
+                        "group-qc monitor then says the "
                         "promises are unverified)")
     p.add_argument("--audit_seed", type=int, default=None,
                    help="the audit draw's seed (default: the one the output folder's verdict files recorded, else a "
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_OVERLAP_SHARE} with two reviewers or more; stage_b.labels.agreement measures them)")
     p.add_argument("--gold", nargs="+", default=[],
                    help="labelled Stage-A files (earlier days' labels): known-answer groups mixed into the day's "
-                        "review, looking like the day's blind audits; stage_b.labels.decisions scores each reviewer "
+                        "review, looking like the day's blind audits; group-qc decisions scores each reviewer "
                         "on them "
                         "(stage_b.labels.gold)")
     p.add_argument("--gold_share", default=None,
@@ -141,14 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "this, every group of a certified mission goes to review (the guard fails closed)")
     p.add_argument("--accept_weaker", metavar="WORDS",
                    help="the owner accepts, in words, an operating point that promises less than the one it replaces "
-                        "(stage_b.evaluate --replaces names the missions and why), recorded on every verdict line; "
+                        "(group-qc evaluate --replaces names the missions and why), recorded on every verdict line; "
                         "without it every group of such a mission goes to review (stage_b.rules.replacement)")
     p.add_argument("--seconds_per_decision", default=None,
                    help=f"the pace that prices the day's review work in person-hours (default: the median the review "
                         f"pages measured, from --labels, else {DEFAULT_SECONDS_PER_DECISION:g}; "
                         f"stage_b.rules.workload)")
-    p.add_argument("--labels", help="the labels folder stage_b.decisions writes: the reviewers' measured pace, and the "
-                                    "day's gold unless --gold names others or --gold_share is 0")
+    p.add_argument("--labels", help="the labels folder group-qc decisions writes: the reviewers' measured pace, and "
+                                    "the day's gold unless --gold names others or --gold_share is 0")
     p.add_argument("--overwrite", action="store_true", help="discard earlier verdicts and judge everything again")
     p.add_argument("--no_review", action="store_true", help="no review page (<output_dir>/review/index.html)")
     return p

@@ -212,8 +212,8 @@ def read_labels(labels_dir: Path, registry, min_gold_accuracy: float = DEFAULT_M
     `min_gold_accuracy` (Labels; stage_b.labels.reviewer_quality)."""
     log_path = Path(labels_dir) / LOG
     if not Path(labels_dir).is_dir():
-        raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of python -m "
-                           f"stage_b.labels.decisions (an empty folder if nothing is decided yet)")
+        raise MonitorError(f"labels folder {labels_dir} does not exist: give the --output_dir of group-qc "
+                           f"decisions (an empty folder if nothing is decided yet)")
     try:
         log, chain = read_log(log_path, seen)   # chain and heads checked: an edited or cut log moves no bound
     except (JsonlError, DecisionsLogError) as exc:

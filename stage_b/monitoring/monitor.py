@@ -236,7 +236,7 @@ def main(argv=None) -> int:
                    help="the miss-rate detector's average years between false withdrawals of one mission while its "
                         "promise holds (stage_b.stats.detector; default %(default)s)")
     p.add_argument("--min_gold_accuracy", default=str(DEFAULT_MIN_GOLD_ACCURACY),
-                   help="the bar of stage_b.labels.decisions (default %(default)s): an escape one reviewer alone "
+                   help="the bar of group-qc decisions (default %(default)s): an escape one reviewer alone "
                         "found moves "
                         "a bound once a second reviewer confirms it, or when that reviewer's measured error rate is "
                         "below 1 - this at the reviewer table's confidence")
@@ -351,7 +351,7 @@ def print_days(monitor: MonitorFile) -> None:
             for w in d.get("unconfirmed") or []:
                 print(f"    escape waiting for a second person: group {printable(w['group_id'])} was decided 不通过 "
                       f"by {printable(w['reviewer'])} alone; it moves no bound until another reviewer decides it too "
-                      f"(or {printable(w['reviewer'])}'s measured error rate meets the bar: stage_b.labels.decisions)")
+                      f"(or {printable(w['reviewer'])}'s measured error rate meets the bar: group-qc decisions)")
             for u in d.get("unresolved") or []:
                 print(f"    audit unresolved: group {printable(u['group_id'])} ({u['why']}): "
                       + ("it counts as an escape the moment a reviewer or the lead settles it as one" if u["why"] !=

@@ -32,8 +32,8 @@ def check_monitor(monitor: dict, path) -> dict:
     it); a file whose stored bounds, detectors, states, status or shares differ (edited by hand) is refused, naming
     the mission and day."""
     if not isinstance(monitor, dict) or monitor.get("format") != MONITOR_FORMAT:
-        raise MonitorError(f"{path} is not a monitor.json of format {MONITOR_FORMAT}: write it with python -m "
-                           f"stage_b.monitoring.monitor")
+        raise MonitorError(f"{path} is not a monitor.json of format {MONITOR_FORMAT}: write it with group-qc "
+                           f"monitor")
     try:
         delta = 1 - float(monitor["confidence"])
         alpha = float(monitor["drift_alpha"])
@@ -48,7 +48,7 @@ def check_monitor(monitor: dict, path) -> dict:
     except MonitorError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MonitorError(f"{path} is not a monitor.json stage_b.monitoring.monitor wrote ({type(exc).__name__}: "
+        raise MonitorError(f"{path} is not a monitor.json group-qc monitor wrote ({type(exc).__name__}: "
                            f"{exc}); write "
                            f"it again with group-qc monitor") from None
     return monitor
@@ -71,8 +71,8 @@ def _check_mission(path, mission: str, m: dict, delta: float, alpha: float, year
         if int(row.get("audits_disputed") or 0) != sum(u.get("why") in ("conflict", "unsure")
                                                        for u in row.get("unresolved") or []):
             raise MonitorError(f"{path}: {mission}, day folder {row['day']!r}: audits_disputed is not the number of "
-                               f"audits it lists in dispute; the file was edited: write it again with python -m "
-                               f"stage_b.monitor")
+                               f"audits it lists in dispute; the file was edited: write it again with "
+                               f"group-qc monitor")
         d = row["drift"]
         fired = any(x is not None and x < alpha for x in (d.get("ks_p"), d.get("defect_p")))
         if fired != bool(d.get("fired")) or any(x is not None and not 0 <= x <= 1 for x in (d.get("ks_p"),

@@ -238,11 +238,11 @@ class OperatingPoint:
         if not isinstance(op.get("model"), dict) or not isinstance(op.get("adapters"), list) or \
                 not all(isinstance(a, dict) for a in op["adapters"]):
             raise OperatingPointError(f"{where}: `model` must be an object and `adapters` a list of objects (as "
-                                      f"stage_b.evaluate writes them); recompute the file")
+                                      f"group-qc evaluate writes them); recompute the file")
         data = op.get("data")
         if data is not None and (not isinstance(data, dict) or not isinstance(data.get("selection", {}), dict)):
             raise OperatingPointError(f"{where}: `data` must be an object whose `selection` is an object (as "
-                                      f"stage_b.evaluate writes it); recompute the file")
+                                      f"group-qc evaluate writes it); recompute the file")
         if not isinstance(op.get("missions"), dict):
             raise OperatingPointError(f"{where}: `missions` must be an object of mission entries; recompute the file")
         missions = {m: MissionPoint.from_json(e, f"{where}: {m}") for m, e in op["missions"].items()}

@@ -125,7 +125,7 @@ def weaker_missions(replaces: dict | None) -> dict[str, str]:
         return {}
     if not isinstance(replaces, dict) or not isinstance(replaces.get("missions"), dict) \
             or not isinstance(replaces.get("weaker"), list):
-        raise ReplacementError("`replaces` is not what stage_b.evaluate --replaces writes (an object with `missions` "
+        raise ReplacementError("`replaces` is not what group-qc evaluate --replaces writes (an object with `missions` "
                                "and `weaker`); recompute the operating point")
     out = {}
     for mission in replaces["weaker"]:
@@ -164,7 +164,7 @@ def inherit_targets(old_op: dict, given: dict) -> tuple[dict, list[str]]:
            "family_wise": bool((old_op.get("family") or {}).get("family_wise"))}
     if old["targets"] is None:
         raise ReplacementError("the replaced operating point has no target miss rate for any mission: is it an "
-                               "operating point stage_b.evaluate wrote?")
+                               "operating point group-qc evaluate wrote?")
     out, said = {}, []
     for name, value in given.items():
         flag = FLAGS[name]

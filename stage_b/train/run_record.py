@@ -276,8 +276,8 @@ def newest_run_file(folder: Path) -> Path:
         return (int(m.group(1)) if m else -1, p.parent.name)
     runs = sorted(folder.glob(f"*/{RUN_FILE}"), key=version)
     if not runs:
-        raise RunRecordError(f"no {RUN_FILE} in {folder} or its subfolders: give a run folder of python -m "
-                             f"stage_b.train.launch (run_grpo.sh), or its output_dir")
+        raise RunRecordError(f"no {RUN_FILE} in {folder} or its subfolders: give a run folder of group-qc "
+                             f"grpo (run_grpo.sh), or its output_dir")
     return runs[-1]
 
 
