@@ -29,7 +29,9 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from qc_core.errors import UserError
 from qc_core.images import PhotoError, load_photo
@@ -116,13 +118,13 @@ def mix_in(gold: dict[str, list[dict]], today: dict[str, list[dict]], share: flo
     return out
 
 
-def photo_problem(rec: dict) -> str | None:
+def photo_problem(rec: Mapping[str, Any]) -> str | None:
     """Why a gold group's photos cannot be shown (module doc), or None: each must lie inside the folder its record
     was reviewed from, exist and be a file (decoding is checked when it is copied)."""
     return photo_sources(rec)[1]
 
 
-def photo_sources(rec: dict) -> tuple[list[Path], str | None]:
+def photo_sources(rec: Mapping[str, Any]) -> tuple[list[Path], str | None]:
     folder = rec.get("input_dir")
     if not isinstance(folder, str) or not folder:
         return [], "its record names no input_dir (the folder its photos were reviewed from)"
@@ -161,7 +163,8 @@ def _safe(name: str) -> str:
 def with_photo_copies(records: list[dict], photos_dir: Path) -> tuple[list[dict], list[str]]:
     """(the gold records whose photos were copied under `photos_dir`, pointing at the copies; why each other one was
     left out). A copy is written whole (a temporary file renamed into place), again on a resume."""
-    kept, left_out = [], []
+    kept: list[dict] = []
+    left_out: list[str] = []
     for rec in records:
         sources, why = photo_sources(rec)
         names, copies = set(), []

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict, cast
 
-from qc_core.records import image_key, utc_now
+from qc_core.records import StageARecord, image_key, utc_now
 from stage_b.contract.verdict import FAIL, FILE_LABELS, PASS
 from stage_b.labels.decision_lines import FUTURE_SLACK, OLDEST, decided_at_time
 from stage_b.labels.persons import ANONYMOUS, canonical_names
@@ -82,7 +82,7 @@ def review_of(source_record: dict, decisions: list[dict], below: dict[str, dict]
     return out
 
 
-def stage_a_record(source_record: dict, label: str, review: dict | None = None) -> dict:
+def stage_a_record(source_record: Mapping[str, Any], label: str, review: dict | None = None) -> StageARecord:
     """The group as a labelled Stage-A record, from a verdict line (summaries, images, input_dir) or a Stage-A
     record of the source file; `label` is PASS or FAIL, written as the file spells it (FILE_LABELS); `review`
     (review_of) says how it reached a reviewer."""
@@ -99,7 +99,8 @@ def stage_a_record(source_record: dict, label: str, review: dict | None = None) 
         fingerprint = (source_record.get("rests_on") or {}).get("stage_a_fingerprint")
         if fingerprint:
             record["model_fingerprint"] = fingerprint
-    out = {**record, "label": FILE_LABELS[label], "created_at": record.get("created_at") or utc_now()}
+    out = cast(StageARecord, {**record, "label": FILE_LABELS[label],
+                              "created_at": record.get("created_at") or utc_now()})   # every field a reader needs
     if review is not None:
         out["review"] = review
     return out
