@@ -67,8 +67,7 @@ from stage_b.monitoring.days import (
     verdict_files,
 )
 from stage_b.monitoring.inspection import NORMAL, NOT_CERTIFIED, TIGHTENED_CLEAN_DAYS, WITHDRAWN
-from stage_b.monitoring.live_promise import (  # noqa: F401 - the command's names, kept for its readers
-    DEFAULT_DRIFT_ALPHA, MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of, promised_escape)
+from stage_b.monitoring.live_promise import DEFAULT_DRIFT_ALPHA, MAX_DRIFT_ALPHA, MONITOR_FORMAT, bounds_for, promise_of
 from stage_b.monitoring.monitor_file import load_monitor
 from stage_b.monitoring.monitor_format import MonitorFile
 from stage_b.monitoring.monitor_page import write_outputs
